@@ -1,0 +1,180 @@
+"""InsideOut on Spark: turn a :class:`~faq.planner.Plan` into DataFrame operations.
+
+Each step joins its bag (⊗ the annotations), ⊕-aggregates the eliminated
+variable away with a native aggregate, drops zero annotations, and
+materialises the result (``persist`` + ``count``) so that lineage stays short
+and the step's actual size is known.  Binary joins are the default join
+method; cyclic bags can use the worst-case optimal Generic Join
+(:mod:`faq.wcoj`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from faq.planner import Plan, Step
+from faq.rule import VALUE, Atom
+from semirings import Semiring
+from semirings import spark as sops
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+__all__ = ["Frame", "binary_join", "execute", "JOIN_METHODS"]
+
+JOIN_METHODS = ("auto", "binary", "wcoj")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A factor during execution: variables and a DataFrame (vars..., value)."""
+
+    vars: tuple[str, ...]
+    df: DataFrame
+    rows: float = 0.0
+
+
+def atom_frame(atom: Atom, relation: DataFrame, key_names: Sequence[str]) -> DataFrame:
+    """The relation seen through ``atom``: columns renamed to the atom's variables.
+
+    A variable repeated in the atom keeps only rows whose columns agree.
+    """
+    from pyspark.sql import functions as F
+
+    df = relation
+    first: dict[str, str] = {}
+    for col, v in zip(key_names, atom.vars, strict=True):
+        if v in first:
+            df = df.filter(F.col(first[v]) == F.col(col))
+        else:
+            first[v] = col
+    return df.select(*[F.col(c).alias(v) for v, c in first.items()], F.col(VALUE))
+
+
+def binary_join(frames: Sequence[Frame], S: Semiring) -> Frame:
+    """Natural join of ``frames`` by pairwise equi-joins, multiplying annotations with ⊗.
+
+    Joins greedily: start from the smallest frame, then repeatedly add the
+    smallest frame that shares a variable with what is joined so far
+    (a Cartesian product only when nothing shares one).
+    """
+    from pyspark.sql import functions as F
+
+    o = sops.ops(S)
+    pending = sorted(range(len(frames)), key=lambda i: frames[i].rows)
+    first = pending.pop(0)
+    vars_ = list(frames[first].vars)
+    df = frames[first].df.withColumnRenamed(VALUE, "__w0")
+    weights = ["__w0"]
+    while pending:
+        sharing = [i for i in pending if set(frames[i].vars) & set(vars_)]
+        nxt = sharing[0] if sharing else pending[0]
+        pending.remove(nxt)
+        w = f"__w{len(weights)}"
+        other = frames[nxt].df.withColumnRenamed(VALUE, w)
+        on = [v for v in frames[nxt].vars if v in vars_]
+        df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
+        vars_ += [v for v in frames[nxt].vars if v not in vars_]
+        weights.append(w)
+        if len(weights) > 1:  # fold the product as we go: fewer columns to carry
+            df = df.select(*vars_, o.mul(F.col(weights[0]), F.col(w)).alias("__w0"))
+            weights = ["__w0"]
+    df = df.select(*vars_, F.col("__w0").alias(VALUE))
+    return Frame(tuple(vars_), df)
+
+
+def aggregate(frame: Frame, keep: Sequence[str], S: Semiring) -> DataFrame:
+    """⊕-aggregate every variable not in ``keep`` away and drop zero annotations."""
+    from pyspark.sql import functions as F
+
+    df = frame.df
+    if tuple(keep) != frame.vars:
+        df = sops.reduce(S, df.select(*keep, VALUE), list(keep), VALUE)
+    return df.filter(sops.nonzero(S, F.col(VALUE))).select(*keep, VALUE)
+
+
+def choose_method(step: Step, join: str) -> str:
+    """The join method of a step: forced by ``join``, or by the bag's shape under "auto"."""
+    if join == "binary" or (join == "auto" and not step.cyclic):
+        return "binary"
+    if len(step.factors) < 2:
+        return "binary"
+    return "wcoj"
+
+
+def materialize(df: DataFrame) -> tuple[DataFrame, int]:
+    """Compute ``df`` once, keep it on the executors, and cut its lineage: (df, rows).
+
+    ``localCheckpoint`` rather than ``persist``: a later ``unpersist`` of an input
+    would otherwise drop the cached data of everything computed from it.
+    """
+    out = df.localCheckpoint(eager=True)
+    return out, out.count()
+
+
+def execute(
+    plan: Plan,
+    atom_frames: dict[int, Frame],
+    S: Semiring,
+    join: str = "auto",
+    *,
+    trace: bool = False,
+) -> tuple[DataFrame, int]:
+    """Run ``plan``; return the result DataFrame (materialised) and its row count.
+
+    ``atom_frames`` maps ``id(PlanFactor)`` of each atom to its Frame.  With
+    ``trace`` every intermediate of a join is counted (``Step.max_intermediate``)
+    at the cost of extra Spark jobs.
+    """
+    frames: dict[int, Frame] = dict(atom_frames)
+    result: DataFrame | None = None
+    rows = 0
+    for step in plan.steps:
+        t0 = time.perf_counter()
+        inputs = [frames.pop(id(f)) for f in step.factors]
+        method = choose_method(step, join)
+        step.method = method
+        if method == "wcoj":
+            from faq.wcoj import generic_join
+
+            joined, largest = generic_join(inputs, S, trace=trace)
+        elif len(inputs) == 1:
+            joined, largest = inputs[0], None
+        else:
+            joined = binary_join(inputs, S)
+            largest = _trace_binary(inputs, S) if trace else None
+        out, rows = materialize(aggregate(joined, step.output.vars, S))
+        step.actual_rows = rows
+        step.max_intermediate = largest
+        step.seconds = time.perf_counter() - t0
+        frames[id(step.output)] = Frame(step.output.vars, out, float(rows))
+        result = out
+    if result is None:  # no step: the head is a single atom
+        (only,) = frames.values()
+        result, rows = materialize(only.df.select(*plan.rule.head, VALUE))
+    return result, rows
+
+
+def _trace_binary(inputs: Sequence[Frame], S: Semiring) -> int:
+    """The largest row count among the pairwise joins a binary plan builds (counted)."""
+    largest = 0
+    for k in range(2, len(inputs) + 1):
+        largest = max(largest, binary_join(_greedy_prefix(inputs, k), S).df.count())
+    return largest
+
+
+def _greedy_prefix(inputs: Sequence[Frame], k: int) -> list[Frame]:
+    """The first ``k`` frames in the order :func:`binary_join` joins them."""
+    pending = sorted(range(len(inputs)), key=lambda i: inputs[i].rows)
+    chosen = [pending.pop(0)]
+    vars_ = set(inputs[chosen[0]].vars)
+    while len(chosen) < k:
+        sharing = [i for i in pending if set(inputs[i].vars) & vars_]
+        nxt = sharing[0] if sharing else pending[0]
+        pending.remove(nxt)
+        chosen.append(nxt)
+        vars_ |= set(inputs[nxt].vars)
+    return [inputs[i] for i in chosen]

@@ -1,0 +1,396 @@
+"""Variable-order planning for InsideOut: pure Python, no Spark.
+
+The planner sees a query as a hypergraph (one hyperedge per atom) with cheap
+statistics per atom: its row count and the distinct count of each variable.
+A cost model estimates, for every elimination step, how many rows the join of
+the step's bag produces; a plan's cost is the sum over its steps.  For dense
+matrices this is exactly the number of scalar multiplications, so on a matrix
+chain the optimal order is the one :func:`numpy.linalg.multi_dot` picks.
+
+Strategies live in a registry (:data:`STRATEGIES`) and are found by name.
+
+>>> from faq.rule import parse_rule
+>>> r = parse_rule("Q(i, l) :- A(i, j), B(j, k), C(k, l)")
+>>> stats = [AtomStats(10 * 100, {"i": 10, "j": 100}),
+...          AtomStats(100 * 5, {"j": 100, "k": 5}),
+...          AtomStats(5 * 50, {"k": 5, "l": 50})]
+>>> plan = make_plan(r, stats)
+>>> plan.order, plan.cost
+(('j', 'k'), 7500.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from faq.rule import Rule
+
+__all__ = [
+    "STRATEGIES",
+    "AtomStats",
+    "Plan",
+    "PlanFactor",
+    "Step",
+    "get_strategy",
+    "is_acyclic",
+    "make_plan",
+]
+
+EXHAUSTIVE_LIMIT = 8
+"""The "auto" strategy searches exhaustively up to this many bound variables."""
+
+
+@dataclass(frozen=True)
+class AtomStats:
+    """Row count and per-variable distinct counts of one (prepared) atom."""
+
+    rows: int
+    distinct: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PlanFactor:
+    """A factor as the planner sees it: a label, its variables, estimated size."""
+
+    label: str
+    vars: tuple[str, ...]
+    rows: float
+    distinct: dict[str, float]
+
+    def __str__(self) -> str:
+        return f"{self.label}({', '.join(self.vars)})"
+
+
+@dataclass
+class Step:
+    """One InsideOut step: join ``inputs`` (+ ``absorbed``), ⊕-aggregate ``var`` away.
+
+    ``var`` is None for the final product of the remaining factors onto the head.
+    """
+
+    var: str | None
+    inputs: list[PlanFactor]
+    absorbed: list[PlanFactor]
+    output: PlanFactor
+    est_join: float
+    cyclic: bool
+    method: str = "binary"
+    actual_rows: int | None = None
+    seconds: float | None = None
+    max_intermediate: int | None = None
+
+    @property
+    def factors(self) -> list[PlanFactor]:
+        """Every factor multiplied in this step."""
+        return [*self.inputs, *self.absorbed]
+
+
+@dataclass
+class Plan:
+    """A full InsideOut plan: variable order, steps, estimated total cost."""
+
+    rule: Rule
+    order: tuple[str, ...]
+    steps: list[Step]
+    cost: float
+    strategy: str
+    atoms: list[PlanFactor] = field(default_factory=list)
+
+    def report(self, semiring: str = "", *, after_solve: bool = False) -> str:
+        """The plan as readable text (what ``Query.explain`` returns)."""
+        lines = [f"FAQ plan for {self.rule}" + (f"   [semiring: {semiring}]" if semiring else "")]
+        lines.append("inputs:")
+        for a in self.atoms:
+            d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())
+            lines.append(f"  {a}: {_fmt(a.rows)} rows" + (f"; distinct {d}" if d else ""))
+        order = ", ".join(self.order) if self.order else "(none)"
+        lines.append(
+            f"variable order (eliminated first to last): {order}   "
+            f"[strategy: {self.strategy}; estimated cost {_fmt(self.cost)} joined rows]"
+        )
+        lines.append(f"free variables: {', '.join(self.rule.head) or '(none: scalar result)'}")
+        for n, s in enumerate(self.steps, 1):
+            what = f"eliminate {s.var}" if s.var is not None else "multiply onto the head"
+            lines.append(f"step {n}: {what}")
+            joined = " ⋈ ".join(str(f) for f in s.inputs)
+            lines.append(f"  join     {joined}")
+            if s.absorbed:
+                lines.append(
+                    "  absorb   "
+                    + ", ".join(str(f) for f in s.absorbed)
+                    + "  (contained in the bag's variables)"
+                )
+            label = "worst-case optimal" if s.method == "wcoj" else "binary"
+            shape = "cyclic" if s.cyclic else "acyclic"
+            lines.append(f"  method   {label} ({shape} bag)")
+            lines.append(f"  output   {s.output}")
+            est = f"  estimate join {_fmt(s.est_join)} rows -> output {_fmt(s.output.rows)} rows"
+            lines.append(est)
+            if s.actual_rows is not None:
+                extra = ""
+                if s.max_intermediate is not None:
+                    extra = f"; largest intermediate {s.max_intermediate:,} rows"
+                if s.seconds is not None:
+                    extra += f"; {s.seconds:.2f} s"
+                lines.append(f"  actual   output {s.actual_rows:,} rows{extra}")
+        if not after_solve:
+            lines.append("(actual sizes appear after solve())")
+        return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    if x >= 1e7:
+        return f"{x:.3g}"
+    return f"{round(x):,}"
+
+
+# -- cost model ------------------------------------------------------------------------
+def _join_estimate(factors: Sequence[PlanFactor]) -> tuple[float, dict[str, float]]:
+    """Estimated rows of the natural join of ``factors`` and each variable's distinct count.
+
+    For every variable shared by several factors the product of sizes is divided
+    by all but the smallest distinct count (containment of value sets), and the
+    result is capped by the product of the variables' distinct counts.
+    """
+    if not factors:
+        return 1.0, {}
+    size = math.prod(max(f.rows, 0.0) for f in factors)
+    dist: dict[str, float] = {}
+    per_var: dict[str, list[float]] = {}
+    for f in factors:
+        for v in f.vars:
+            per_var.setdefault(v, []).append(max(f.distinct.get(v, f.rows), 1.0))
+    for v, ds in per_var.items():
+        if len(ds) > 1:
+            size /= math.prod(ds) / min(ds)
+        dist[v] = min(ds)
+    cap = math.prod(dist.values()) if dist else 1.0
+    size = min(size, cap)
+    if any(f.rows <= 0 for f in factors):
+        size = 0.0
+    return size, {v: min(d, max(size, 1.0)) for v, d in dist.items()}
+
+
+def _merge(label: str, factors: Sequence[PlanFactor], keep: Sequence[str]) -> tuple[float, PlanFactor]:
+    """The join of ``factors`` projected (⊕-aggregated) onto ``keep``: (join rows, factor)."""
+    joined, dist = _join_estimate(factors)
+    cap = math.prod(dist[v] for v in keep) if keep else 1.0
+    rows = min(joined, cap)
+    return joined, PlanFactor(label, tuple(keep), rows, {v: min(dist[v], max(rows, 1.0)) for v in keep})
+
+
+def _ordered(vars_: set[str], reference: Sequence[str]) -> tuple[str, ...]:
+    return tuple(v for v in reference if v in vars_)
+
+
+def is_acyclic(edges: Sequence[Sequence[str]]) -> bool:
+    """α-acyclicity by GYO reduction: True when the hypergraph has a join tree.
+
+    >>> is_acyclic([("a", "b"), ("b", "c")]), is_acyclic([("a", "b"), ("b", "c"), ("a", "c")])
+    (True, False)
+    """
+    es = [set(e) for e in edges if e]
+    changed = True
+    while changed and len(es) > 1:
+        changed = False
+        counts: dict[str, int] = {}
+        for e in es:
+            for v in e:
+                counts[v] = counts.get(v, 0) + 1
+        for e in es:  # drop variables that occur in one edge only
+            lone = {v for v in e if counts[v] == 1}
+            if lone:
+                e -= lone
+                changed = True
+        for i, e in enumerate(es):  # drop an edge contained in another
+            if any(j != i and e <= f for j, f in enumerate(es)):
+                es.pop(i)
+                changed = True
+                break
+        es = [e for e in es if e]
+    return len(es) <= 1
+
+
+# -- canonical states for exhaustive search --------------------------------------------
+class _Model:
+    """Cost of eliminating ``v`` after a set of variables, independent of their order."""
+
+    def __init__(self, rule: Rule, atoms: list[PlanFactor]) -> None:
+        self.rule = rule
+        self.atoms = atoms
+        self.var_order = rule.variables
+        self._cache: dict[frozenset[str], list[PlanFactor]] = {}
+
+    def state(self, done: frozenset[str]) -> list[PlanFactor]:
+        """The factors present once ``done`` has been eliminated (in any order)."""
+        hit = self._cache.get(done)
+        if hit is not None:
+            return hit
+        parent = {v: v for v in done}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for a in self.atoms:
+            inside = [v for v in a.vars if v in done]
+            for x, y in itertools.pairwise(inside):
+                parent[find(x)] = find(y)
+        groups: dict[str, list[PlanFactor]] = {}
+        out: list[PlanFactor] = []
+        for a in self.atoms:
+            inside = [v for v in a.vars if v in done]
+            if inside:
+                groups.setdefault(find(inside[0]), []).append(a)
+            else:
+                out.append(a)
+        for root, members in groups.items():
+            keep = _ordered({v for m in members for v in m.vars} - done, self.var_order)
+            out.append(_merge(f"φ[{root}]", members, keep)[1])
+        self._cache[done] = out
+        return out
+
+    def step_cost(self, done: frozenset[str], v: str) -> tuple[float, float]:
+        factors = self.state(done)
+        bag = [f for f in factors if v in f.vars]
+        joined, _ = _join_estimate(bag)
+        return joined, sum(f.rows for f in bag)
+
+
+def _add(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def optimal_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+    """The order of least estimated cost, by dynamic programming over variable subsets."""
+    model = _Model(rule, atoms)
+    bound = rule.bound
+    best: dict[frozenset[str], tuple[tuple[float, float], tuple[str, ...]]] = {
+        frozenset(): ((0.0, 0.0), ())
+    }
+    for size in range(1, len(bound) + 1):
+        for combo in itertools.combinations(bound, size):
+            done = frozenset(combo)
+            candidates = []
+            for v in combo:
+                prev_cost, prev_order = best[done - {v}]
+                cost = _add(prev_cost, model.step_cost(done - {v}, v))
+                candidates.append((cost, (*prev_order, v)))
+            best[done] = min(candidates)
+    return best[frozenset(bound)][1]
+
+
+def greedy_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+    """Eliminate, at each step, the variable whose step is cheapest."""
+    model = _Model(rule, atoms)
+    done: frozenset[str] = frozenset()
+    order: list[str] = []
+    remaining = list(rule.bound)
+    while remaining:
+        v = min(remaining, key=lambda x: model.step_cost(done, x))
+        order.append(v)
+        remaining.remove(v)
+        done = done | {v}
+    return tuple(order)
+
+
+def auto_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+    """Exhaustive (optimal) up to ``EXHAUSTIVE_LIMIT`` bound variables, greedy beyond."""
+    if len(rule.bound) <= EXHAUSTIVE_LIMIT:
+        return optimal_order(rule, atoms)
+    return greedy_order(rule, atoms)
+
+
+def textual_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+    """Eliminate in order of first appearance in the rule (left to right for a chain)."""
+    return rule.bound
+
+
+STRATEGIES: dict[str, Callable[[Rule, list[PlanFactor]], tuple[str, ...]]] = {
+    "auto": auto_order,
+    "optimal": optimal_order,
+    "greedy": greedy_order,
+    "textual": textual_order,
+}
+"""Order strategies by name; ``solve(order=NAME)`` picks one."""
+
+
+def get_strategy(name: str) -> Callable[[Rule, list[PlanFactor]], tuple[str, ...]]:
+    """The order strategy called ``name``; ValueError listing the valid names otherwise."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        valid = ", ".join(repr(n) for n in STRATEGIES)
+        raise ValueError(f"unknown order strategy {name!r}; valid strategies: {valid}") from None
+
+
+# -- plans -------------------------------------------------------------------------------
+def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> list[PlanFactor]:
+    """Planner factors for the rule's atoms (repeated variables collapsed)."""
+    out = []
+    for a, s in zip(rule.atoms, stats, strict=True):
+        dv = a.distinct_vars
+        out.append(
+            PlanFactor(a.relation,
+                       dv, float(s.rows), {v: float(s.distinct.get(v, s.rows)) for v in dv})
+        )
+    return out
+
+
+def make_plan(
+    rule: Rule,
+    stats: Sequence[AtomStats],
+    order: str | Sequence[str] = "auto",
+) -> Plan:
+    """Choose a variable order (a strategy name or an explicit list) and lay out the steps.
+
+    Each step's bag is every factor mentioning the variable; factors whose
+    variables all lie inside the bag are absorbed into it (multiplied in,
+    which also filters, as InsideOut's indicator projections do).
+    """
+    atoms = atom_factors(rule, stats)
+    if isinstance(order, str):
+        strategy = order
+        chosen = get_strategy(order)(rule, atoms)
+    else:
+        chosen = tuple(order)
+        strategy = "forced"
+        bound = set(rule.bound)
+        bad = [v for v in chosen if v not in bound]
+        if bad or len(set(chosen)) != len(chosen) or set(chosen) != bound:
+            raise ValueError(
+                f"order {list(chosen)!r} must list each bound variable exactly once; "
+                f"bound variables of {rule}: {list(rule.bound)!r}"
+                + (f" (not bound: {bad!r})" if bad else "")
+            )
+    return lay_out(rule, atoms, chosen, strategy)
+
+
+def lay_out(rule: Rule, atoms: list[PlanFactor], order: Sequence[str], strategy: str) -> Plan:
+    """The steps of eliminating ``order`` innermost first, then the product onto the head."""
+    current = list(atoms)
+    steps: list[Step] = []
+    total = 0.0
+    for n, v in enumerate(order, 1):
+        bag = [f for f in current if v in f.vars]
+        bag_vars = {u for f in bag for u in f.vars}
+        absorbed = [f for f in current if v not in f.vars and set(f.vars) <= bag_vars]
+        keep = _ordered(bag_vars - {v}, rule.variables)
+        joined, out = _merge(f"φ{n}", [*bag, *absorbed], keep)
+        cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
+        steps.append(Step(v, bag, absorbed, out, joined, cyclic))
+        total += joined
+        used = {id(f) for f in (*bag, *absorbed)}
+        current = [f for f in current if id(f) not in used] + [out]
+    head = rule.head
+    if len(current) != 1 or current[0].vars != head:
+        joined, out = _merge("Q", current, head)
+        cyclic = not is_acyclic([f.vars for f in current])
+        steps.append(Step(None, current, [], out, joined, cyclic))
+        total += joined
+    return Plan(rule, tuple(order), steps, total, strategy, atoms)

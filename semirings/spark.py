@@ -1,0 +1,94 @@
+"""Spark operations for any semiring: the native path, or Python UDFs.
+
+:func:`ops` returns a :class:`~semirings.core.SparkOps` for every semiring.  A
+built-in returns its native ops.  A semiring written only as Python functions
+gets ops built from UDFs: ⊗ and ⊕ as scalar UDFs, the ⊕-reduction as a
+``collect_list`` per group folded by a UDF.  That path is slower but
+computes the same thing, so every query runs with every semiring.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from semirings.core import Semiring, SparkOps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
+
+_UDF_CACHE: dict[int, SparkOps] = {}
+
+
+def ops(semiring: Semiring) -> SparkOps:
+    """The Spark side of ``semiring``: native when it has one, UDF-based otherwise."""
+    if semiring.spark is not None:
+        return semiring.spark
+    cached = _UDF_CACHE.get(id(semiring))
+    if cached is None:
+        cached = _udf_ops(semiring)
+        _UDF_CACHE[id(semiring)] = cached
+    return cached
+
+
+def reduce(semiring: Semiring, df: DataFrame, keys: list[str], value: str) -> DataFrame:
+    """⊕-reduce column ``value`` of ``df`` grouped by ``keys`` (all keys when empty: one row)."""
+    o = ops(semiring)
+    if o.reduce is not None:
+        return o.reduce(df, keys, value)
+    assert o.agg is not None
+    return df.groupBy(*keys).agg(o.agg(df[value]).alias(value))
+
+
+def nonzero(semiring: Semiring, c: Column) -> Column:
+    """Predicate: the annotation ``c`` is not the semiring zero."""
+    from pyspark.sql import functions as F
+
+    if isinstance(semiring.zero, bool):
+        return c if semiring.zero is False else ~c
+    return c != F.lit(semiring.zero)
+
+
+def _udf_ops(semiring: Semiring) -> SparkOps:
+    from pyspark.sql import functions as F
+
+    t = semiring.spark_type
+    if t is None:
+        raise ValueError(
+            f"semiring {semiring.name!r}: cannot run on Spark: its zero "
+            f"{semiring.zero!r} is not a bool, int, float or str; pass spark_type= "
+            "to the Semiring"
+        )
+    S = semiring
+    mul_udf = F.udf(lambda a, b: None if a is None or b is None else S.mul(a, b), t)
+    add_udf = F.udf(lambda a, b: None if a is None or b is None else S.add(a, b), t)
+    fold = F.udf(lambda xs: functools.reduce(S.add, xs, S.zero), t)
+
+    def contains(x: object) -> bool:
+        try:
+            return bool(S.contains(x))  # type: ignore[misc]
+        except Exception:
+            return False
+
+    valid_udf = F.udf(contains, "boolean")
+
+    def red(df: DataFrame, keys: list[str], value: str) -> DataFrame:
+        grouped = df.groupBy(*keys).agg(F.collect_list(value).alias(value))
+        return grouped.select(*keys, fold(F.col(value)).alias(value))
+
+    neg_udf = None
+    if S.neg is not None:
+        neg_fn = S.neg
+        neg_udf_ = F.udf(lambda a: None if a is None else neg_fn(a), t)
+
+        def neg_udf(c: Column) -> Column:
+            return neg_udf_(c)
+
+    return SparkOps(
+        type=t,
+        mul=lambda a, b: mul_udf(a, b),
+        add=lambda a, b: add_udf(a, b),
+        valid=lambda c: c.isNotNull() & valid_udf(c),
+        reduce=red,
+        neg=neg_udf,
+    )

@@ -1,0 +1,52 @@
+"""One SparkSession for the whole test run, plus hypothesis profiles.
+
+Hypothesis profiles: "ci" (default, modest example counts) and "long"
+(``pytest --hypothesis-profile=long`` for a deeper search).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=int(os.environ.get("FAQ_EXAMPLES", "10")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
+settings.register_profile(
+    "long",
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local[2] session: UI and progress bars off, two shuffle partitions.
+
+    Adaptive query execution is off: on the tiny inputs of unit tests its
+    extra planning stages cost more than they save.
+    """
+    from faq.session import local_session
+
+    checkpoints = tempfile.mkdtemp(prefix="faq-ckpt-")
+    session = local_session(
+        "local[2]",
+        **{
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.memory": "2g",
+        },
+    )
+    session.sparkContext.setCheckpointDir(checkpoints)
+    yield session
+    session.stop()
