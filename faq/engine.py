@@ -27,6 +27,17 @@ __all__ = ["Frame", "binary_join", "execute", "JOIN_METHODS"]
 
 JOIN_METHODS = ("auto", "binary", "wcoj")
 
+BROADCAST_ROWS = 2_000_000
+"""Frames estimated at no more rows than this are broadcast to the joins that use them,
+so the (possibly much larger) other side is never shuffled for them."""
+
+
+def small(df: DataFrame, rows: float) -> DataFrame:
+    """``df`` with a broadcast hint when ``rows`` (an estimate) is at most BROADCAST_ROWS."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(df) if 0 < rows <= BROADCAST_ROWS else df
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -74,7 +85,7 @@ def binary_join(frames: Sequence[Frame], S: Semiring) -> Frame:
         nxt = sharing[0] if sharing else pending[0]
         pending.remove(nxt)
         w = f"__w{len(weights)}"
-        other = frames[nxt].df.withColumnRenamed(VALUE, w)
+        other = small(frames[nxt].df.withColumnRenamed(VALUE, w), frames[nxt].rows)
         on = [v for v in frames[nxt].vars if v in vars_]
         df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
         vars_ += [v for v in frames[nxt].vars if v not in vars_]
@@ -135,18 +146,25 @@ def execute(
     for step in plan.steps:
         t0 = time.perf_counter()
         inputs = [frames.pop(id(f)) for f in step.factors]
+        cached: list[DataFrame] = []
         method = choose_method(step, join)
         step.method = method
         if method == "wcoj":
             from faq.wcoj import generic_join
 
-            joined, largest = generic_join(inputs, S, trace=trace)
+            dist: dict[str, float] = {}
+            for f in step.factors:
+                for v, d in f.distinct.items():
+                    dist[v] = min(dist.get(v, d), d)
+            joined, largest, cached = generic_join(inputs, S, distinct=dist, trace=trace)
         elif len(inputs) == 1:
             joined, largest = inputs[0], None
         else:
             joined = binary_join(inputs, S)
             largest = _trace_binary(inputs, S) if trace else None
         out, rows = materialize(aggregate(joined, step.output.vars, S))
+        for df in cached:  # the materialised output no longer depends on them
+            df.unpersist()
         step.actual_rows = rows
         step.max_intermediate = largest
         step.seconds = time.perf_counter() - t0

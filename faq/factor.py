@@ -218,7 +218,9 @@ class Factor:
         types = list(key_types) if key_types is not None else ["bigint"] * len(vars_)
         columns = {c: [r[i] for r in rows] for i, c in enumerate([*vars_, VALUE])}
         df = _dataframe(columns, [*vars_, VALUE], [*types, sops.ops(S).type])
-        stats = RelationStats(len(rows), tuple(len({r[i] for r in rows}) for i in range(len(vars_))))
+        stats = RelationStats(
+            len(rows), tuple(len({r[i] for r in rows}) for i in range(len(vars_)))
+        )
         return cls(df, vars_, S, name, _clean=True, _stats=stats)
 
     # -- preparation for queries -------------------------------------------------------------
@@ -266,7 +268,9 @@ class Factor:
                 f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
                 f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
             )
-        stats = RelationStats(int(row["__rows"]), tuple(int(row[f"__d{i}"]) for i in range(len(keys))))
+        stats = RelationStats(
+            int(row["__rows"]), tuple(int(row[f"__d{i}"]) for i in range(len(keys)))
+        )
         if clean:
             return df, stats
         if self._has_value:

@@ -174,12 +174,16 @@ def _join_estimate(factors: Sequence[PlanFactor]) -> tuple[float, dict[str, floa
     return size, {v: min(d, max(size, 1.0)) for v, d in dist.items()}
 
 
-def _merge(label: str, factors: Sequence[PlanFactor], keep: Sequence[str]) -> tuple[float, PlanFactor]:
+def _merge(
+    label: str, factors: Sequence[PlanFactor], keep: Sequence[str]
+) -> tuple[float, PlanFactor]:
     """The join of ``factors`` projected (⊕-aggregated) onto ``keep``: (join rows, factor)."""
     joined, dist = _join_estimate(factors)
     cap = math.prod(dist[v] for v in keep) if keep else 1.0
     rows = min(joined, cap)
-    return joined, PlanFactor(label, tuple(keep), rows, {v: min(dist[v], max(rows, 1.0)) for v in keep})
+    return joined, PlanFactor(
+        label, tuple(keep), rows, {v: min(dist[v], max(rows, 1.0)) for v in keep}
+    )
 
 
 def _ordered(vars_: set[str], reference: Sequence[str]) -> tuple[str, ...]:
@@ -336,8 +340,9 @@ def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> list[PlanFactor]:
     for a, s in zip(rule.atoms, stats, strict=True):
         dv = a.distinct_vars
         out.append(
-            PlanFactor(a.relation,
-                       dv, float(s.rows), {v: float(s.distinct.get(v, s.rows)) for v in dv})
+            PlanFactor(
+                a.relation, dv, float(s.rows), {v: float(s.distinct.get(v, s.rows)) for v in dv}
+            )
         )
     return out
 

@@ -66,9 +66,7 @@ class Query:
                 parts.append(f"missing relation(s) {', '.join(map(repr, missing))}")
             if extra:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
-            raise ValueError(
-                f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})"
-            )
+            raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
         out: dict[str, Factor] = {}
         for name, arity in needed.items():
             out[name] = self._as_factor(name, relations[name], arity)
@@ -89,8 +87,9 @@ class Query:
                 )
             f = Factor(rel, name=name)
         elif isinstance(rel, np.ndarray):
-            f = Factor.from_numpy(rel, vars=[f"_{i}" for i in range(rel.ndim)],
-                                  semiring=self.semiring, name=name)
+            f = Factor.from_numpy(
+                rel, vars=[f"_{i}" for i in range(rel.ndim)], semiring=self.semiring, name=name
+            )
         else:
             raise TypeError(
                 f"relation {name!r}: expected a Factor, a Spark DataFrame or a numpy array, "
@@ -108,7 +107,9 @@ class Query:
             )
         return f
 
-    def _prepare(self, relations: dict[str, Any]) -> tuple[dict[int, Frame], list[AtomStats], list[DataFrame]]:
+    def _prepare(
+        self, relations: dict[str, Any]
+    ) -> tuple[dict[int, Frame], list[AtomStats], list[DataFrame]]:
         factors = self._factors(relations)
         S = self.semiring
         prepared: dict[str, tuple[DataFrame, Any, tuple[str, ...]]] = {}
@@ -170,7 +171,9 @@ class Query:
             A 64-bit integer semiring (counting, integer) overflowed.
         """
         if join not in JOIN_METHODS:
-            raise ValueError(f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}")
+            raise ValueError(
+                f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
+            )
         frames, stats, cached = self._prepare(relations)
         plan = make_plan(self.rule, stats, order)
         atom_frames = {
@@ -188,10 +191,18 @@ class Query:
         from faq.factor import RelationStats
 
         stats_out = RelationStats(rows, tuple(rows for _ in self.rule.head))
-        return Factor(result, self.rule.head, self.semiring, name=self.rule.name,
-                      _clean=True, _stats=stats_out)
+        return Factor(
+            result,
+            self.rule.head,
+            self.semiring,
+            name=self.rule.name,
+            _clean=True,
+            _stats=stats_out,
+        )
 
-    def explain(self, order: str | Sequence[str] = "auto", join: str = "auto", **relations: Any) -> str:
+    def explain(
+        self, order: str | Sequence[str] = "auto", join: str = "auto", **relations: Any
+    ) -> str:
         """The plan as text: variable order, each step's factors, join method, sizes.
 
         After :meth:`solve` on the same relation objects, the report of that run,
@@ -211,7 +222,11 @@ class Query:
 def _translate(exc: Exception, q: Query) -> Exception:
     """Turn Spark's ANSI overflow error into an OverflowError that names the semiring."""
     text = str(exc)
-    if "ARITHMETIC_OVERFLOW" in text or "overflow" in text.lower() and "Arithmetic" in type(exc).__name__:
+    if (
+        "ARITHMETIC_OVERFLOW" in text
+        or "overflow" in text.lower()
+        and "Arithmetic" in type(exc).__name__
+    ):
         return OverflowError(
             f"query {q.rule}: a {q.semiring.name!r} annotation overflowed 64-bit integers "
             "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."

@@ -33,8 +33,10 @@ def reference_solve(
     """
     r = parse_rule(rule) if isinstance(rule, str) else rule
     S = semirings.get(semiring)
-    rels = {name: [(k, v) for k, v in relations[name].items() if not S.is_zero(v)]
-            for name in r.relations}
+    rels = {
+        name: [(k, v) for k, v in relations[name].items() if not S.is_zero(v)]
+        for name in r.relations
+    }
     out: dict[tuple[Any, ...], Any] = {}
 
     def walk(i: int, env: dict[str, Any], acc: Any) -> None:

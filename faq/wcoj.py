@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from faq.engine import Frame
+from faq.engine import Frame, small
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops
@@ -56,14 +56,14 @@ def variable_order(frames: Sequence[Frame], distinct: dict[str, float] | None = 
     for v in vars_:
         dist.setdefault(v, min((f.rows for f in frames if v in f.vars), default=0.0))
     order: list[str] = []
+
+    def score(v: str, bound: set[str]) -> tuple[int, float, int]:
+        constrained = sum(1 for f in frames if v in f.vars and bound & set(f.vars))
+        return (-constrained, dist[v], vars_.index(v))
+
     while len(order) < len(vars_):
         bound = set(order)
-
-        def score(v: str) -> tuple[int, float, int]:
-            constrained = sum(1 for f in frames if v in f.vars and bound & set(f.vars))
-            return (-constrained, dist[v], vars_.index(v))
-
-        order.append(min((v for v in vars_ if v not in bound), key=score))
+        order.append(min((v for v in vars_ if v not in bound), key=lambda v: score(v, bound)))
     return order
 
 
@@ -74,94 +74,141 @@ def generic_join(
     distinct: dict[str, float] | None = None,
     *,
     trace: bool = False,
-) -> tuple[Frame, int | None]:
+) -> tuple[Frame, int | None, list[DataFrame]]:
     """Natural join of ``frames`` with ⊗ of annotations, computed by Generic Join.
 
-    Returns the joined Frame (variables in binding order, then ``value``) and,
-    with ``trace``, the largest prefix count over all levels (one more Spark
-    job per level).  Each level's prefixes are checkpointed, so lineage does
-    not grow with the number of variables.
+    Returns the joined Frame (variables in binding order, then ``value``), the
+    largest prefix count over all levels when ``trace`` (one Spark job per
+    level) or None, and the DataFrames cached along the way, which the caller
+    unpersists once it has materialised what it computes from the join.
+
+    ``distinct`` holds estimated distinct counts per variable: they choose the
+    binding order and stand in for the count of a relation that shares no
+    bound variable with the prefix (its offer is then the same for every
+    prefix).  Estimates only steer the choice of proposer; the answer never
+    depends on them.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
     spark = frames[0].df.sparkSession
-    order = list(order) if order is not None else variable_order(frames, distinct)
-    one = F.lit(S.one).cast(o.type)
+    dist = dict(distinct or {})
+    for f in frames:
+        for v in f.vars:
+            dist[v] = min(dist.get(v, f.rows), f.rows) if f.rows else dist.get(v, 0.0)
+    order = list(order) if order is not None else variable_order(frames, dist)
 
-    prefix: DataFrame = spark.range(1).select(one.alias(W))
+    prefix: DataFrame = spark.range(1).select(F.lit(S.one).cast(o.type).alias(W))
     for f in (f for f in frames if not f.vars):  # scalar factors
         prefix = prefix.crossJoin(f.df.select(F.col(VALUE).alias("__s")))
         prefix = prefix.select(o.mul(F.col(W), F.col("__s")).alias(W))
 
     bound: list[str] = []
     largest = 0
+    cached: list[DataFrame] = []
     for x in order:
-        rels = [f for f in frames if x in f.vars]
-        keys = [[v for v in f.vars if v in bound] for f in rels]
-        completes = [set(f.vars) <= set(bound) | {x} for f in rels]
-        projections = [
-            f.df.select(*k, x).distinct() if not c or len(f.vars) != len(k) + 1 else f.df.select(*k, x)
-            for f, k, c in zip(rels, keys, completes, strict=True)
-        ]
-
-        # count: candidates each relation offers per prefix (inner joins drop dead prefixes)
-        counted = prefix
-        for j, (k, proj) in enumerate(zip(keys, projections, strict=True)):
-            table = proj.groupBy(*k).agg(F.count(F.lit(1)).alias(f"__c{j}"))
-            counted = counted.join(table, on=k, how="inner") if k else counted.crossJoin(table)
-        cnt = [F.col(f"__c{j}") for j in range(len(rels))]
-        best = F.least(*cnt) if len(cnt) > 1 else cnt[0]
-        chooser = F.lit(len(rels) - 1)
-        for j in reversed(range(len(rels) - 1)):
-            chooser = F.when(cnt[j] == best, F.lit(j)).otherwise(chooser)
-        counted = counted.select(*bound, W, chooser.alias("__p"))
-        if len(rels) > 1:  # every proposer's part reads it: compute it once
-            counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
-
-        # propose and intersect, one part per proposing relation
-        parts = []
-        for j, (f, k) in enumerate(zip(rels, keys, strict=True)):
-            part = counted.filter(F.col("__p") == j).drop("__p") if len(rels) > 1 else counted.drop("__p")
-            weights = [F.col(W)]
-            part, w = _extend(part, f, k, x, completes[j], projections[j], f"__v{j}")
-            if w is not None:
-                weights.append(w)
-            for i, (g, kk) in enumerate(zip(rels, keys, strict=True)):
-                if i == j:
-                    continue
-                if completes[i]:
-                    part = part.join(g.df.withColumnRenamed(VALUE, f"__v{i}"), on=[*kk, x], how="inner")
-                    weights.append(F.col(f"__v{i}"))
-                else:
-                    part = part.join(projections[i], on=[*kk, x], how="left_semi")
-            product = weights[0]
-            for wcol in weights[1:]:
-                product = o.mul(product, wcol)
-            parts.append(part.select(*bound, x, product.alias(W)))
-        nxt = parts[0]
-        for p in parts[1:]:
-            nxt = nxt.unionByName(p)
+        prefix, held = _extend_level(prefix, bound, x, frames, S, dist)
+        cached += held
         bound.append(x)
-        prefix = nxt.localCheckpoint(eager=True)
-        if len(rels) > 1:
-            counted.unpersist()  # safe: the checkpoint above no longer depends on it
         if trace:
+            prefix = prefix.localCheckpoint(eager=True)
             largest = max(largest, prefix.count())
     result = prefix.select(*bound, F.col(W).alias(VALUE))
-    return Frame(tuple(bound), result, float(largest)), (largest if trace else None)
+    return Frame(tuple(bound), result), (largest if trace else None), cached
+
+
+def _extend_level(
+    prefix: DataFrame,
+    bound: list[str],
+    x: str,
+    frames: Sequence[Frame],
+    S: Semiring,
+    dist: dict[str, float],
+) -> tuple[DataFrame, list[DataFrame]]:
+    """Extend every prefix by ``x``: count, propose, intersect.  Returns (prefixes, cached)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    o = sops.ops(S)
+    rels = [f for f in frames if x in f.vars]
+    keys = [[v for v in f.vars if v in bound] for f in rels]
+    completes = [set(f.vars) <= {*bound, x} for f in rels]
+    projections = [
+        f.df.select(*k, x) if c and len(f.vars) == len(k) + 1 else f.df.select(*k, x).distinct()
+        for f, k, c in zip(rels, keys, completes, strict=True)
+    ]
+    cached: list[DataFrame] = []
+
+    # count: what each relation offers per prefix; inner joins drop prefixes offered nothing.
+    # A relation that shares no bound variable offers the same to every prefix: its
+    # estimated distinct count stands in, with no Spark work.
+    keyed = [j for j, k in enumerate(keys) if k]
+    if keyed:
+        counted = prefix
+        for j in keyed:
+            table = projections[j].groupBy(*keys[j]).agg(F.count(F.lit(1)).alias(f"__c{j}"))
+            counted = counted.join(small(table, rels[j].rows), on=keys[j], how="inner")
+        cnt = [
+            F.col(f"__c{j}") if keys[j] else F.lit(float(dist.get(x, 0.0)))
+            for j in range(len(rels))
+        ]
+        if len(rels) > 1:
+            best = F.least(*cnt)
+            chooser = F.lit(len(rels) - 1)
+            for j in reversed(range(len(rels) - 1)):
+                chooser = F.when(cnt[j] == best, F.lit(j)).otherwise(chooser)
+            counted = counted.select(*bound, W, chooser.alias("__p"))
+            counted = counted.persist(StorageLevel.MEMORY_AND_DISK)  # every part reads it
+            cached.append(counted)
+            sources = [(j, counted.filter(F.col("__p") == j).drop("__p")) for j in range(len(rels))]
+        else:
+            sources = [(0, counted.select(*bound, W))]
+    else:  # the same offer for every prefix: one static proposer, the smallest relation
+        j = min(range(len(rels)), key=lambda i: (rels[i].rows, i))
+        sources = [(j, prefix)]
+
+    # propose from the chosen relation, then intersect with the others
+    parts = []
+    for j, part in sources:
+        weights = [F.col(W)]
+        part, w = _extend(part, rels[j], keys[j], x, completes[j], projections[j], f"__v{j}")
+        if w is not None:
+            weights.append(w)
+        for i, (g, kk) in enumerate(zip(rels, keys, strict=True)):
+            if i == j:
+                continue
+            if completes[i]:
+                source = small(g.df.withColumnRenamed(VALUE, f"__v{i}"), g.rows)
+                part = part.join(source, on=[*kk, x], how="inner")
+                weights.append(F.col(f"__v{i}"))
+            else:
+                part = part.join(small(projections[i], g.rows), on=[*kk, x], how="left_semi")
+        product = weights[0]
+        for wcol in weights[1:]:
+            product = o.mul(product, wcol)
+        parts.append(part.select(*bound, x, product.alias(W)))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out, cached
 
 
 def _extend(
-    part: DataFrame, rel: Frame, key: list[str], x: str, completes: bool, projection: DataFrame, wname: str
+    part: DataFrame,
+    rel: Frame,
+    key: list[str],
+    x: str,
+    completes: bool,
+    projection: DataFrame,
+    wname: str,
 ) -> tuple[DataFrame, object | None]:
     """Join ``part`` with its proposer; carry the annotation when ``x`` completes the relation."""
     from pyspark.sql import functions as F
 
     if completes:
-        source = rel.df.withColumnRenamed(VALUE, wname)
+        source = small(rel.df.withColumnRenamed(VALUE, wname), rel.rows)
         joined = part.join(source, on=key, how="inner") if key else part.crossJoin(source)
         return joined, F.col(wname)
-    joined = part.join(projection, on=key, how="inner") if key else part.crossJoin(projection)
+    source = small(projection, rel.rows)
+    joined = part.join(source, on=key, how="inner") if key else part.crossJoin(source)
     return joined, None

@@ -187,9 +187,7 @@ REAL = Semiring(
     mul=operator.mul,
     neg=operator.neg,
     contains=lambda x: _is_float(x) and math.isfinite(x),
-    spark=SparkOps(
-        "double", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_finite, neg=_c_neg
-    ),
+    spark=SparkOps("double", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_finite, neg=_c_neg),
     domain="finite floats",
 )
 """(ℝ, +, ×, 0, 1) on finite doubles: a ring; sparse linear algebra."""

@@ -53,11 +53,15 @@ def check_laws(
     first law that fails and the values that break it; returns None otherwise.
     """
     S = semiring
-    vals = list(dict.fromkeys([*values, S.zero, S.one], None)) if _hashable(values) else [
-        *values,
-        S.zero,
-        S.one,
-    ]
+    vals = (
+        list(dict.fromkeys([*values, S.zero, S.one], None))
+        if _hashable(values)
+        else [
+            *values,
+            S.zero,
+            S.one,
+        ]
+    )
     for a in vals:
         if not S.contains(a):  # type: ignore[misc]
             raise LawError(f"semiring {S.name!r}: test value {a!r} is not in the domain")

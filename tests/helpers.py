@@ -1,0 +1,40 @@
+"""Shared test helpers: comparing engine results with the reference evaluator."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from faq import Factor
+from semirings import Semiring
+from semirings.laws import approx_equal
+
+
+def factors_from(
+    relations: dict[str, dict[tuple[int, ...], Any]], S: Semiring
+) -> dict[str, Factor]:
+    """Factors (one per relation) from ``{name: {key: value}}``."""
+    out = {}
+    for name, rel in relations.items():
+        arity = len(next(iter(rel))) if rel else 0
+        out[name] = Factor.from_dict(
+            rel, vars=[f"c{i}" for i in range(arity)], semiring=S, name=name
+        )
+    return out
+
+
+def assert_same(got: dict, want: dict, S: Semiring, context: str = "") -> None:
+    """Same keys and (approximately, for floats) the same annotations."""
+    missing = set(want) - set(got)
+    extra = set(got) - set(want)
+    assert not missing and not extra, (
+        f"{context}: keys differ; missing {sorted(missing)[:5]}, extra {sorted(extra)[:5]}"
+    )
+    for k, v in want.items():
+        g = got[k]
+        ok = approx_equal(g, v, rel=1e-7, abs_tol=1e-7) if isinstance(v, float) else g == v
+        assert ok, f"{context}: at {k}: engine {g!r}, reference {v!r} ({S.name})"
+
+
+def is_close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)

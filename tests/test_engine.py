@@ -1,0 +1,246 @@
+"""InsideOut on Spark against the brute-force reference evaluator.
+
+Oracle: ``faq.reference_solve`` (pure Python enumeration) for random
+hypergraphs and data in every built-in semiring and a user-defined one;
+numpy for matrix chains; published counts for triangles.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import semirings
+from faq import Factor, einsum, query, reference_solve
+from faq.io import read_edge_list
+from faq.testing import random_relations, random_rule
+from semirings import Semiring
+from tests.helpers import assert_same, factors_from
+
+DATA = Path(__file__).parent / "data"
+BOTTLENECK = Semiring(name="bottleneck", zero=-math.inf, one=math.inf, add=max, mul=min)
+ALL_SEMIRINGS = [*semirings.BUILTINS, BOTTLENECK]
+
+
+@pytest.mark.parametrize("S", ALL_SEMIRINGS, ids=lambda s: s.name)
+def test_random_queries_match_reference(spark, S):
+    examples = 3 if S is BOTTLENECK else 5
+
+    @settings(max_examples=examples)
+    @given(st.integers(0, 10_000), st.integers(0, 10_000))
+    def check(rule_seed, data_seed):
+        rule = random_rule(rule_seed)
+        rels = random_relations(rule, S, data_seed)
+        want = reference_solve(rule, S, rels)
+        q = query(str(rule), semiring=S)
+        got = q.solve(**factors_from(rels, S)).to_dict()
+        assert_same(got, want, S, str(rule))
+
+    check()
+
+
+def test_every_order_gives_the_same_answer(spark):
+    S = semirings.COUNTING
+    rule = "Q(a) :- R(a, b), S(b, c), T(c, d), R(d, b)"
+    rels = random_relations(query(rule).rule, S, seed=7, domain=4, density=0.5)
+    want = reference_solve(rule, S, rels)
+    q = query(rule, semiring=S)
+    factors = factors_from(rels, S)
+    for order in itertools.permutations(q.rule.bound):
+        assert_same(q.solve(order=list(order), **factors).to_dict(), want, S, f"order {order}")
+
+
+# -- matrix chains ----------
+def minplus(x, y):
+    return np.min(x[:, :, None] + y[None, :, :], axis=1)
+
+
+def maxprod(x, y):
+    return np.max(x[:, :, None] * y[None, :, :], axis=1)
+
+
+@pytest.fixture(scope="module")
+def chain():
+    rng = np.random.default_rng(3)
+    shapes = [(7, 3), (3, 9), (9, 2), (2, 6)]
+    mats = [rng.random(s) * (rng.random(s) < 0.7) for s in shapes]
+    return mats
+
+
+def test_real_chain_matches_numpy(spark, chain):
+    A, B, C, D = chain
+    q = query("Q(i, m) :- A(i, j), B(j, k), C(k, l), D(l, m)", semiring="real")
+    fs = {
+        n: Factor.from_numpy(m, vars=v)
+        for n, m, v in zip(
+            "ABCD", chain, [("i", "j"), ("j", "k"), ("k", "l"), ("l", "m")], strict=True
+        )
+    }
+    out = q.solve(**fs)
+    np.testing.assert_allclose(out.to_numpy(shape=(7, 6)), A @ B @ C @ D, rtol=1e-9)
+    report = q.explain(**fs)
+    assert "actual" in report and "variable order" in report
+
+
+@pytest.mark.parametrize(
+    ("semiring", "op", "zero"), [("max-product", maxprod, 0.0), ("min-plus", minplus, math.inf)]
+)
+def test_tropical_chains_match_numpy(spark, chain, semiring, op, zero):
+    mats = [np.where(m == 0, zero, m) for m in chain]
+    out = einsum("ij,jk,kl,lm->im", *mats, semiring=semiring)
+    want = op(op(op(mats[0], mats[1]), mats[2]), mats[3])
+    np.testing.assert_allclose(out.to_numpy(shape=want.shape), want, rtol=1e-9)
+
+
+def test_einsum_numpy_operands_and_trace(spark):
+    a = np.arange(9.0).reshape(3, 3)
+    assert einsum("ii->", a).scalar() == pytest.approx(np.trace(a))
+    assert einsum("ij->", a).scalar() == pytest.approx(a.sum())
+
+
+# -- triangles ----------
+TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
+
+
+def test_karate_has_45_triangles(spark):
+    # Zachary's karate club: 45 triangles (LAGraph's test data; networkx agrees)
+    edges = read_edge_list(DATA / "karate.txt", spark)
+    assert edges.count() == 78
+    assert query(TRIANGLE, semiring="counting").solve(E=edges).scalar() == 45
+
+
+def numpy_triangles(edges: np.ndarray, n: int) -> int:
+    a = np.zeros((n, n), dtype=np.int64)
+    a[edges[:, 0], edges[:, 1]] = 1
+    return int(((a @ a) * a).sum())
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_generated_graph_triangles(spark, seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    pairs = rng.integers(0, n, size=(300, 2))
+    pairs = np.unique(np.sort(pairs[pairs[:, 0] != pairs[:, 1]], axis=1), axis=0)
+    df = spark.createDataFrame([tuple(map(int, p)) for p in pairs], "src long, dst long")
+    got = query(TRIANGLE, semiring="counting").solve(E=df).scalar()
+    assert got == numpy_triangles(pairs, n)
+
+
+# -- factors ----------
+def test_factor_round_trips(spark):
+    m = np.array([[0.0, 2.5], [1.0, 0.0]])
+    f = Factor.from_numpy(m, vars=("i", "j"))
+    assert f.to_dict() == {(0, 1): 2.5, (1, 0): 1.0}
+    np.testing.assert_array_equal(f.to_numpy(), m)
+    assert f.df.columns == ["i", "j", "value"]
+    s = Factor.from_numpy(np.array([[0, 3]]), vars=("i", "j"), semiring="counting")
+    assert s.to_dict() == {(0, 1): 3}
+    mp = Factor.from_numpy(np.array([math.inf, 2.0]), vars=("i",), semiring="min-plus")
+    assert mp.to_dict() == {(1,): 2.0}
+    np.testing.assert_array_equal(mp.to_numpy(shape=(3,)), [math.inf, 2.0, math.inf])
+
+
+def test_duplicate_keys_are_added(spark):
+    df = spark.createDataFrame([(1, 2, 3), (1, 2, 4), (2, 3, 1)], "a long, b long, value long")
+    out = query("Q(a, b) :- R(a, b)", semiring="counting").solve(R=df)
+    assert out.to_dict() == {(1, 2): 7, (2, 3): 1}
+    mp = query("Q(a, b) :- R(a, b)", semiring="min-plus").solve(R=df)
+    assert mp.to_dict() == {(1, 2): 3.0, (2, 3): 1.0}
+
+
+def test_relation_without_value_column_is_one(spark):
+    df = spark.createDataFrame([(1, 2), (2, 3), (1, 3)], "src long, dst long")
+    out = query("Q(a) :- E(a, b)", semiring="counting").solve(E=df)
+    assert out.to_dict() == {(1,): 2, (2,): 1}
+
+
+def test_empty_relation_gives_zero(spark):
+    df = spark.createDataFrame([], "a long, b long")
+    out = query(TRIANGLE, semiring="counting").solve(E=df)
+    assert out.scalar() == 0 and out.to_dict() == {}
+
+
+def test_self_loop_atom_selects_the_diagonal(spark):
+    df = spark.createDataFrame([(1, 1), (1, 2), (2, 3), (3, 3)], "a long, b long")
+    out = query("Q(a) :- E(a, a), E(a, b)", semiring="counting").solve(E=df)
+    assert out.to_dict() == {(1,): 2, (3,): 1}
+
+
+# -- errors ----------
+@pytest.fixture(scope="module")
+def ab(spark):
+    return spark.createDataFrame([(1, 2, 1.0)], "a long, b long, value double")
+
+
+def test_missing_and_extra_relations(spark, ab):
+    q = query("Q(a) :- A(a, b), B(b, c)")
+    with pytest.raises(ValueError, match="missing relation\\(s\\) 'B'"):
+        q.solve(A=ab)
+    with pytest.raises(ValueError, match="unexpected relation\\(s\\) 'C'"):
+        q.solve(A=ab, B=ab, C=ab)
+
+
+def test_arity_mismatch_names_the_atom(spark, ab):
+    with pytest.raises(ValueError, match="relation 'A': atom A\\(a, b, c\\) takes 3"):
+        query("Q(a) :- A(a, b, c)").solve(A=ab)
+    f = Factor(ab, vars=("x", "y"))
+    with pytest.raises(ValueError, match="atom A\\(a\\) takes 1 variable"):
+        query("Q(a) :- A(a)").solve(A=f)
+
+
+def test_null_keys_are_rejected(spark):
+    df = spark.createDataFrame([(1, None), (2, 3)], "a long, b long")
+    with pytest.raises(ValueError, match="relation 'E': key column 'b' .* 1 null"):
+        query("Q(a) :- E(a, b)", semiring="counting").solve(E=df)
+
+
+@pytest.mark.parametrize(
+    ("semiring", "rows", "schema", "message"),
+    [
+        ("counting", [(1, -2)], "a long, value long", "not values of the 'counting'"),
+        ("real", [(1, float("nan"))], "a long, value double", "not values of the 'real'"),
+        ("max-product", [(1, -0.5)], "a long, value double", "not values of the 'max-product'"),
+        ("counting", [(1, 2.5)], "a long, value double", "has type double"),
+        ("boolean", [(1, 1)], "a long, value long", "has type bigint"),
+        ("real", [(1, None)], "a long, value double", "not values of the 'real'"),
+    ],
+)
+def test_values_outside_the_semiring(spark, semiring, rows, schema, message):
+    df = spark.createDataFrame(rows, schema)
+    with pytest.raises(ValueError, match=message):
+        query("Q(a) :- R(a)", semiring=semiring).solve(R=df)
+
+
+def test_bad_factor_construction(spark, ab):
+    with pytest.raises(ValueError, match="3 variables .* 2 key columns"):
+        Factor(ab, vars=("a", "b", "c"))
+    with pytest.raises(ValueError, match="not a value of the 'counting'"):
+        Factor.from_numpy(np.array([[-1, 2]]), vars=("i", "j"), semiring="counting")
+    with pytest.raises(ValueError, match="NaN"):
+        Factor.from_numpy(np.array([np.nan]), vars=("i",))
+    with pytest.raises(ValueError, match="2 dimensions"):
+        Factor.from_numpy(np.eye(2), vars=("i",))
+    with pytest.raises(ValueError, match="scalar\\(\\) needs a factor with none"):
+        Factor.from_numpy(np.eye(2), vars=("i", "j")).scalar()
+
+
+def test_unknown_semiring_and_join_method(spark, ab):
+    with pytest.raises(ValueError, match="unknown semiring 'tropical'"):
+        query("Q(a) :- A(a, b)", semiring="tropical")
+    with pytest.raises(ValueError, match="unknown join method 'hash'"):
+        query("Q(a) :- A(a, b)").solve(A=ab, join="hash")
+    with pytest.raises(ValueError, match="unknown order strategy"):
+        query("Q(a) :- A(a, b)").solve(A=ab, order="fastest")
+
+
+def test_counting_overflow_raises_overflow_error(spark):
+    big = 2**62
+    df = spark.createDataFrame([(1, big), (2, 4)], "a long, value long")
+    with pytest.raises(OverflowError, match="'counting' annotation overflowed"):
+        query("Q() :- R(a), R(b)", semiring="counting").solve(R=df)
