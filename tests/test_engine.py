@@ -230,6 +230,21 @@ def test_bad_factor_construction(spark, ab):
         Factor.from_numpy(np.eye(2), vars=("i", "j")).scalar()
 
 
+def test_factor_from_another_semiring(spark):
+    m = np.array([[0.0, 0.5], [2.0, 0.0]])
+    real = Factor.from_numpy(m, vars=("i", "j"), semiring="real")
+    # same zero: accepted, values re-checked against max-product
+    assert query("Q(i) :- A(i, j)", semiring="max-product").solve(A=real).to_dict() == {
+        (0,): 0.5,
+        (1,): 2.0,
+    }
+    with pytest.raises(ValueError, match="zero 0.0.*'min-plus' \\(zero inf\\)"):
+        query("Q(i) :- A(i, j)", semiring="min-plus").solve(A=real)
+    negative = Factor.from_numpy(-m, vars=("i", "j"), semiring="real")
+    with pytest.raises(ValueError, match="not values of the 'max-product'"):
+        query("Q(i) :- A(i, j)", semiring="max-product").solve(A=negative)
+
+
 def test_unknown_semiring_and_join_method(spark, ab):
     with pytest.raises(ValueError, match="unknown semiring 'tropical'"):
         query("Q(a) :- A(a, b)", semiring="tropical")
