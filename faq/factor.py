@@ -365,12 +365,12 @@ def _numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
     if t == "bigint":
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
             raise ValueError(f"{label}: semiring {S.name!r} needs integers, got {arr.dtype}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-                raise ValueError(
-                    f"{label}: semiring {S.name!r} needs integers; the array holds non-integral"
-                    " or non-finite values"
-                )
+        integral = np.issubdtype(arr.dtype, np.integer)
+        if not integral and (not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr))):
+            raise ValueError(
+                f"{label}: semiring {S.name!r} needs integers; the array holds non-integral"
+                " or non-finite values"
+            )
         return arr.astype(np.int64)
     if t == "double":
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
