@@ -116,14 +116,23 @@ def choose_method(step: Step, join: str) -> str:
     return "wcoj"
 
 
-def materialize(df: DataFrame) -> tuple[DataFrame, int]:
-    """Compute ``df`` once, keep it on the executors, and cut its lineage: (df, rows).
+def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
+    """Compute ``df`` once, keep it on the executors, and cut its lineage.
 
-    ``localCheckpoint`` rather than ``persist``: a later ``unpersist`` of an input
-    would otherwise drop the cached data of everything computed from it.
+    Returns the materialised DataFrame, its row count and the approximate
+    distinct count of each key column (one job after the checkpoint, so
+    results reused as inputs carry real statistics).  ``localCheckpoint``
+    rather than ``persist``: a later ``unpersist`` of an input would otherwise
+    drop the cached data of everything computed from it.
     """
+    from pyspark.sql import functions as F
+
     out = df.localCheckpoint(eager=True)
-    return out, out.count()
+    keys = [c for c in out.columns if c != VALUE]
+    row = out.agg(
+        F.count(F.lit(1)).alias("__rows"), *[F.approx_count_distinct(k) for k in keys]
+    ).collect()[0]
+    return out, int(row[0]), tuple(int(x) for x in row[1:])
 
 
 def execute(
@@ -133,8 +142,9 @@ def execute(
     join: str = "auto",
     *,
     trace: bool = False,
-) -> tuple[DataFrame, int]:
-    """Run ``plan``; return the result DataFrame (materialised) and its row count.
+) -> tuple[DataFrame, int, tuple[int, ...]]:
+    """Run ``plan``; return the result (materialised), its rows and distinct counts per
+    head variable.
 
     ``atom_frames`` maps ``id(PlanFactor)`` of each atom to its Frame.  With
     ``trace`` every intermediate of a join is counted (``Step.max_intermediate``)
@@ -142,7 +152,7 @@ def execute(
     """
     frames: dict[int, Frame] = dict(atom_frames)
     result: DataFrame | None = None
-    rows = 0
+    rows, distinct = 0, ()
     for step in plan.steps:
         t0 = time.perf_counter()
         inputs = [frames.pop(id(f)) for f in step.factors]
@@ -162,7 +172,7 @@ def execute(
         else:
             joined = binary_join(inputs, S)
             largest = _trace_binary(inputs, S) if trace else None
-        out, rows = materialize(aggregate(joined, step.output.vars, S))
+        out, rows, distinct = materialize(aggregate(joined, step.output.vars, S))
         for df in cached:  # the materialised output no longer depends on them
             df.unpersist()
         step.actual_rows = rows
@@ -172,8 +182,8 @@ def execute(
         result = out
     if result is None:  # no step: the head is a single atom
         (only,) = frames.values()
-        result, rows = materialize(only.df.select(*plan.rule.head, VALUE))
-    return result, rows
+        result, rows, distinct = materialize(only.df.select(*plan.rule.head, VALUE))
+    return result, rows, distinct
 
 
 def _trace_binary(inputs: Sequence[Frame], S: Semiring) -> int:

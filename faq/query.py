@@ -184,7 +184,7 @@ class Query:
             id(pf): Frame(pf.vars, frames[i], pf.rows) for i, pf in enumerate(plan.atoms)
         }
         try:
-            result, rows = execute(plan, atom_frames, self.semiring, join, trace=trace)
+            result, rows, distinct = execute(plan, atom_frames, self.semiring, join, trace=trace)
         except Exception as exc:
             raise _translate(exc, self) from exc
         finally:
@@ -194,7 +194,7 @@ class Query:
         self._last_inputs = tuple(id(relations[n]) for n in sorted(relations))
         from faq.factor import RelationStats
 
-        stats_out = RelationStats(rows, tuple(rows for _ in self.rule.head))
+        stats_out = RelationStats(rows, distinct)
         return Factor(
             result,
             self.rule.head,

@@ -146,6 +146,15 @@ def test_factor_round_trips(spark):
     np.testing.assert_array_equal(mp.to_numpy(shape=(3,)), [math.inf, 2.0, math.inf])
 
 
+def test_results_carry_distinct_counts(spark):
+    """Regression: a result's statistics claimed distinct == rows for every column."""
+    A = Factor.from_numpy(np.ones((20, 3)), vars=("i", "j"))
+    B = Factor.from_numpy(np.ones((3, 2)), vars=("j", "k"))
+    out = query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
+    _, stats = out.prepared(semirings.REAL, "result")
+    assert stats.rows == 40 and stats.distinct == (20, 2)
+
+
 def test_duplicate_keys_are_added(spark):
     df = spark.createDataFrame([(1, 2, 3), (1, 2, 4), (2, 3, 1)], "a long, b long, value long")
     out = query("Q(a, b) :- R(a, b)", semiring="counting").solve(R=df)

@@ -148,3 +148,11 @@ def test_acyclicity():
     assert is_acyclic([("a", "b", "c"), ("a", "b"), ("b", "c"), ("a", "c")])
     assert not is_acyclic([("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")])
     assert not is_acyclic([("a", "b"), ("b", "c"), ("a", "c")])
+
+
+def test_ten_matrix_chain_is_optimal():
+    """Regression: "auto" used to go greedy beyond 8 bound variables, 95x off here."""
+    dims = [583, 839, 166, 451, 10, 124, 631, 2, 328, 8, 290]
+    rule, stats = dense_chain_stats(list(itertools.pairwise(dims)))
+    assert make_plan(rule, stats).cost == pytest.approx(multi_dot_cost(dims))
+    assert make_plan(rule, stats, "greedy").cost > 10 * multi_dot_cost(dims)
