@@ -68,12 +68,14 @@ class PlanFactor:
 
 @dataclass
 class Step:
-    """One InsideOut step: join ``inputs`` (+ ``absorbed``), ⊕-aggregate ``var`` away.
+    """One InsideOut step: join ``inputs`` (+ ``absorbed``), ⊕-aggregate ``vars`` away.
 
-    ``var`` is None for the final product of the remaining factors onto the head.
+    ``vars`` is empty for the final product of the remaining factors onto the
+    head.  It holds several variables when the next eliminations only
+    aggregate this step's output further (one ⊕-aggregation does them all).
     """
 
-    var: str | None
+    vars: tuple[str, ...]
     inputs: list[PlanFactor]
     absorbed: list[PlanFactor]
     output: PlanFactor
@@ -115,7 +117,7 @@ class Plan:
         )
         lines.append(f"free variables: {', '.join(self.rule.head) or '(none: scalar result)'}")
         for n, s in enumerate(self.steps, 1):
-            what = f"eliminate {s.var}" if s.var is not None else "multiply onto the head"
+            what = f"eliminate {', '.join(s.vars)}" if s.vars else "multiply onto the head"
             lines.append(f"step {n}: {what}")
             joined = " ⋈ ".join(str(f) for f in s.inputs)
             lines.append(f"  join     {joined}")
@@ -383,21 +385,28 @@ def lay_out(rule: Rule, atoms: list[PlanFactor], order: Sequence[str], strategy:
     current = list(atoms)
     steps: list[Step] = []
     total = 0.0
-    for n, v in enumerate(order, 1):
+    for v in order:
         bag = [f for f in current if v in f.vars]
         bag_vars = {u for f in bag for u in f.vars}
         absorbed = [f for f in current if v not in f.vars and set(f.vars) <= bag_vars]
         keep = _ordered(bag_vars - {v}, rule.variables)
-        joined, out = _merge(f"φ{n}", [*bag, *absorbed], keep)
-        cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
-        steps.append(Step(v, bag, absorbed, out, joined, cyclic))
-        total += joined
+        if steps and not absorbed and bag == [steps[-1].output]:
+            # only aggregates the previous output further: fold into that step
+            prev = steps[-1]
+            joined, out = _merge(prev.output.label, [*prev.inputs, *prev.absorbed], keep)
+            prev.vars, prev.output = (*prev.vars, v), out
+            total += prev.output.rows
+        else:
+            joined, out = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep)
+            cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
+            steps.append(Step((v,), bag, absorbed, out, joined, cyclic))
+            total += joined
         used = {id(f) for f in (*bag, *absorbed)}
         current = [f for f in current if id(f) not in used] + [out]
     head = rule.head
     if len(current) != 1 or current[0].vars != head:
         joined, out = _merge("Q", current, head)
         cyclic = not is_acyclic([f.vars for f in current])
-        steps.append(Step(None, current, [], out, joined, cyclic))
+        steps.append(Step((), current, [], out, joined, cyclic))
         total += joined
     return Plan(rule, tuple(order), steps, total, strategy, atoms)
