@@ -17,8 +17,9 @@ __all__ = ["read_edge_list", "load_edge_array", "undirected_simple", "edges_data
 def load_edge_array(path: str | Path) -> np.ndarray:
     """Read a SNAP-style edge list into an (m, 2) int64 array.
 
-    Lines that are not two integers (``#`` comments, a bare node count, a
-    header that lost its ``#``) are skipped, with a warning that says how many;
+    ``#`` and ``%`` comment lines are skipped quietly; other lines that are not
+    two integers (a bare node count, a header that lost its ``#``) are skipped
+    with a warning that says how many;
     CRLF line endings and a missing final newline are fine.  Extra columns
     after the first two integers (weights, timestamps) are ignored.
     """
@@ -26,20 +27,25 @@ def load_edge_array(path: str | Path) -> np.ndarray:
     if not p.is_file():
         raise FileNotFoundError(f"edge list {str(p)!r} does not exist")
     pairs: list[tuple[int, int]] = []
-    skipped = 0
+    skipped = comments = 0
     with p.open("rb") as fh:
         for raw in fh:
-            parts = raw.strip().split()
-            if len(parts) < 2 or parts[0].startswith(b"#") or parts[0].startswith(b"%"):
-                skipped += 1 if raw.strip() else 0
+            line = raw.strip()
+            if not line:
                 continue
+            if line.startswith((b"#", b"%")):
+                comments += 1
+                continue
+            parts = line.split()
             try:
                 pairs.append((int(parts[0]), int(parts[1])))
-            except ValueError:
+            except (ValueError, IndexError):
                 skipped += 1
     if skipped:
         warnings.warn(
-            f"{p.name}: skipped {skipped} line(s) that are not two integers", stacklevel=2
+            f"{p.name}: skipped {skipped} line(s) that are not two integers "
+            f"(besides {comments} comment line(s))",
+            stacklevel=2,
         )
     return np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
 

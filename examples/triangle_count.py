@@ -1,0 +1,51 @@
+"""Count the triangles of a graph with the FAQ engine.
+
+Usage::
+
+    python examples/triangle_count.py [PATH]
+
+``PATH`` is a SNAP-style edge list (``#`` comments, one ``u v`` pair a line);
+the default is Zachary's karate club, ``tests/data/karate.txt`` (45 triangles).
+Each undirected edge is kept once as ``(u, v)`` with ``u < v``, so the rule
+``Q() :- E(a, b), E(b, c), E(a, c)`` over the counting semiring counts every
+triangle exactly once (as ``a < b < c``).  The triangle is a cyclic query:
+InsideOut eliminates one variable with a bag holding all three atoms, and
+joins that bag with the worst-case optimal Generic Join; ``explain`` shows it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from faq import query
+from faq.io import read_edge_list
+from faq.session import local_session
+
+DEFAULT = Path(__file__).resolve().parent.parent / "tests" / "data" / "karate.txt"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1 or (args and args[0] in ("-h", "--help")):
+        print(__doc__.strip())
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    path = Path(args[0]) if args else DEFAULT
+
+    local_session("local[2]")
+    df = read_edge_list(path)
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+
+    t0 = time.perf_counter()
+    count = q.solve(E=df).scalar()
+    seconds = time.perf_counter() - t0
+
+    print(f"{path.name}: {count} triangles ({seconds:.2f} s)")
+    print()
+    print(q.explain(E=df))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
