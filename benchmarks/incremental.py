@@ -1,0 +1,377 @@
+"""Incremental triangle counting: step time against full recompute, and against Pathway.
+
+For each graph (generated with :mod:`faq.graphs`, or SNAP edge lists given as
+paths), the script builds ``IncrementalView(tri, E=edges)``, then runs ticks
+of 10, 100 and 1000 edge changes (half insertions of new edges, half
+deletions of present ones) and prints, as Markdown tables:
+
+* the median step time, the time of a full recompute (``tri.solve``) on the
+  final graph, and their ratio;
+* the same ticks in Pathway (an incremental dataflow engine a Python user
+  would pick), when it is importable by the interpreter given with
+  ``--pathway-python`` (default: this one);
+* the step time at a fixed delta size as the graph grows;
+* what the physical plans of one step shuffle (``--plans FILE`` writes them).
+
+Every view's count is checked against :func:`faq.graphs.triangle_count_numpy`.
+
+Usage::
+
+    python benchmarks/incremental.py --quick
+    python benchmarks/incremental.py --sizes 100000 300000 1000000 --pathway-python /path/python
+    python benchmarks/incremental.py data/ca-GrQc.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# run as a script, this file's folder comes first on sys.path and its name would
+# shadow the ``incremental`` package
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+PATHWAY_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import pandas as pd
+import pathway as pw
+
+data = np.load(sys.argv[1])
+init = data["init"]
+ticks = [data[f"t{i}"] for i in range(int(data["n"]))]
+frames = [pd.DataFrame({"u": init[:, 0], "v": init[:, 1], "__time__": 2, "__diff__": 1})]
+for i, t in enumerate(ticks):
+    frames.append(pd.DataFrame({"u": t[:, 0], "v": t[:, 1], "__time__": 4 + 2 * i,
+                                "__diff__": t[:, 2]}))
+E = pw.debug.table_from_pandas(pd.concat(frames, ignore_index=True))
+E2, E3 = E.copy(), E.copy()
+p = E.join(E2, E.v == E2.u).select(a=E.u, b=E.v, c=E2.v)
+tri = p.join(E3, p.a == E3.u, p.c == E3.v).reduce(count=pw.reducers.count())
+counts = {}
+def on_change(key, row, time, is_addition):
+    if is_addition:
+        counts[time] = row["count"]
+pw.io.subscribe(tri, on_change=on_change)
+t0 = time.perf_counter()
+pw.run(monitoring_level=pw.MonitoringLevel.NONE)
+print(json.dumps({"seconds": time.perf_counter() - t0,
+                  "final": counts[max(counts)] if counts else 0}))
+"""
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def make_delta(
+    edges: set[tuple[int, int]], n_nodes: int, size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``size`` changes: half deletions of present edges, half insertions of absent ones."""
+    present = list(edges)
+    dels = [present[i] for i in rng.choice(len(present), size // 2, replace=False)]
+    ins: set[tuple[int, int]] = set()
+    while len(ins) < size - size // 2:
+        u, v = (int(x) for x in rng.integers(0, n_nodes, 2))
+        e = (min(u, v), max(u, v))
+        if u != v and e not in edges and e not in ins:
+            ins.add(e)
+    rows = [(u, v, -1) for u, v in dels] + [(u, v, 1) for u, v in sorted(ins)]
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def delta_frame(spark, d: np.ndarray):
+    import pandas as pd
+
+    pdf = pd.DataFrame({"src": d[:, 0], "dst": d[:, 1], "value": d[:, 2]})
+    return spark.createDataFrame(pdf, "src bigint, dst bigint, value bigint")
+
+
+def apply(edges: set[tuple[int, int]], d: np.ndarray) -> None:
+    for u, v, w in d.tolist():
+        if w > 0:
+            edges.add((u, v))
+        else:
+            edges.discard((u, v))
+
+
+class PlanRecorder:
+    """Captures the physical plan of every DataFrame materialised while it is active."""
+
+    def __init__(self) -> None:
+        self.plans: list[str] = []
+
+    @contextlib.contextmanager
+    def active(self, spark):
+        DataFrame = type(spark.range(1))  # the implementation class (classic or Connect)
+        original = DataFrame.localCheckpoint
+        recorder = self
+
+        def patched(df, eager=True, storageLevel=None):  # noqa: N803 - PySpark's name
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                df.explain()
+            recorder.plans.append(buf.getvalue())
+            if storageLevel is None:
+                return original(df, eager)
+            return original(df, eager, storageLevel)
+
+        DataFrame.localCheckpoint = patched
+        try:
+            yield self
+        finally:
+            DataFrame.localCheckpoint = original
+
+    def summary(self) -> dict[str, int]:
+        text = "\n".join(self.plans)
+        return {
+            "materialised DataFrames": len(self.plans),
+            "hash exchanges (shuffles)": len(re.findall(r"Exchange hashpartitioning", text)),
+            "broadcast exchanges": len(re.findall(r"BroadcastExchange", text)),
+            "broadcast hash joins": len(re.findall(r"BroadcastHashJoin", text)),
+            "sort-merge joins": len(re.findall(r"SortMergeJoin", text)),
+            "shuffled hash joins": len(re.findall(r"ShuffledHashJoin", text)),
+        }
+
+
+def run_pathway(python: str, init: np.ndarray, ticks: list[np.ndarray]) -> dict[str, Any] | str:
+    """Run the ticks in Pathway in a subprocess: its run time and final count, or why not."""
+    with tempfile.TemporaryDirectory() as tmp:
+        case = Path(tmp) / "case.npz"
+        script = Path(tmp) / "pw_triangles.py"
+        script.write_text(PATHWAY_SCRIPT)
+        np.savez(case, init=init, n=len(ticks), **{f"t{i}": t for i, t in enumerate(ticks)})
+        try:
+            proc = subprocess.run(
+                [python, str(script), str(case)], capture_output=True, text=True, timeout=3600
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"not run ({type(exc).__name__})"
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            return f"not run: {last[:120]}"
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def pathway_ticks(
+    python: str, edges_np: np.ndarray, sizes: list[int], ticks: int, seed: int
+) -> dict[str, Any] | str:
+    """Pathway's time per tick for each delta size: (run with ticks - run without) / ticks.
+
+    Pathway is given the whole stream at once (initial edges at one time, each
+    tick at the next), so a tick's cost is measured as the extra run time.
+    """
+    base = run_pathway(python, edges_np, [])
+    if not isinstance(base, dict):
+        return base
+    out: dict[str, Any] = {"initial": base["seconds"], "steps": {}}
+    n_nodes = int(edges_np.max()) + 1
+    for size in sizes:
+        rng = np.random.default_rng(seed + size)
+        edges = {(int(u), int(v)) for u, v in edges_np}
+        seq = []
+        for _ in range(ticks):
+            d = make_delta(edges, n_nodes, size, rng)
+            apply(edges, d)
+            seq.append(d)
+        run = run_pathway(python, edges_np, seq)
+        if not isinstance(run, dict):
+            return run
+        current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
+        from faq.graphs import triangle_count_numpy
+
+        if run["final"] != int(triangle_count_numpy(current)):
+            raise AssertionError(f"Pathway counts {run['final']} triangles")
+        out["steps"][size] = max(run["seconds"] - base["seconds"], 0.0) / ticks
+    return out
+
+
+def pathway_available(python: str) -> bool:
+    try:
+        proc = subprocess.run([python, "-c", "import pathway"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def bench_graph(
+    spark, label: str, edges_np: np.ndarray, sizes: list[int], ticks: int, args, recorder
+) -> dict[str, Any]:
+    from faq import query
+    from faq.graphs import triangle_count_numpy
+    from faq.io import edges_dataframe
+    from incremental import IncrementalView
+
+    rng = np.random.default_rng(args.seed)
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    n_nodes = int(edges_np.max()) + 1
+    edges = {(int(u), int(v)) for u, v in edges_np}
+    build, view = timed(
+        lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark))
+    )
+    row: dict[str, Any] = {"graph": label, "edges": len(edges), "build": build, "steps": {}}
+    for size in sizes:
+        times = []
+        for t in range(ticks):
+            d = make_delta(edges, n_nodes, size, rng)
+            df = delta_frame(spark, d)
+            if recorder is not None and size == sizes[0] and t == ticks - 1:
+                with recorder.active(spark):
+                    secs, _ = timed(lambda df=df: view.step(E=df))
+            else:
+                secs, _ = timed(lambda df=df: view.step(E=df))
+            times.append(secs)
+            apply(edges, d)
+        row["steps"][size] = statistics.median(times)
+    current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    expected = int(triangle_count_numpy(current))
+    got = view.result().scalar()
+    if got != expected:
+        raise AssertionError(f"{label}: view counts {got} triangles, numpy {expected}")
+    row["triangles"] = got
+    row["recompute"], count = timed(lambda: tri.solve(E=edges_dataframe(current, spark)).scalar())
+    assert count == expected, (count, expected)
+    if args.pathway:
+        row["pathway"] = pathway_ticks(
+            args.pathway_python, edges_np, sizes, args.pathway_ticks, args.seed
+        )
+    return row
+
+
+def fmt(x: float) -> str:
+    return f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.0f} ms"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", help="SNAP edge lists to add to the graphs")
+    parser.add_argument("--quick", action="store_true", help="one small graph, 2 ticks per size")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--deltas", type=int, nargs="*", default=[10, 100, 1000])
+    parser.add_argument("--ticks", type=int, default=3, help="ticks per delta size (median)")
+    parser.add_argument("--graph", choices=["random", "power-law"], default="power-law")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pathway-python", default=sys.executable)
+    parser.add_argument("--pathway-ticks", type=int, default=20)
+    parser.add_argument("--join", default="auto", help="join method of the delta queries")
+    parser.add_argument("--plans", help="write the physical plans of one step to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [10, 100], 5
+
+    from faq import graphs
+    from faq.io import load_edge_array, undirected_simple
+    from faq.session import local_session
+
+    spark = local_session()
+    spark.sparkContext.setCheckpointDir(tempfile.mkdtemp(prefix="faq-bench-"))
+    args.pathway = pathway_available(args.pathway_python)
+    gen = graphs.power_law_graph if args.graph == "power-law" else graphs.random_graph
+    cases = [(f"{args.graph} m={m:,}", gen(max(m // 5, 100), m, args.seed)) for m in args.sizes]
+    for p in args.paths:
+        cases.append((Path(p).name, undirected_simple(load_edge_array(p))))
+    cores = os.cpu_count()
+    print(
+        f"# Incremental triangle counting ({spark.sparkContext.master}, {cores} cores, "
+        f"Spark {spark.version})\n"
+    )
+    print(f"Delta queries use join={args.join!r}.\n")
+    print(f"command: `python benchmarks/incremental.py {' '.join(sys.argv[1:])}`\n")
+    recorder = PlanRecorder()
+    rows = []
+    for n, (label, e) in enumerate(cases):
+        rows.append(
+            bench_graph(
+                spark, label, e, args.deltas, args.ticks, args, recorder if n == 0 else None
+            )
+        )
+        print(f"<!-- done: {label}: {json.dumps(rows[-1], default=str)} -->", file=sys.stderr)
+
+    print(
+        "## Step time against full recompute (median of "
+        f"{args.ticks} ticks; half insertions, half deletions)\n"
+    )
+    print(
+        "| graph | edges | triangles | initial build | full recompute | "
+        + " | ".join(f"step Δ={d} | ratio" for d in args.deltas)
+        + " |"
+    )
+    print("|---|---:|---:|---:|---:|" + "---:|---:|" * len(args.deltas))
+    for r in rows:
+        cells = [
+            r["graph"],
+            f"{r['edges']:,}",
+            f"{r['triangles']:,}",
+            fmt(r["build"]),
+            fmt(r["recompute"]),
+        ]
+        for d in args.deltas:
+            s = r["steps"][d]
+            cells += [fmt(s), f"{r['recompute'] / s:.1f}×"]
+        print("| " + " | ".join(cells) + " |")
+
+    print("\n## Pathway on the same ticks\n")
+    if not args.pathway:
+        print(
+            f"Pathway is not importable by `{args.pathway_python}` (`pip install pathway`, or "
+            "pass `--pathway-python` an interpreter that has it); not compared."
+        )
+    else:
+        print(
+            "Pathway gets the whole stream at once (initial edges, then one time per tick); "
+            f"its time per tick is (run time with {args.pathway_ticks} ticks - run time "
+            f"without) / {args.pathway_ticks}.  Pathway runs one worker thread.\n"
+        )
+        print(
+            "| graph | Pathway initial | "
+            + " | ".join(f"Pathway Δ={d} | sparkfaq Δ={d} | ratio" for d in args.deltas)
+            + " |"
+        )
+        print("|---|---:|" + "---:|---:|---:|" * len(args.deltas))
+        for r in rows:
+            pw = r["pathway"]
+            if not isinstance(pw, dict):
+                print(f"| {r['graph']} | {pw} |" + " |" * (3 * len(args.deltas)))
+                continue
+            cells = [r["graph"], fmt(pw["initial"])]
+            for d in args.deltas:
+                p, s = pw["steps"][d], r["steps"][d]
+                cells += [fmt(p), fmt(s), f"{s / p:.0f}×" if p > 0 else "-"]
+            print("| " + " | ".join(cells) + " |")
+
+    fixed = args.deltas[len(args.deltas) // 2]
+    print(f"\n## Step time at Δ={fixed} edges as the graph grows\n")
+    print("| graph | edges | step | full recompute |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['graph']} | {r['edges']:,} | {fmt(r['steps'][fixed])} | {fmt(r['recompute'])} |"
+        )
+
+    print(f"\n## Physical plans of one step (Δ={args.deltas[0]}, {rows[0]['graph']})\n")
+    for k, v in recorder.summary().items():
+        print(f"- {k}: {v}")
+    if args.plans:
+        Path(args.plans).write_text("\n\n".join(recorder.plans))
+        print(f"\n(plans written to {args.plans})")
+
+
+if __name__ == "__main__":
+    main()

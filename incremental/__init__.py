@@ -1,0 +1,11 @@
+"""Incremental view maintenance for FAQs, DBSP style: Z-sets, the delta rule, views.
+
+>>> from incremental import IncrementalView
+>>> IncrementalView.step.__doc__.splitlines()[0]
+'Apply one tick of changes; return the change of the output and commit.'
+"""
+
+from incremental import zset
+from incremental.view import IncrementalView
+
+__all__ = ["IncrementalView", "zset"]
