@@ -79,20 +79,15 @@ def binary_join(frames: Sequence[Frame], S: Semiring) -> Frame:
     first = pending.pop(0)
     vars_ = list(frames[first].vars)
     df = frames[first].df.withColumnRenamed(VALUE, "__w0")
-    weights = ["__w0"]
     while pending:
         sharing = [i for i in pending if set(frames[i].vars) & set(vars_)]
         nxt = sharing[0] if sharing else pending[0]
         pending.remove(nxt)
-        w = f"__w{len(weights)}"
-        other = small(frames[nxt].df.withColumnRenamed(VALUE, w), frames[nxt].rows)
+        other = small(frames[nxt].df.withColumnRenamed(VALUE, "__w1"), frames[nxt].rows)
         on = [v for v in frames[nxt].vars if v in vars_]
         df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
         vars_ += [v for v in frames[nxt].vars if v not in vars_]
-        weights.append(w)
-        if len(weights) > 1:  # fold the product as we go: fewer columns to carry
-            df = df.select(*vars_, o.mul(F.col(weights[0]), F.col(w)).alias("__w0"))
-            weights = ["__w0"]
+        df = df.select(*vars_, o.mul(F.col("__w0"), F.col("__w1")).alias("__w0"))
     df = df.select(*vars_, F.col("__w0").alias(VALUE))
     return Frame(tuple(vars_), df)
 
