@@ -10,6 +10,7 @@ method; cyclic bags can use the worst-case optimal Generic Join
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,6 +103,40 @@ def aggregate(frame: Frame, keep: Sequence[str], S: Semiring) -> DataFrame:
     return df.filter(sops.nonzero(S, F.col(VALUE))).select(*keep, VALUE)
 
 
+SKEW_FACTOR = 8
+"""Under ``join="auto"`` a cyclic bag uses binary joins when its cheapest pairwise join
+has at most this many times the rows of its inputs (no skew for Generic Join to beat)."""
+
+
+def skew_check(inputs: Sequence[Frame], step: Step) -> str:
+    """Binary or worst-case optimal for a cyclic bag, from the exact pairwise join sizes.
+
+    One Spark job computes, for every pair of inputs sharing variables K, the size
+    Σ_K deg_1(K)·deg_2(K) of their join.  When the smallest is within
+    ``SKEW_FACTOR`` times the total input rows, a binary plan starting with that
+    pair builds no large intermediate and costs fewer Spark jobs than Generic
+    Join; otherwise (skew, e.g. hubs) Generic Join is used.  Records the figure
+    in ``step.pair_rows``.
+    """
+    from pyspark.sql import functions as F
+
+    sizes = None
+    for i, j in itertools.combinations(range(len(inputs)), 2):
+        keys = [v for v in inputs[i].vars if v in inputs[j].vars]
+        if not keys:
+            continue
+        left = inputs[i].df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__l"))
+        right = inputs[j].df.groupBy(*keys).agg(F.count(F.lit(1)).alias("__r"))
+        size = left.join(right, on=keys).agg(F.sum(F.col("__l") * F.col("__r")).alias("n"))
+        sizes = size if sizes is None else sizes.unionByName(size)
+    if sizes is None:
+        return "wcoj"
+    smallest = sizes.agg(F.min("n")).collect()[0][0] or 0
+    step.pair_rows = int(smallest)
+    total = sum(f.rows for f in inputs)
+    return "binary" if smallest <= SKEW_FACTOR * max(total, 1.0) else "wcoj"
+
+
 def choose_method(step: Step, join: str) -> str:
     """The join method of a step: forced by ``join``, or by the bag's shape under "auto"."""
     if join == "binary" or (join == "auto" and not step.cyclic):
@@ -153,6 +188,8 @@ def execute(
         inputs = [frames.pop(id(f)) for f in step.factors]
         cached: list[DataFrame] = []
         method = choose_method(step, join)
+        if method == "wcoj" and join == "auto":
+            method = skew_check(inputs, step)
         step.method = method
         if method == "wcoj":
             from faq.wcoj import generic_join

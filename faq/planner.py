@@ -83,6 +83,7 @@ class Step:
     cyclic: bool
     method: str = "binary"
     actual_rows: int | None = None
+    pair_rows: int | None = None
     seconds: float | None = None
     max_intermediate: int | None = None
 
@@ -129,7 +130,10 @@ class Plan:
                 )
             label = "worst-case optimal" if s.method == "wcoj" else "binary"
             shape = "cyclic" if s.cyclic else "acyclic"
-            lines.append(f"  method   {label} ({shape} bag)")
+            why = ""
+            if s.pair_rows is not None:
+                why = f"; cheapest pairwise join {s.pair_rows:,} rows"
+            lines.append(f"  method   {label} ({shape} bag{why})")
             lines.append(f"  output   {s.output}")
             est = f"  estimate join {_fmt(s.est_join)} rows -> output {_fmt(s.output.rows)} rows"
             lines.append(est)

@@ -48,11 +48,14 @@ def test_cyclic_queries_match_reference(spark, name, S, join):
     q = query(NAMED_RULES[name], semiring=S)
     got = q.solve(join=join, **factors_from(rels, S)).to_dict()
     assert_same(got, want, S, f"{name} join={join}")
-    methods = {s.method for s in q.last_plan.steps if len(s.factors) > 1 and s.cyclic}
+    cyclic = [s for s in q.last_plan.steps if len(s.factors) > 1 and s.cyclic]
     if join != "auto":
-        assert methods <= {join}
-    elif methods:
-        assert methods == {"wcoj"}
+        assert {s.method for s in cyclic} <= {join}
+    else:  # auto measured the cheapest pairwise join and decided from it
+        for s in cyclic:
+            total = sum(f.rows for f in s.factors)
+            assert s.pair_rows is not None
+            assert s.method == ("binary" if s.pair_rows <= 8 * total else "wcoj")
 
 
 def test_triangle_every_order_and_method_agree(spark):
@@ -73,7 +76,7 @@ def test_explain_names_the_method(spark):
     rule = query(NAMED_RULES["triangle"]).rule
     fs = factors_from(random_relations(rule, S, seed=3), S)
     q = query(NAMED_RULES["triangle"], semiring=S)
-    assert "worst-case optimal (cyclic bag)" in q.explain(**fs)
+    assert "worst-case optimal (cyclic bag)" in q.explain(join="wcoj", **fs)
     assert "binary (cyclic bag)" in q.explain(join="binary", **fs)
 
 
@@ -118,3 +121,22 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
 
     assert wcoj_rows <= 10 * n, wcoj_rows
     assert binary_rows >= n * n / 2, binary_rows
+
+    # auto sees the skew (every pairwise join has about n² rows) and picks Generic Join
+    assert q.solve(E=df).scalar() == expected
+    (step,) = q.last_plan.steps
+    assert step.method == "wcoj" and step.pair_rows >= n * n
+
+
+def test_auto_uses_binary_joins_without_skew(spark):
+    """Karate: every pairwise join is small, so auto skips Generic Join's fixed cost."""
+    from pathlib import Path
+
+    from faq.io import read_edge_list
+
+    edges = read_edge_list(Path(__file__).parent / "data" / "karate.txt", spark)
+    q = query(NAMED_RULES["triangle"], semiring="counting")
+    assert q.solve(E=edges).scalar() == 45
+    (step,) = q.last_plan.steps
+    assert step.cyclic and step.method == "binary" and step.pair_rows <= 8 * 3 * 78
+    assert "cheapest pairwise join" in q.explain(E=edges)
