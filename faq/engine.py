@@ -76,18 +76,14 @@ def binary_join(frames: Sequence[Frame], S: Semiring) -> Frame:
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
-    pending = sorted(range(len(frames)), key=lambda i: frames[i].rows)
-    first = pending.pop(0)
-    vars_ = list(frames[first].vars)
-    df = frames[first].df.withColumnRenamed(VALUE, "__w0")
-    while pending:
-        sharing = [i for i in pending if set(frames[i].vars) & set(vars_)]
-        nxt = sharing[0] if sharing else pending[0]
-        pending.remove(nxt)
-        other = small(frames[nxt].df.withColumnRenamed(VALUE, "__w1"), frames[nxt].rows)
-        on = [v for v in frames[nxt].vars if v in vars_]
+    first, *rest = join_order(frames)
+    vars_ = list(first.vars)
+    df = first.df.withColumnRenamed(VALUE, "__w0")
+    for nxt in rest:
+        other = small(nxt.df.withColumnRenamed(VALUE, "__w1"), nxt.rows)
+        on = [v for v in nxt.vars if v in vars_]
         df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
-        vars_ += [v for v in frames[nxt].vars if v not in vars_]
+        vars_ += [v for v in nxt.vars if v not in vars_]
         df = df.select(*vars_, o.mul(F.col("__w0"), F.col("__w1")).alias("__w0"))
     df = df.select(*vars_, F.col("__w0").alias(VALUE))
     return Frame(tuple(vars_), df)
@@ -220,21 +216,20 @@ def execute(
 
 def _trace_binary(inputs: Sequence[Frame], S: Semiring) -> int:
     """The largest row count among the pairwise joins a binary plan builds (counted)."""
-    largest = 0
-    for k in range(2, len(inputs) + 1):
-        largest = max(largest, binary_join(_greedy_prefix(inputs, k), S).df.count())
-    return largest
+    ordered = join_order(inputs)
+    return max(binary_join(ordered[:k], S).df.count() for k in range(2, len(ordered) + 1))
 
 
-def _greedy_prefix(inputs: Sequence[Frame], k: int) -> list[Frame]:
-    """The first ``k`` frames in the order :func:`binary_join` joins them."""
-    pending = sorted(range(len(inputs)), key=lambda i: inputs[i].rows)
-    chosen = [pending.pop(0)]
-    vars_ = set(inputs[chosen[0]].vars)
-    while len(chosen) < k:
-        sharing = [i for i in pending if set(inputs[i].vars) & vars_]
+def join_order(frames: Sequence[Frame]) -> list[Frame]:
+    """The order :func:`binary_join` joins ``frames`` in: the smallest first, then
+    repeatedly the smallest that shares a variable with those joined so far."""
+    pending = sorted(frames, key=lambda f: f.rows)
+    order = [pending.pop(0)]
+    vars_ = set(order[0].vars)
+    while pending:
+        sharing = [f for f in pending if set(f.vars) & vars_]
         nxt = sharing[0] if sharing else pending[0]
         pending.remove(nxt)
-        chosen.append(nxt)
-        vars_ |= set(inputs[nxt].vars)
-    return [inputs[i] for i in chosen]
+        order.append(nxt)
+        vars_ |= set(nxt.vars)
+    return order
