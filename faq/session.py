@@ -18,9 +18,16 @@ LOCAL_CONFIG: dict[str, str] = {
 
 
 def local_session(master: str = "local[*]", **config: str) -> SparkSession:
-    """A local SparkSession with the settings the examples and benchmarks use."""
+    """A local SparkSession with the settings the examples and benchmarks use.
+
+    An already active session is returned as it is: its configuration is the
+    caller's, and is not overwritten.
+    """
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
     builder = SparkSession.builder.master(master).appName("sparkfaq")
     for k, v in {**LOCAL_CONFIG, **config}.items():
         builder = builder.config(k, v)
