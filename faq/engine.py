@@ -24,7 +24,7 @@ from semirings import spark as sops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["Frame", "binary_join", "execute", "JOIN_METHODS"]
+__all__ = ["Frame", "binary_join", "execute", "execute_delta", "JOIN_METHODS"]
 
 JOIN_METHODS = ("auto", "binary", "wcoj")
 
@@ -66,22 +66,29 @@ def atom_frame(atom: Atom, relation: DataFrame, key_names: Sequence[str]) -> Dat
     return df.select(*[F.col(c).alias(v) for v, c in first.items()], F.col(VALUE))
 
 
-def binary_join(frames: Sequence[Frame], S: Semiring) -> Frame:
+def binary_join(frames: Sequence[Frame], S: Semiring, start: Frame | None = None) -> Frame:
     """Natural join of ``frames`` by pairwise equi-joins, multiplying annotations with ⊗.
 
     Joins greedily: start from the smallest frame, then repeatedly add the
     smallest frame that shares a variable with what is joined so far
     (a Cartesian product only when nothing shares one).
+
+    With ``start`` (one of ``frames``, small: a delta), the join starts from
+    it and the rows joined so far are broadcast to every next join, so the
+    other frames are scanned, never shuffled.
     """
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
-    first, *rest = join_order(frames)
+    first, *rest = join_order(frames, start)
     vars_ = list(first.vars)
     df = first.df.withColumnRenamed(VALUE, "__w0")
     for nxt in rest:
-        other = small(nxt.df.withColumnRenamed(VALUE, "__w1"), nxt.rows)
         on = [v for v in nxt.vars if v in vars_]
+        if start is not None:
+            df, other = F.broadcast(df), nxt.df.withColumnRenamed(VALUE, "__w1")
+        else:
+            other = small(nxt.df.withColumnRenamed(VALUE, "__w1"), nxt.rows)
         df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
         vars_ += [v for v in nxt.vars if v not in vars_]
         df = df.select(*vars_, o.mul(F.col("__w0"), F.col("__w1")).alias("__w0"))
@@ -190,11 +197,9 @@ def execute(
         if method == "wcoj":
             from faq.wcoj import generic_join
 
-            dist: dict[str, float] = {}
-            for f in step.factors:
-                for v, d in f.distinct.items():
-                    dist[v] = min(dist.get(v, d), d)
-            joined, largest, cached = generic_join(inputs, S, distinct=dist, trace=trace)
+            joined, largest, cached = generic_join(
+                inputs, S, distinct=_distinct(step), trace=trace
+            )
         elif len(inputs) == 1:
             joined, largest = inputs[0], None
         else:
@@ -214,17 +219,77 @@ def execute(
     return result, rows, distinct
 
 
+def execute_delta(
+    plan: Plan, atom_frames: dict[int, Frame], S: Semiring, delta: int, join: str = "auto"
+) -> tuple[DataFrame, list[DataFrame]]:
+    """Run ``plan`` as one lazy DataFrame, starting every join from the delta factor.
+
+    ``delta`` is ``id(PlanFactor)`` of a small factor (a change of one relation).
+    Nothing is materialised between steps; every step whose bag holds the
+    delta, or a result computed from it, starts from that frame: binary joins
+    broadcast the rows joined so far, and cyclic bags (unless ``join`` is
+    ``"binary"``) use Generic Join seeded by it (see
+    :func:`faq.wcoj.generic_join`), so the other relations are scanned and cut
+    down to what the delta touches, never shuffled.  Steps without the delta
+    run as in :func:`execute`, lazily.
+
+    Returns the result (head variables, then ``value``; zero annotations
+    dropped) and the DataFrames cached on the way, to unpersist once the
+    caller has materialised what it computes from the result.
+    """
+    frames: dict[int, Frame] = dict(atom_frames)
+    seeded = {delta}
+    cached: list[DataFrame] = []
+    result: DataFrame | None = None
+    for step in plan.steps:
+        inputs = [frames.pop(id(f)) for f in step.factors]
+        starts = [fr for fr, f in zip(inputs, step.factors, strict=True) if id(f) in seeded]
+        start = starts[0] if starts else None
+        method = choose_method(step, join)
+        if method == "wcoj" and join == "auto" and start is None:
+            method = skew_check(inputs, step)
+        step.method = method
+        if method == "wcoj":
+            from faq.wcoj import generic_join
+
+            joined, _, held = generic_join(inputs, S, distinct=_distinct(step), start=start)
+            cached += held
+        elif len(inputs) == 1:
+            joined = inputs[0]
+        else:
+            joined = binary_join(inputs, S, start=start)
+        out = aggregate(joined, step.output.vars, S)
+        frames[id(step.output)] = Frame(step.output.vars, out, step.output.rows)
+        if start is not None:
+            seeded.add(id(step.output))
+        result = out
+    if result is None:  # no step: the head is a single atom
+        (only,) = frames.values()
+        result = aggregate(only, plan.rule.head, S)
+    return result.select(*plan.rule.head, VALUE), cached
+
+
+def _distinct(step: Step) -> dict[str, float]:
+    """The smallest estimated distinct count of each variable among a step's factors."""
+    dist: dict[str, float] = {}
+    for f in step.factors:
+        for v, d in f.distinct.items():
+            dist[v] = min(dist.get(v, d), d)
+    return dist
+
+
 def _trace_binary(inputs: Sequence[Frame], S: Semiring) -> int:
     """The largest row count among the pairwise joins a binary plan builds (counted)."""
     ordered = join_order(inputs)
     return max(binary_join(ordered[:k], S).df.count() for k in range(2, len(ordered) + 1))
 
 
-def join_order(frames: Sequence[Frame]) -> list[Frame]:
-    """The order :func:`binary_join` joins ``frames`` in: the smallest first, then
-    repeatedly the smallest that shares a variable with those joined so far."""
+def join_order(frames: Sequence[Frame], start: Frame | None = None) -> list[Frame]:
+    """The order :func:`binary_join` joins ``frames`` in: ``start`` or the smallest
+    first, then repeatedly the smallest that shares a variable with those joined so far."""
     pending = sorted(frames, key=lambda f: f.rows)
-    order = [pending.pop(0)]
+    first = next(i for i, f in enumerate(pending) if f is start) if start is not None else 0
+    order = [pending.pop(first)]
     vars_ = set(order[0].vars)
     while pending:
         sharing = [f for f in pending if set(f.vars) & vars_]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import semirings
-from faq.engine import JOIN_METHODS, Frame, atom_frame, execute
+from faq.engine import JOIN_METHODS, Frame, atom_frame, execute, execute_delta
 from faq.factor import Factor
 from faq.planner import AtomStats, Plan, make_plan
 from faq.rule import VALUE, Rule, parse_einsum, parse_rule
@@ -186,7 +186,7 @@ class Query:
         try:
             result, rows, distinct = execute(plan, atom_frames, self.semiring, join, trace=trace)
         except Exception as exc:
-            raise _translate(exc, self) from exc
+            raise spark_error(exc, self) from exc
         finally:
             for df in cached:
                 df.unpersist()
@@ -203,6 +203,48 @@ class Query:
             _clean=True,
             _stats=stats_out,
         )
+
+    def solve_from(
+        self,
+        start: str,
+        order: str | Sequence[str] = "auto",
+        join: str = "auto",
+        **relations: Any,
+    ) -> tuple[DataFrame, list[DataFrame]]:
+        """The query as one lazy DataFrame whose joins all start from relation ``start``.
+
+        For a ``start`` that is small next to the others (a delta), this is the
+        delta query of incremental maintenance: the plan is the same InsideOut
+        plan as :meth:`solve`, but every join reads the other relations by
+        broadcasting what ``start`` reaches (Generic Join seeded by ``start`` at
+        cyclic bags; see :func:`faq.engine.execute_delta`), and nothing is
+        materialised.  ``start`` must occur in exactly one atom.
+
+        Returns the result (head variables, then ``value``) and DataFrames
+        cached while it runs, to ``unpersist`` once the result is materialised.
+        Overflow surfaces when the result is computed; see :meth:`solve`.
+        """
+        if join not in JOIN_METHODS:
+            raise ValueError(
+                f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
+            )
+        atoms = [i for i, a in enumerate(self.rule.atoms) if a.relation == start]
+        if len(atoms) != 1:
+            raise ValueError(
+                f"solve_from: relation {start!r} must occur in exactly one atom of "
+                f"{self.rule}; it occurs in {len(atoms)}"
+            )
+        frames, stats, cached = self._prepare(relations)
+        plan = make_plan(self.rule, stats, order)
+        atom_frames = {
+            id(pf): Frame(pf.vars, frames[i], pf.rows) for i, pf in enumerate(plan.atoms)
+        }
+        result, held = execute_delta(
+            plan, atom_frames, self.semiring, id(plan.atoms[atoms[0]]), join
+        )
+        self.last_plan = plan
+        self._last_inputs = tuple(id(relations[n]) for n in sorted(relations))
+        return result, [*held, *cached]
 
     def explain(
         self, order: str | Sequence[str] = "auto", join: str = "auto", **relations: Any
@@ -223,7 +265,7 @@ class Query:
         return plan.report(self.semiring.name)
 
 
-def _translate(exc: Exception, q: Query) -> Exception:
+def spark_error(exc: Exception, q: Query) -> Exception:
     """Turn Spark's ANSI overflow error into an OverflowError that names the semiring."""
     text = str(exc)
     if (

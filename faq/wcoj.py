@@ -40,14 +40,19 @@ __all__ = ["generic_join", "variable_order"]
 W = "__w"
 
 
-def variable_order(frames: Sequence[Frame], distinct: dict[str, float] | None = None) -> list[str]:
+def variable_order(
+    frames: Sequence[Frame],
+    distinct: dict[str, float] | None = None,
+    bound: Sequence[str] = (),
+) -> list[str]:
     """Binding order for Generic Join, from distinct counts.
 
     Start with the variable of fewest distinct values; then repeatedly bind the
     variable that the most relations already constrain (they intersect), ties
     broken by fewer distinct values.  Connected variables come before
     unconnected ones, so prefixes never grow by a Cartesian product when a
-    join exists.
+    join exists.  Variables in ``bound`` count as bound already and are not
+    part of the returned order.
     """
     vars_: list[str] = []
     for f in frames:
@@ -56,14 +61,15 @@ def variable_order(frames: Sequence[Frame], distinct: dict[str, float] | None = 
     for v in vars_:
         dist.setdefault(v, min((f.rows for f in frames if v in f.vars), default=0.0))
     order: list[str] = []
+    given = [v for v in bound if v in vars_]
 
-    def score(v: str, bound: set[str]) -> tuple[int, float, int]:
-        constrained = sum(1 for f in frames if v in f.vars and bound & set(f.vars))
+    def score(v: str, done: set[str]) -> tuple[int, float, int]:
+        constrained = sum(1 for f in frames if v in f.vars and done & set(f.vars))
         return (-constrained, dist[v], vars_.index(v))
 
-    while len(order) < len(vars_):
-        bound = set(order)
-        order.append(min((v for v in vars_ if v not in bound), key=lambda v: score(v, bound)))
+    while len(order) + len(given) < len(vars_):
+        done = {*given, *order}
+        order.append(min((v for v in vars_ if v not in done), key=lambda v: score(v, done)))
     return order
 
 
@@ -74,6 +80,7 @@ def generic_join(
     distinct: dict[str, float] | None = None,
     *,
     trace: bool = False,
+    start: Frame | None = None,
 ) -> tuple[Frame, int | None, list[DataFrame]]:
     """Natural join of ``frames`` with ⊗ of annotations, computed by Generic Join.
 
@@ -87,6 +94,15 @@ def generic_join(
     bound variable with the prefix (its offer is then the same for every
     prefix).  Estimates only steer the choice of proposer; the answer never
     depends on them.
+
+    ``start`` (one of ``frames``, typically a small delta) seeds the prefixes:
+    its variables are bound first, all at once, by its own rows; the
+    remaining variables are bound one at a time as usual.  Every relation is
+    then first reduced, level by level, to the rows that match a prefix
+    (a semi-join with the broadcast prefix keys), so the work follows the
+    size of ``start`` and the degrees it touches, not the size of the other
+    relations.  This is the delta query of BiGJoin (Ammar et al., §4), which
+    :mod:`incremental` uses for every term of the delta rule.
     """
     from pyspark.sql import functions as F
 
@@ -96,18 +112,34 @@ def generic_join(
     for f in frames:
         for v in f.vars:
             dist[v] = min(dist.get(v, f.rows), f.rows) if f.rows else dist.get(v, 0.0)
-    order = list(order) if order is not None else variable_order(frames, dist)
-
-    prefix: DataFrame = spark.range(1).select(F.lit(S.one).cast(o.type).alias(W))
-    for f in (f for f in frames if not f.vars):  # scalar factors
-        prefix = prefix.crossJoin(f.df.select(F.col(VALUE).alias("__s")))
-        prefix = prefix.select(o.mul(F.col(W), F.col("__s")).alias(W))
-
     bound: list[str] = []
-    largest = 0
     cached: list[DataFrame] = []
+    if start is None:
+        prefix: DataFrame = spark.range(1).select(F.lit(S.one).cast(o.type).alias(W))
+        rest = list(frames)
+    else:
+        prefix = start.df.select(*start.vars, F.col(VALUE).alias(W))
+        bound = list(start.vars)
+        rest = [f for f in frames if f is not start]
+    for f in [f for f in rest if set(f.vars) <= set(bound)]:  # scalars; relations on start
+        rest.remove(f)
+        if f.vars:
+            source = f.df.withColumnRenamed(VALUE, "__s")
+            prefix = F.broadcast(prefix).join(source, on=list(f.vars), how="inner")
+        else:
+            prefix = prefix.crossJoin(f.df.select(F.col(VALUE).alias("__s")))
+        prefix = prefix.select(*bound, o.mul(F.col(W), F.col("__s")).alias(W))
+    if order is None:
+        order = variable_order(rest, dist, bound)
+    else:
+        order = [v for v in order if v not in bound]
+
+    largest = 0
     for x in order:
-        prefix, held = _extend_level(prefix, bound, x, frames, S, dist)
+        if start is not None:
+            prefix = prefix.persist()
+            cached.append(prefix)
+        prefix, held = _extend_level(prefix, bound, x, rest, S, dist, reduce=start is not None)
         cached += held
         bound.append(x)
         if trace:
@@ -124,20 +156,38 @@ def _extend_level(
     frames: Sequence[Frame],
     S: Semiring,
     dist: dict[str, float],
+    *,
+    reduce: bool = False,
 ) -> tuple[DataFrame, list[DataFrame]]:
-    """Extend every prefix by ``x``: count, propose, intersect.  Returns (prefixes, cached)."""
+    """Extend every prefix by ``x``: count, propose, intersect.  Returns (prefixes, cached).
+
+    With ``reduce`` every relation that shares bound variables is first cut
+    down to the rows matching a prefix (semi-join with the broadcast distinct
+    prefix keys; cached), and the reduced relations are what the count,
+    propose and intersect moves read and broadcast.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
     rels = [f for f in frames if x in f.vars]
     keys = [[v for v in f.vars if v in bound] for f in rels]
+    cached: list[DataFrame] = []
+    if reduce:
+        reduced = []
+        for f, k in zip(rels, keys, strict=True):
+            if k:
+                hits = F.broadcast(prefix.select(*k).distinct())
+                df = f.df.join(hits, on=k, how="left_semi").select(*f.vars, VALUE).persist()
+                cached.append(df)
+                f = Frame(f.vars, df, 1.0)  # small enough to broadcast: bounded by the prefixes
+            reduced.append(f)
+        rels = reduced
     completes = [set(f.vars) <= {*bound, x} for f in rels]
     projections = [
         f.df.select(*k, x) if c and len(f.vars) == len(k) + 1 else f.df.select(*k, x).distinct()
         for f, k, c in zip(rels, keys, completes, strict=True)
     ]
-    cached: list[DataFrame] = []
 
     # count: what each relation offers per prefix; inner joins drop prefixes offered nothing.
     # A relation that shares no bound variable offers the same to every prefix: its
@@ -148,10 +198,10 @@ def _extend_level(
         for j in keyed:
             table = projections[j].groupBy(*keys[j]).agg(F.count(F.lit(1)).alias(f"__c{j}"))
             counted = counted.join(small(table, rels[j].rows), on=keys[j], how="inner")
-        cnt = [
-            F.col(f"__c{j}") if keys[j] else F.lit(float(dist.get(x, 0.0)))
-            for j in range(len(rels))
-        ]
+        # reducing: a relation sharing no bound variable is not cut down, so it never
+        # proposes while a reduced one can
+        static = float("inf") if reduce else float(dist.get(x, 0.0))
+        cnt = [F.col(f"__c{j}") if keys[j] else F.lit(static) for j in range(len(rels))]
         if len(rels) > 1:
             best = F.least(*cnt)
             chooser = F.lit(len(rels) - 1)
@@ -177,7 +227,13 @@ def _extend_level(
         for i, (g, kk) in enumerate(zip(rels, keys, strict=True)):
             if i == j:
                 continue
-            if completes[i]:
+            if reduce and not kk:  # not reduced: stream it past the (small) prefixes
+                if completes[i]:
+                    source = g.df.withColumnRenamed(VALUE, f"__v{i}")
+                    part = F.broadcast(part).join(source, on=[x], how="inner")
+                    weights.append(F.col(f"__v{i}"))
+                # else: only a filter; the relation's last variable joins it exactly
+            elif completes[i]:
                 source = small(g.df.withColumnRenamed(VALUE, f"__v{i}"), g.rows)
                 part = part.join(source, on=[*kk, x], how="inner")
                 weights.append(F.col(f"__v{i}"))

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 import semirings
 from faq.engine import JOIN_METHODS
 from faq.factor import Factor, RelationStats
-from faq.query import Query
+from faq.query import Query, spark_error
 from faq.rule import VALUE, Atom, Rule
 from incremental import zset
 from semirings import Semiring
 from semirings import spark as sops
+from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -154,6 +155,10 @@ class IncrementalView:
     >>> view.step(E=delta).scalar(), view.result().scalar(), view.tick  # doctest: +SKIP
     (-1, 44, 1)
     """
+
+    local: bool = True
+    """Evaluate the delta rule of small deltas in the driver (see :meth:`step`); False
+    always runs the delta queries as Spark jobs."""
 
     def __init__(
         self,
@@ -269,60 +274,34 @@ class IncrementalView:
             delta, base = self._check_delta(name, d)
             if delta.rows > 0:
                 checked[name] = (delta, base)
-        # 2. new relations R' = R ⊕ ΔR (only the delta is shuffled: the state is
-        #    hash-partitioned by its keys); counting refuses negative multiplicities
+        # 2. small deltas: the delta rule in the driver, reading only the rows of the
+        #    (old) state that the deltas reach; refuses negative multiplicities
+        local = self._local_rule(checked) if checked and self.local else None
+        # 3. new relations R' = R ⊕ ΔR (only the delta is shuffled: the state is
+        #    hash-partitioned by its keys)
         new_rels = dict(self._rels)
         for name, (delta, base) in checked.items():
             merged = self._materialise(zset.add_delta(base.df, delta.df, self._S, self._P))
-            if self._nonneg:
+            exact = False
+            if local is not None:
+                rows = local.rows[name]
+            elif self._nonneg:
                 rows, distinct = self._statistics(merged, base.keys, f"relation {name!r}")
                 exact = True
             else:
-                rows, exact = base.rows + delta.rows, False
+                rows = base.rows + delta.rows
+            if not exact:
                 distinct = tuple(
                     min(rows, x + y) for x, y in zip(base.distinct, delta.distinct, strict=True)
                 )
             new_rels[name] = replace(
                 base, df=merged, rows=rows, distinct=distinct, exact=exact, typed=True
             )
-        # 3. the delta rule: one term per atom of a changed relation
-        terms: list[DataFrame] = []
-        term_rows = 0
-        report: list[dict[str, Any]] = []
-        for i, atom in enumerate(self.rule.atoms):
-            if atom.relation not in checked:
-                continue
-            bindings: dict[str, Factor] = {}
-            empty = False
-            for j, (a, label) in enumerate(zip(self.rule.atoms, self._names, strict=True)):
-                if j == i:
-                    delta = checked[a.relation][0]
-                    bindings[label] = delta.factor(self._rels[a.relation].keys, self._S, label)
-                    continue
-                rel = new_rels[a.relation] if j < i else self._rels[a.relation]
-                empty = empty or rel.rows == 0
-                delta = checked[atom.relation][0]
-                rel = _reduced(rel, a, atom, delta, self._rels[atom.relation].keys)
-                bindings[label] = rel.factor(self._S, label)
-            if empty:  # a factor with no rows makes the whole product zero
-                report.append({"atom": i, "skipped": True})
-                continue
-            out = self._split.solve(order=self.order, join=self.join, **bindings)
-            n = out.count()
-            report.append({"atom": i, "skipped": False, "rows": n})
-            if n:
-                terms.append(out.df)
-                term_rows += n
-        # 4. ΔQ and the new output
-        if not terms:
-            dq = self._empty_output()
-        elif len(terms) == 1:
-            dq = terms[0]
+        # 4. ΔQ
+        if local is not None:
+            dq, term_rows, report = self._from_pandas(local.dq), len(local.dq), local.report
         else:
-            union = terms[0]
-            for t in terms[1:]:
-                union = union.unionByName(t)
-            dq = zset.consolidate(union, self._S)
+            dq, term_rows, report = self._spark_rule(checked, new_rels)
         out_df, out_rows = self._out, self._out_rows
         if term_rows:
             if out_rows == 0:  # nothing to merge with (and its key types may be a guess)
@@ -344,8 +323,280 @@ class IncrementalView:
         else:
             self._rels, self._out, self._out_rows = new_rels, out_df, out_rows
             self._tick += 1
-        self.last_step = {"tick": self._tick, "terms": report}
+        self.last_step = {"tick": self._tick, "terms": report, "rows": term_rows}
         return Factor(dq, self.rule.head, self._S, name=f"Δ{self.rule.name}", _clean=True)
+
+    def _spark_rule(
+        self, checked: dict[str, tuple[_Delta, _Relation]], new_rels: dict[str, _Relation]
+    ) -> tuple[DataFrame, int, list[dict[str, Any]]]:
+        """ΔQ by Spark: one lazy delta query per atom of a changed relation, all
+        computed together by one materialisation.  Returns ΔQ, its rows, a report."""
+        terms: list[DataFrame] = []
+        cached: list[DataFrame] = []
+        report: list[dict[str, Any]] = []
+        for i, atom in enumerate(self.rule.atoms):
+            if atom.relation not in checked:
+                continue
+            bindings: dict[str, Factor] = {}
+            empty = False
+            for j, (a, label) in enumerate(zip(self.rule.atoms, self._names, strict=True)):
+                if j == i:
+                    delta = checked[a.relation][0]
+                    bindings[label] = delta.factor(self._rels[a.relation].keys, self._S, label)
+                    continue
+                rel = new_rels[a.relation] if j < i else self._rels[a.relation]
+                empty = empty or rel.rows == 0
+                bindings[label] = rel.factor(self._S, label)
+            if empty:  # a factor with no rows makes the whole product zero
+                report.append({"atom": i, "skipped": True})
+                continue
+            df, held = self._split.solve_from(
+                self._names[i], order=self.order, join=self.join, **bindings
+            )
+            plan = self._split.last_plan
+            assert plan is not None
+            terms.append(df)
+            cached += held
+            report.append(
+                {
+                    "atom": i,
+                    "skipped": False,
+                    "order": list(plan.order),
+                    "methods": [st.method for st in plan.steps],
+                    "where": "spark",
+                }
+            )
+        term_rows = 0
+        if not terms:
+            dq = self._empty_output()
+        else:
+            union = terms[0]
+            for t in terms[1:]:
+                union = union.unionByName(t)
+            try:
+                dq = self._materialise(zset.consolidate(union, self._S), partitions=1)
+                term_rows = dq.count()
+            except Exception as exc:
+                raise spark_error(exc, self._split) from exc
+            finally:
+                for df in cached:
+                    df.unpersist()
+        return dq, term_rows, report
+
+    # -- the delta rule in the driver ------------------------------------------------------------
+    def _local_rule(self, checked: dict[str, tuple[_Delta, _Relation]]) -> _LocalRule | None:
+        """ΔQ computed in the driver (see :mod:`faq.local`), or None when it needs Spark.
+
+        The deltas are collected (they are small); every term of the delta rule
+        runs as a generator of key lookups, and each round of lookups of all
+        terms costs one filtered scan per relation (the old state: a new
+        version is old ⊕ Δ, formed here).  The first round also reads the state
+        at the delta's keys, which gives each changed relation's exact new row
+        count and (counting) refuses negative multiplicities before anything
+        is written.
+        """
+        import pandas as pd
+
+        from faq import local as L
+        from faq.planner import AtomStats, make_plan
+
+        if any(d.rows > LOCAL_DELTA_ROWS for d, _ in checked.values()):
+            return None
+        o = local_ops(self._S)
+        deltas = {name: d.df.toPandas() for name, (d, _) in checked.items()}
+        bases = {n: (checked[n][1] if n in checked else r) for n, r in self._rels.items()}
+        gens: list[Any] = []
+        report: list[dict[str, Any]] = []
+        plans = []
+        for i, atom in enumerate(self.rule.atoms):
+            if atom.relation not in checked:
+                continue
+            others = [a.relation for j, a in enumerate(self.rule.atoms) if j != i]
+            if any(bases[n].rows == 0 and n not in checked for n in others):
+                report.append({"atom": i, "skipped": True})
+                continue
+            stats, factors = [], {}
+            for j, a in enumerate(self.rule.atoms):
+                if j == i:
+                    d = checked[a.relation][0]
+                    stats.append(_atom_stats(a, bases[a.relation].keys, d.rows, d.distinct))
+                else:
+                    r = bases[a.relation]
+                    rows = r.rows + (checked[a.relation][0].rows if a.relation in checked else 0)
+                    stats.append(_atom_stats(a, r.keys, rows, r.distinct))
+            plan = make_plan(self._split.rule, [AtomStats(*st) for st in stats], self.order)
+            for j, (a, pf) in enumerate(zip(self.rule.atoms, plan.atoms, strict=True)):
+                if j == i:
+                    df = _through(deltas[a.relation], bases[a.relation].keys, a)
+                    factors[id(pf)] = L.Local(pf.vars, df)
+                else:
+                    factors[id(pf)] = L.Remote((a.relation, j < i, j), pf.vars, pf.rows)
+            gens.append(L.run(plan, factors, id(plan.atoms[i]), self._S, self.join))
+            plans.append((i, plan))
+        try:
+            results, rows = self._drive(gens, deltas, bases, o)
+        except L.NeedsSpark:
+            return None
+        except OverflowError as exc:
+            raise OverflowError(
+                f"query {self.rule}: {exc} (a delta term); use the 'real' semiring for an "
+                "approximate answer"
+            ) from exc
+        for i, plan in plans:
+            report.append(
+                {
+                    "atom": i,
+                    "skipped": False,
+                    "order": list(plan.order),
+                    "methods": [st.method for st in plan.steps],
+                    "where": "driver",
+                }
+            )
+        head = list(self.rule.head)
+        frames = [r.df for r in results]
+        if frames:
+            union = pd.concat(frames, ignore_index=True)
+            dq = o.reduce(union, head, VALUE) if len(frames) > 1 or head else union
+            dq = dq[o.nonzero(dq[VALUE].to_numpy())][[*head, VALUE]]
+        else:
+            dq = pd.DataFrame(columns=[*head, VALUE])
+        report.sort(key=lambda t: t["atom"])
+        return _LocalRule(dq.reset_index(drop=True), rows, report)
+
+    def _drive(
+        self,
+        gens: list[Any],
+        deltas: dict[str, Any],
+        bases: dict[str, _Relation],
+        o: Any,
+    ) -> tuple[list[Any], dict[str, int]]:
+        """Run the term generators in lock step, one round of lookups at a time."""
+        results: list[Any] = [None] * len(gens)
+        pending: dict[int, list[Any]] = {}
+
+        def advance(k: int, answer: list[Any] | None) -> None:
+            try:
+                pending[k] = gens[k].send(answer)
+            except StopIteration as stop:
+                results[k] = stop.value
+                pending.pop(k, None)
+
+        for k in range(len(gens)):
+            advance(k, None)
+        rows: dict[str, int] = {}
+        first = True
+        while pending or first:
+            flat = [(k, r) for k, reqs in pending.items() for r in reqs]
+            answers, new_rows = self._fetch(
+                [r for _, r in flat], deltas, bases, o, check=first
+            )
+            rows.update(new_rows)
+            first = False
+            by_gen: dict[int, list[Any]] = {}
+            for (k, _), a in zip(flat, answers, strict=True):
+                by_gen.setdefault(k, []).append(a)
+            for k in list(pending):
+                advance(k, by_gen.get(k, []))
+        return results, rows
+
+    def _fetch(
+        self,
+        requests: list[Any],
+        deltas: dict[str, Any],
+        bases: dict[str, _Relation],
+        o: Any,
+        *,
+        check: bool,
+    ) -> tuple[list[Any], dict[str, int]]:
+        """Answer lookups with one filtered scan per relation; with ``check``, also
+        read each changed relation at its delta's keys: its new exact row count."""
+        import pandas as pd
+
+        from faq.local import MAX_ROWS, NeedsSpark
+
+        by_rel: dict[str, list[int]] = {}
+        for n, r in enumerate(requests):
+            by_rel.setdefault(r.remote.source[0], []).append(n)
+        if check:
+            for name in deltas:
+                by_rel.setdefault(name, [])
+        answers: list[Any] = [None] * len(requests)
+        rows: dict[str, int] = {}
+        for name, idx in by_rel.items():
+            base = bases[name]
+            keys = list(base.keys)
+            conds = []
+            literals = 0
+            for n in idx:
+                r = requests[n]
+                atom = self.rule.atoms[r.remote.source[2]]
+                parts = []
+                for v in r.on:
+                    values = r.keys[v].unique().tolist()
+                    literals += len(values)
+                    col = base.keys[atom.vars.index(v)]
+                    parts.append(_isin(col, base.types[base.keys.index(col)], values))
+                conds.append(_all(parts))
+            delta = deltas.get(name)
+            if check and delta is not None:
+                parts = []
+                for k, t in zip(keys, base.types, strict=True):
+                    values = delta[k].unique().tolist()
+                    literals += len(values)
+                    parts.append(_isin(k, t, values))
+                conds.append(_all(parts))
+            if literals > MAX_LITERALS:
+                raise NeedsSpark(f"{literals:,} lookup keys for relation {name!r}")
+            if base.rows == 0 or not conds:
+                cols = zip([*keys, VALUE], [*base.types, sops.ops(self._S).type], strict=True)
+                pdf = pd.DataFrame({c: pd.Series(dtype=_numpy_type(t)) for c, t in cols})
+            else:
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = cond | c
+                pdf = base.df.filter(cond).limit(MAX_ROWS + 1).toPandas()
+                if len(pdf) > MAX_ROWS:
+                    raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_ROWS:,} rows")
+            new = None
+            if delta is not None:
+                new = _plus(pdf, delta, keys, o)
+            if check and delta is not None:
+                rows[name] = self._new_rows(name, base, pdf, new, delta, keys)
+            for n in idx:
+                r = requests[n]
+                _, is_new, j = r.remote.source
+                src = new if (is_new and new is not None) else pdf
+                df = _through(src, base.keys, self.rule.atoms[j])
+                df = df.merge(r.keys.drop_duplicates(), on=list(r.on), how="inner")
+                answers[n] = df[[*r.remote.vars, VALUE]]
+        return answers, rows
+
+    def _new_rows(
+        self, name: str, base: _Relation, old: Any, new: Any, delta: Any, keys: list[str]
+    ) -> int:
+        """The exact row count of ``name`` after its delta; refuses negative counts."""
+        touched = delta[keys].drop_duplicates()
+        before = len(old.merge(touched, on=keys, how="inner"))
+        after_rows = new.merge(touched, on=keys, how="inner")
+        if self._nonneg:
+            neg = after_rows[after_rows[VALUE] < 0]
+            if len(neg):
+                ex = neg.iloc[0]
+                key = tuple(ex[k].item() if hasattr(ex[k], "item") else ex[k] for k in keys)
+                raise ValueError(
+                    _negative_message(
+                        f"relation {name!r}", len(neg), key, int(ex[VALUE]), self.semiring.name
+                    )
+                )
+        return base.rows - before + len(after_rows)
+
+    def _from_pandas(self, pdf: Any) -> DataFrame:
+        """ΔQ as a Spark DataFrame (one partition; it is small)."""
+        schema = _schema(self.rule.head, self._head_types(), sops.ops(self._S).type)
+        if not len(pdf):
+            return self._spark.createDataFrame([], schema)
+        records = [tuple(_native(x) for x in row) for row in pdf.itertuples(index=False)]
+        return self._spark.createDataFrame(records, schema)
 
     def __repr__(self) -> str:
         where = f", state_dir={str(self._store.root)!r}" if self._store is not None else ""
@@ -444,9 +695,7 @@ class IncrementalView:
             ex = df.filter(F.col(VALUE) < 0).limit(1).collect()[0]
             key = tuple(ex[k] for k in keys)
             raise ValueError(
-                f"refused: {label} would hold {row['neg']} key(s) with a negative "
-                f"multiplicity, e.g. {key!r} -> {ex[VALUE]} (a {self.semiring.name!r} view "
-                "can only delete tuples it holds); the view is unchanged"
+                _negative_message(label, row["neg"], key, ex[VALUE], self.semiring.name)
             )
         rows = int(row["rows"])
         return rows, tuple(min(int(row[f"d{i}"]), rows) for i in range(len(keys)))
@@ -480,20 +729,24 @@ class IncrementalView:
         return self._materialise(zset.partition(out.df, self._P)), out.count()
 
     # -- materialisation and durability ----------------------------------------------------------
-    def _materialise(self, df: DataFrame) -> DataFrame:
+    def _materialise(self, df: DataFrame, partitions: int | None = None) -> DataFrame:
         """Compute ``df`` once and cut its lineage; the checkpoint keeps its partitioning.
 
         Adaptive execution is switched off while the checkpoint is computed: the
         checkpoint of an adaptive plan does not know its partitioning, and then
         every later ``add_delta`` would shuffle the whole state again.
         """
-        key = "spark.sql.adaptive.enabled"
-        before = self._spark.conf.get(key)
-        self._spark.conf.set(key, "false")
+        conf = {"spark.sql.adaptive.enabled": "false"}
+        if partitions is not None:
+            conf["spark.sql.shuffle.partitions"] = str(partitions)
+        before = {k: self._spark.conf.get(k) for k in conf}
+        for k, v in conf.items():
+            self._spark.conf.set(k, v)
         try:
             return df.localCheckpoint(eager=True)
         finally:
-            self._spark.conf.set(key, before)
+            for k, v in before.items():
+                self._spark.conf.set(k, v)
 
     def _persist(self, changed: set[str], output_changed: bool) -> None:
         """Write the changed relations (and output) of this tick, then the manifest, atomically."""
@@ -628,38 +881,98 @@ class _Store:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _reduced(
-    rel: _Relation, atom: Atom, delta_atom: Atom, delta: _Delta, delta_keys: tuple[str, ...]
-) -> _Relation:
-    """``rel`` restricted to the rows that can join the delta (a semi-join reduction).
+LOCAL_DELTA_ROWS = 100_000
+"""Deltas up to this many rows (each) are tried by the driver-side delta rule first."""
 
-    In the term of the delta rule where ``delta_atom`` is bound to the delta,
-    every contributing assignment matches a delta row, so a row of another
-    atom's relation whose values of the shared variables do not appear in
-    the delta contributes nothing.  Dropping those rows is exact; with the
-    delta broadcast it costs a scan of ``rel``, not a shuffle, and the delta
-    query's joins then see O(|Δ| · degree) rows instead of the whole state.
-    The row count is an estimate (for the planner); zero still means empty
-    only when ``rel`` is.
-    """
+MAX_LITERALS = 200_000
+"""Most key values one relation's lookup may list (beyond, the step runs in Spark)."""
+
+
+@dataclass(frozen=True)
+class _LocalRule:
+    """ΔQ computed in the driver, the changed relations' new row counts, and a report."""
+
+    dq: Any
+    rows: dict[str, int]
+    report: list[dict[str, Any]]
+
+
+def _negative_message(label: str, count: int, key: tuple[Any, ...], value: Any, sr: str) -> str:
+    return (
+        f"refused: {label} would hold {count} key(s) with a negative multiplicity, e.g. "
+        f"{key!r} -> {value} (a {sr!r} view can only delete tuples it holds); the view is "
+        "unchanged"
+    )
+
+
+def _atom_stats(
+    atom: Atom, keys: tuple[str, ...], rows: int, distinct: tuple[int, ...]
+) -> tuple[int, dict[str, int]]:
+    """(rows, distinct per variable) of a relation seen through ``atom``."""
+    d: dict[str, int] = {}
+    for v, n in zip(atom.vars, distinct, strict=True):
+        d[v] = min(d.get(v, n), n)
+    return rows, d
+
+
+def _through(pdf: Any, keys: tuple[str, ...], atom: Atom) -> Any:
+    """A pandas relation (columns ``keys`` + value) seen through ``atom``: columns
+    renamed to its variables; a repeated variable keeps rows whose columns agree."""
+    first: dict[str, str] = {}
+    mask = None
+    for col, v in zip(keys, atom.vars, strict=True):
+        if v in first:
+            m = pdf[first[v]] == pdf[col]
+            mask = m if mask is None else mask & m
+        else:
+            first[v] = col
+    df = pdf if mask is None else pdf[mask]
+    out = df[[*first.values(), VALUE]]
+    return out.set_axis([*first.keys(), VALUE], axis=1)
+
+
+def _plus(old: Any, delta: Any, keys: list[str], o: Any) -> Any:
+    """``old ⊕ delta`` on pandas Z-sets (keys ⊕-combined, zeros dropped)."""
+    import pandas as pd
+
+    both = pd.concat([old[[*keys, VALUE]], delta[[*keys, VALUE]]], ignore_index=True)
+    if both.empty:
+        return both
+    out = o.reduce(both, keys, VALUE)
+    return out[o.nonzero(out[VALUE].to_numpy())].reset_index(drop=True)
+
+
+def _isin(col: str, spark_type: str, values: list[Any]) -> Any:
+    """``col IN values`` as a Spark condition.  Integer keys go over as one SQL string:
+    building the literals one by one costs a py4j round trip each."""
     from pyspark.sql import functions as F
 
-    shared = [v for v in atom.distinct_vars if v in delta_atom.vars]
-    if not shared or delta.rows > BROADCAST_ROWS:
-        return rel
-    mine = [rel.keys[atom.vars.index(v)] for v in shared]
-    theirs = [delta_keys[delta_atom.vars.index(v)] for v in shared]
-    keys = delta.df.select(*[F.col(t).alias(m) for t, m in zip(theirs, mine, strict=True)])
-    df = rel.df.join(F.broadcast(keys.distinct()), on=mine, how="left_semi")
-    df = df.select(*rel.keys, VALUE)  # a join on names puts the join columns first
-    fraction = 1.0
-    for v, m in zip(shared, mine, strict=True):
-        d_rel = max(rel.distinct[rel.keys.index(m)], 1)
-        d_delta = delta.distinct[delta_atom.vars.index(v)]
-        fraction = min(fraction, d_delta / d_rel)
-    rows = max(1, min(rel.rows, round(rel.rows * fraction))) if rel.rows else 0
-    distinct = tuple(min(d, rows) for d in rel.distinct)
-    return replace(rel, df=df, rows=rows, distinct=distinct, exact=False)
+    if spark_type == "bigint" and values:
+        return F.expr(f"`{col}` IN ({', '.join(str(int(v)) for v in values)})")
+    return F.col(col).isin(values)
+
+
+def _all(conds: list[Any]) -> Any:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+def _numpy_type(spark_type: str) -> str:
+    """The pandas dtype ``toPandas`` gives a non-null Spark column of this type."""
+    return {
+        "bigint": "int64",
+        "int": "int32",
+        "double": "float64",
+        "float": "float32",
+        "boolean": "bool",
+    }.get(spark_type, "object")
+
+
+def _native(x: Any) -> Any:
+    """A numpy scalar as the Python value Spark accepts."""
+    return x.item() if hasattr(x, "item") else x
 
 
 def _atom_names(rule: Rule) -> tuple[str, ...]:

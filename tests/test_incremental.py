@@ -85,11 +85,13 @@ def test_triangle_insert_and_delete(spark):
     assert d.scalar() == 0 and view.result().scalar() == 2 and view.tick == 1
 
 
-def test_refused_steps_leave_the_view_unchanged(spark):
+@pytest.mark.parametrize("local", [True, False], ids=["driver", "spark"])
+def test_refused_steps_leave_the_view_unchanged(spark, local):
     r = query("Q(a) :- R(a, b), S(b)", semiring="counting")
     R = spark.createDataFrame([(1, 2), (1, 3)], "a bigint, b bigint")
     S = spark.createDataFrame([(2,), (3,)], "b bigint")
     view = IncrementalView(r, R=R, S=S)
+    view.local = local
     before = view.result().to_dict()
     assert before == {(1,): 2}
     bad = {
@@ -149,6 +151,80 @@ def test_empty_start_and_self_join(spark):
     assert view.tick == 2
 
 
+def test_small_deltas_run_in_the_driver_with_generic_join(spark):
+    # karate: 45 triangles.  Delete two edges and insert two; the same ticks by the
+    # driver-side delta rule and by Spark delta queries give the numpy count.
+    from pathlib import Path
+
+    import numpy as np
+
+    from faq.graphs import triangle_count_numpy
+    from faq.io import edges_dataframe, load_edge_array, undirected_simple
+
+    edges = undirected_simple(load_edge_array(Path(__file__).parent / "data" / "karate.txt"))
+    tri = query(TRIANGLE, semiring="counting")
+    views = {where: IncrementalView(tri, E=edges_dataframe(edges, spark)) for where in "ds"}
+    views["s"].local = False
+    current = {tuple(e) for e in edges.tolist()}
+    ticks = [[(1, 2, -1), (3, 4, -1), (6, 21, 1)], [(1, 2, 1), (10, 31, 1), (21, 22, 1)]]
+    for tick in ticks:
+        delta = spark.createDataFrame(tick, "src bigint, dst bigint, value bigint")
+        got = {w: v.step(E=delta).scalar() for w, v in views.items()}
+        before = triangle_count_numpy(np.asarray(sorted(current)))
+        for u, v, w in tick:
+            (current.add if w > 0 else current.discard)((u, v))
+        after = triangle_count_numpy(np.asarray(sorted(current)))
+        assert got == {"d": after - before, "s": after - before}
+        assert views["d"].result().scalar() == views["s"].result().scalar() == after
+        terms = views["d"].last_step["terms"]
+        assert [t["where"] for t in terms] == ["driver"] * 3
+        assert [t["methods"] for t in terms] == [["wcoj"]] * 3
+        assert {t["where"] for t in views["s"].last_step["terms"]} == {"spark"}
+    assert views["d"].relation("E").count() == len(current)
+
+
+def test_a_step_the_delta_does_not_reach_runs_in_spark(spark):
+    # T(c) shares no variable with R: its aggregation is a query over all of T
+    q = query("Q(a) :- R(a), T(c)", semiring="integer")
+    T = spark.createDataFrame([(1, 2), (2, 3)], "c bigint, value bigint")
+    view = IncrementalView(q, T=T)
+    d = view.step(R=spark.createDataFrame([(7, 2)], "a bigint, value bigint"))
+    assert d.to_dict() == {(7,): 10} and view.result().to_dict() == {(7,): 10}
+    assert [t["where"] for t in view.last_step["terms"]] == ["spark"]
+    # and from T's side, R is a Cartesian factor: all of it is needed, so again Spark
+    d = view.step(T=spark.createDataFrame([(5, 1)], "c bigint, value bigint"))
+    assert d.to_dict() == {(7,): 2} and view.result().to_dict() == {(7,): 12}
+    assert [t["where"] for t in view.last_step["terms"]] == ["spark"]
+
+
+def test_overflow_in_a_delta_term_is_an_overflow_error_and_refused(spark):
+    q = query("Q(a) :- R(a, b), S(b)", semiring="counting")
+    R = spark.createDataFrame([(1, 2, 2**62)], "a bigint, b bigint, value bigint")
+    view = IncrementalView(q, R=R)
+    for local in (True, False):
+        view.local = local
+        with pytest.raises(OverflowError, match="overflowed 64-bit integers"):
+            view.step(S=spark.createDataFrame([(2, 4)], "b bigint, value bigint"))
+        assert view.tick == 0 and view.relation("S").to_dict() == {}
+    d = view.step(S=spark.createDataFrame([(2, 1)], "b bigint, value bigint"))
+    assert d.to_dict() == {(1,): 2**62}
+
+
+def test_user_semiring_view_in_the_driver(spark):
+    # bottleneck paths (max, min) have no native Spark path: the driver applies the
+    # semiring's own Python functions
+    bottleneck = semirings.Semiring(
+        name="bottleneck-view-test", zero=0.0, one=float("inf"), add=max, mul=min
+    )
+    q = query("Q(a) :- E(a, b), E(b, c)", semiring=bottleneck)
+    E = spark.createDataFrame([(1, 2, 5.0), (2, 3, 3.0)], "a bigint, b bigint, value double")
+    view = IncrementalView(q, E=E)
+    assert view.result().to_dict() == {(1,): 3.0}
+    d = view.step(E=spark.createDataFrame([(2, 4, 4.0)], "a bigint, b bigint, value double"))
+    assert [t["where"] for t in view.last_step["terms"]] == ["driver", "driver"]
+    assert view.result().to_dict() == {(1,): 4.0} and d.to_dict() == {(1,): 4.0}
+
+
 def _plan_text(df) -> str:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -203,9 +279,10 @@ QUERIES = {
 
 NODES = st.integers(0, 3)
 
-# a tick of a cyclic query runs dozens of Spark jobs: the "ci" profile (10 examples)
-# gets 2 and 1 examples here, the "long" profile 40 and 20
+# a tick runs a handful of Spark jobs in the driver-side path and dozens in the Spark
+# path: the "ci" profile (10 examples) gets 3, 2 and 1 examples here, "long" 66, 40, 20
 SOME = max(2, settings.default.max_examples // 5)
+MANY = max(3, settings.default.max_examples // 3)
 FEW = max(1, settings.default.max_examples // 10)
 
 
@@ -245,37 +322,53 @@ def ring_case(draw, name: str, semiring: str, ticks: int):
     return state, deltas
 
 
-def run_ring_case(spark, name, semiring, case, join="binary"):
+def run_ring_case(spark, name, semiring, case, join="binary", local=True):
     S = semirings.get(semiring)
     rule = parse_rule(QUERIES[name])
     vt = semirings.spark.ops(S).type
     state, deltas = case
     initial = {n: relation_df(spark, r, rule.relations[n], vt) for n, r in state.items() if r}
     view = IncrementalView(query(QUERIES[name], semiring=S), join=join, **initial)
+    view.local = local
     before = reference_solve(rule, S, state)
     assert close(view.result().to_dict(), before)
     ring = semirings.INTEGER if S is semirings.COUNTING else S
     for t, tick in enumerate(deltas, 1):
         dfs = {n: relation_df(spark, d, rule.relations[n], vt) for n, d in tick.items()}
         out = view.step(**dfs)
+        if not local:
+            assert {t["where"] for t in view.last_step["terms"] if not t["skipped"]} <= {"spark"}
         state = {n: add(ring, state[n], tick.get(n, {})) for n in state}
         before = check_tick(view, rule, S, state, before, out)
         assert view.tick == t
 
 
+# Small deltas run their delta rule in the driver (faq.local); the Spark delta queries
+# (faq.engine.execute_delta) are what large deltas use: both are checked, with both joins.
 @pytest.mark.parametrize("name", ["triangle", "self-join"])
-@settings(max_examples=SOME)
+@settings(max_examples=MANY)
 @given(data=st.data())
 def test_counting_views_match_batch(spark, name, data):
-    run_ring_case(spark, name, "counting", data.draw(ring_case(name, "counting", 2)))
+    join = data.draw(st.sampled_from(["auto", "binary"]))
+    run_ring_case(spark, name, "counting", data.draw(ring_case(name, "counting", 3)), join)
 
 
 @pytest.mark.parametrize("name", ["chain", "4-cycle"])
-@settings(max_examples=FEW)
+@settings(max_examples=MANY)
 @given(data=st.data())
 def test_integer_and_real_views_match_batch(spark, name, data):
     semiring = "real" if name == "chain" else "integer"
-    run_ring_case(spark, name, semiring, data.draw(ring_case(name, semiring, 2)))
+    join = data.draw(st.sampled_from(["auto", "binary"]))
+    run_ring_case(spark, name, semiring, data.draw(ring_case(name, semiring, 3)), join)
+
+
+@pytest.mark.parametrize("name", ["triangle", "4-cycle", "self-join"])
+@settings(max_examples=FEW)
+@given(data=st.data())
+def test_spark_delta_queries_match_batch(spark, name, data):
+    semiring = "integer" if name == "4-cycle" else "counting"
+    case = data.draw(ring_case(name, semiring, 2))
+    run_ring_case(spark, name, semiring, case, join="auto", local=False)
 
 
 @pytest.mark.parametrize("semiring", ["max-product", "boolean"])
