@@ -60,12 +60,18 @@ BROADCAST_ROWS = 500_000
 
 @dataclass(frozen=True)
 class _Relation:
-    """One relation's committed state: a consolidated, materialised Z-set and its statistics.
+    """One relation's committed state and its statistics.
 
-    ``rows`` and ``distinct`` are exact when ``exact`` is True and otherwise
-    upper bounds (good enough for the planner, and ``rows == 0`` still means
-    empty).  ``typed`` is False while the relation is the default empty one,
-    whose key types the first delta may choose.
+    The contents are ``df ⊕ log``: ``df`` a consolidated, materialised Z-set
+    hash-partitioned by its keys, and ``log`` (None or the same) the ⊕ of the
+    deltas since ``df`` was last rewritten, with ``log_rows`` rows at most.  A
+    tick rewrites only the small log; the log is folded into ``df`` once it
+    outgrows :func:`_log_limit`, so a tick does not copy the whole relation.
+
+    ``rows`` and ``distinct`` (of the contents) are exact when ``exact`` is
+    True and otherwise upper bounds (good enough for the planner, and
+    ``rows == 0`` still means empty).  ``typed`` is False while the relation
+    is the default empty one, whose key types the first delta may choose.
     """
 
     df: DataFrame
@@ -76,10 +82,22 @@ class _Relation:
     exact: bool
     typed: bool = True
     folder: str | None = None
+    log: DataFrame | None = None
+    log_rows: int = 0
+
+    def current(self, S: Semiring) -> DataFrame:
+        """The contents, consolidated (lazy; the union is co-partitioned: no shuffle)."""
+        if self.log is None:
+            return self.df
+        return zset.consolidate(self.df.unionByName(self.log), S)
+
+    def stored(self) -> DataFrame:
+        """``df`` and ``log`` side by side, not consolidated (for filtered reads)."""
+        return self.df if self.log is None else self.df.unionByName(self.log)
 
     def factor(self, S: Semiring, name: str) -> Factor:
         stats = RelationStats(self.rows, self.distinct)
-        return Factor(self.df, self.keys, S, name=name, _clean=True, _stats=stats)
+        return Factor(self.current(S), self.keys, S, name=name, _clean=True, _stats=stats)
 
 
 @dataclass(frozen=True)
@@ -236,7 +254,7 @@ class IncrementalView:
         if name not in self._rels:
             raise ValueError(self._unknown_message([name]))
         r = self._rels[name]
-        return Factor(r.df, r.keys, self.semiring, name=name, _clean=True)
+        return Factor(r.current(self._S), r.keys, self.semiring, name=name, _clean=True)
 
     def step(self, **deltas: Any) -> Factor:
         """Apply one tick of changes; return the change of the output and commit.
@@ -277,16 +295,23 @@ class IncrementalView:
         # 2. small deltas: the delta rule in the driver, reading only the rows of the
         #    (old) state that the deltas reach; refuses negative multiplicities
         local = self._local_rule(checked) if checked and self.local else None
-        # 3. new relations R' = R ⊕ ΔR (only the delta is shuffled: the state is
-        #    hash-partitioned by its keys)
+        if checked and local is None:
+            # Spark delta queries read whole relations many times: fold the logs in first
+            # (same contents, so a refusal later still leaves the view as it was)
+            self._rels = {n: self._fold(r) for n, r in self._rels.items()}
+            checked = {n: (d, self._fold(b)) for n, (d, b) in checked.items()}
+        # 3. new relations R' = R ⊕ ΔR: the delta joins the log (only the delta is
+        #    shuffled: the state is hash-partitioned by its keys); a log grown past
+        #    its limit is folded into the relation
         new_rels = dict(self._rels)
         for name, (delta, base) in checked.items():
-            merged = self._materialise(zset.add_delta(base.df, delta.df, self._S, self._P))
+            merged = self._merge(base, delta)
             exact = False
             if local is not None:
                 rows = local.rows[name]
             elif self._nonneg:
-                rows, distinct = self._statistics(merged, base.keys, f"relation {name!r}")
+                current = merged.current(self._S)
+                rows, distinct = self._statistics(current, base.keys, f"relation {name!r}")
                 exact = True
             else:
                 rows = base.rows + delta.rows
@@ -295,7 +320,7 @@ class IncrementalView:
                     min(rows, x + y) for x, y in zip(base.distinct, delta.distinct, strict=True)
                 )
             new_rels[name] = replace(
-                base, df=merged, rows=rows, distinct=distinct, exact=exact, typed=True
+                merged, rows=rows, distinct=distinct, exact=exact, typed=True
             )
         # 4. ΔQ
         if local is not None:
@@ -382,6 +407,29 @@ class IncrementalView:
                 for df in cached:
                     df.unpersist()
         return dq, term_rows, report
+
+    def _fold(self, rel: _Relation) -> _Relation:
+        """``rel`` with its log folded in (materialised), or itself when it has none."""
+        if rel.log is None:
+            return rel
+        df = self._materialise(zset.add_delta(rel.df, rel.log, self._S, self._P))
+        return replace(rel, df=df, log=None, log_rows=0)
+
+    def _merge(self, base: _Relation, delta: _Delta) -> _Relation:
+        """``base`` with ``delta`` ⊕-ed into its log (materialised), or, once the log
+        outgrows its limit, with the log folded into the relation (one rewrite)."""
+        if base.log is None:
+            log = zset.consolidate(zset.partition(delta.df, self._P), self._S)
+        else:
+            log = zset.add_delta(base.log, delta.df, self._S, self._P)
+        log_rows = base.log_rows + delta.rows
+        fold = not self.local or log_rows > _log_limit(base.rows)
+        if base.rows == 0 and base.log is None:
+            return replace(base, df=self._materialise(log), log=None, log_rows=0)
+        if fold:
+            df = zset.add_delta(base.df, log, self._S, self._P)
+            return replace(base, df=self._materialise(df), log=None, log_rows=0)
+        return replace(base, log=self._materialise(log), log_rows=log_rows)
 
     # -- the delta rule in the driver ------------------------------------------------------------
     def _local_rule(self, checked: dict[str, tuple[_Delta, _Relation]]) -> _LocalRule | None:
@@ -554,9 +602,11 @@ class IncrementalView:
                 cond = conds[0]
                 for c in conds[1:]:
                     cond = cond | c
-                pdf = base.df.filter(cond).limit(MAX_ROWS + 1).toPandas()
+                pdf = base.stored().filter(cond).limit(MAX_ROWS + 1).toPandas()
                 if len(pdf) > MAX_ROWS:
                     raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_ROWS:,} rows")
+                if base.log is not None:  # the relation's rows and its log's, ⊕-ed
+                    pdf = _plus(pdf, pdf.iloc[:0], keys, o)
             new = None
             if delta is not None:
                 new = _plus(pdf, delta, keys, o)
@@ -758,7 +808,7 @@ class IncrementalView:
             for name, r in self._rels.items():
                 if name in changed or r.folder is None:
                     r = replace(r, folder=folder.name)
-                    store.write(r.df, folder / f"rel-{name}.parquet")
+                    store.write(r.current(self._S), folder / f"rel-{name}.parquet")
                 rels[name] = r
             prev = store.read() if store.exists() else None
             out_folder = prev["output"]["folder"] if prev and not output_changed else folder.name
@@ -881,6 +931,17 @@ class _Store:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+LOG_ROWS = 50_000
+"""A relation's log of deltas is folded into it once it holds more than this many rows
+and more than ``LOG_FRACTION`` of the relation's rows."""
+
+LOG_FRACTION = 0.05
+
+
+def _log_limit(rows: int) -> float:
+    return max(LOG_ROWS, LOG_FRACTION * rows)
+
+
 LOCAL_DELTA_ROWS = 100_000
 """Deltas up to this many rows (each) are tried by the driver-side delta rule first."""
 

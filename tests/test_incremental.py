@@ -250,6 +250,39 @@ def test_plan_and_lineage_stay_bounded_over_100_ticks(spark):
     assert view.result().to_dict() == expected
 
 
+def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypatch):
+    import incremental.view as view_module
+
+    monkeypatch.setattr(view_module, "LOG_ROWS", 3)
+    monkeypatch.setattr(view_module, "LOG_FRACTION", 0.0)
+    q = query("Q(a) :- R(a, b), S(b)", semiring="integer")
+    R = Factor.from_dict({(1, 2): 1, (1, 3): 1, (4, 3): 2}, ("a", "b"), "integer")
+    S = Factor.from_dict({(2,): 1, (3,): 1}, ("b",), "integer")
+    view = IncrementalView(q, R=R, S=S)
+    state = {"R": R.to_dict(), "S": S.to_dict()}
+    ticks = [
+        {"R": {(1, 2): -1, (5, 2): 3}},
+        # 2 + 2 logged rows pass the limit of 3: the log is folded into R
+        {"R": {(5, 2): -3, (6, 3): 1}, "S": {(3,): 2}},
+        {"R": {(7, 2): 1, (8, 2): 1}},  # a new log
+        {"S": {(2,): -1}},
+    ]
+    logged = []
+    for tick in ticks:
+        view.step(
+            **{
+                n: Factor.from_dict(d, R.vars if n == "R" else S.vars, "integer")
+                for n, d in tick.items()
+            }
+        )
+        state = {n: add(semirings.INTEGER, state[n], tick.get(n, {})) for n in state}
+        logged.append(view._rels["R"].log is not None)
+        want = reference_solve(parse_rule("Q(a) :- R(a, b), S(b)"), semirings.INTEGER, state)
+        assert view.result().to_dict() == want
+        assert view.relation("R").to_dict() == state["R"]
+    assert logged == [True, False, True, True]
+
+
 def test_durable_view_resumes_at_the_last_commit(spark, tmp_path):
     q = query("Q(a) :- R(a, b), S(b)", semiring="counting")
     R = spark.createDataFrame([(1, 2), (1, 3), (4, 3)], "a bigint, b bigint")
