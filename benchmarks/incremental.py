@@ -248,7 +248,10 @@ def bench_graph(
     row["triangles"] = got
     row["recompute"], count = timed(lambda: tri.solve(E=edges_dataframe(current, spark)).scalar())
     assert count == expected, (count, expected)
-    if args.pathway:
+    row["where"] = sorted({t.get("where", "?") for t in view.last_step["terms"]})
+    if args.pathway and len(edges) > args.pathway_max_edges:
+        row["pathway"] = f"not run (over --pathway-max-edges={args.pathway_max_edges:,})"
+    elif args.pathway:
         row["pathway"] = pathway_ticks(
             args.pathway_python, edges_np, sizes, args.pathway_ticks, args.seed
         )
@@ -270,6 +273,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pathway-python", default=sys.executable)
     parser.add_argument("--pathway-ticks", type=int, default=20)
+    parser.add_argument(
+        "--pathway-max-edges",
+        type=int,
+        default=300_000,
+        help="run Pathway only on graphs up to this many edges (its initial load is slow)",
+    )
     parser.add_argument("--join", default="auto", help="join method of the delta queries")
     parser.add_argument("--plans", help="write the physical plans of one step to this file")
     args = parser.parse_args(argv)
@@ -358,11 +367,12 @@ def main(argv: list[str] | None = None) -> None:
 
     fixed = args.deltas[len(args.deltas) // 2]
     print(f"\n## Step time at Δ={fixed} edges as the graph grows\n")
-    print("| graph | edges | step | full recompute |")
-    print("|---|---:|---:|---:|")
+    print("| graph | edges | step | full recompute | delta rule ran in |")
+    print("|---|---:|---:|---:|---|")
     for r in rows:
         print(
-            f"| {r['graph']} | {r['edges']:,} | {fmt(r['steps'][fixed])} | {fmt(r['recompute'])} |"
+            f"| {r['graph']} | {r['edges']:,} | {fmt(r['steps'][fixed])} | "
+            f"{fmt(r['recompute'])} | {', '.join(r['where'])} |"
         )
 
     print(f"\n## Physical plans of one step (Δ={args.deltas[0]}, {rows[0]['graph']})\n")

@@ -16,7 +16,8 @@ telescope: ``Q(R') = Q(R) ⊕ ΔQ`` in every commutative semiring.  A relation
 named in several atoms is one R_i per atom, so a self-join gets one term per
 atom.  Each term is an FAQ with one small factor, the delta; the InsideOut
 planner (:meth:`faq.Query.solve`) costs plans by row counts, so it starts from
-the delta, and the worst-case optimal Generic Join extends it at cyclic bags.
+the delta, and the worst-case optimal Generic Join, seeded by the delta, extends
+it at cyclic bags; small deltas run these plans in the driver (:mod:`faq.local`).
 See Budiu et al., "DBSP: Automatic Incremental View Maintenance for Rich
 Query Languages" (VLDB 2023) and Abo Khamis, Ngo, Rudra, "FAQ: Questions
 Asked Frequently" (PODS 2016).
@@ -156,14 +157,20 @@ class IncrementalView:
     A delta without a ``value`` column has annotation one (``+1``) per row;
     duplicate keys in a delta are ⊕-combined.  A refused step raises
     ValueError and leaves the view exactly as it was.  Each commit
-    materialises the new relations and output with ``localCheckpoint``, so
-    neither Spark lineage nor plan size grow with the number of ticks.  The
-    state is kept hash-partitioned by its key columns, so merging a delta
-    into it shuffles only the delta (:func:`incremental.zset.add_delta`), and
-    small deltas enter their delta queries with a broadcast hint.
+    materialises what it changes with ``localCheckpoint``, so neither Spark
+    lineage nor plan size grow with the number of ticks.  A relation is kept
+    as its last rewrite plus a small log of deltas (both hash-partitioned by
+    key, so merging a delta shuffles only the delta; see
+    :func:`incremental.zset.add_delta`), and the log is folded in once it
+    outgrows ``LOG_ROWS`` and ``LOG_FRACTION`` of the relation.
 
-    The delta rule and its terms are described in :mod:`incremental.view`;
-    ``last_step`` tells which terms ran at the last tick and their sizes.
+    Where the delta rule runs: for small deltas (``LOCAL_DELTA_ROWS``) in the
+    driver (:mod:`faq.local`), reading only the rows of the state the deltas
+    reach, with one filtered scan per relation per round of lookups; for
+    larger ones, or when ``view.local`` is False, as Spark delta queries
+    (:meth:`faq.Query.solve_from`).  Both use the same InsideOut plans and
+    the Generic Join seeded by the delta at cyclic bags.  ``last_step``
+    tells, per term, where it ran, its variable order and join methods.
 
     Examples
     --------
