@@ -198,7 +198,7 @@ def execute(
             from faq.wcoj import generic_join
 
             joined, largest, cached = generic_join(
-                inputs, S, distinct=_distinct(step), trace=trace
+                inputs, S, distinct=step_distinct(step), trace=trace
             )
         elif len(inputs) == 1:
             joined, largest = inputs[0], None
@@ -252,7 +252,7 @@ def execute_delta(
         if method == "wcoj":
             from faq.wcoj import generic_join
 
-            joined, _, held = generic_join(inputs, S, distinct=_distinct(step), start=start)
+            joined, _, held = generic_join(inputs, S, distinct=step_distinct(step), start=start)
             cached += held
         elif len(inputs) == 1:
             joined = inputs[0]
@@ -269,7 +269,7 @@ def execute_delta(
     return result.select(*plan.rule.head, VALUE), cached
 
 
-def _distinct(step: Step) -> dict[str, float]:
+def step_distinct(step: Step) -> dict[str, float]:
     """The smallest estimated distinct count of each variable among a step's factors."""
     dist: dict[str, float] = {}
     for f in step.factors:

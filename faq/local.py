@@ -167,7 +167,7 @@ def _generic_join(inputs: list[Factor], start: Local, o: LocalOps, step: Step) -
     """Generic Join seeded by ``start``: count, propose, intersect, one variable a level."""
     import pandas as pd
 
-    from faq.engine import Frame
+    from faq.engine import Frame, step_distinct
     from faq.wcoj import variable_order
 
     prefix = start.df.rename(columns={VALUE: W})
@@ -181,11 +181,8 @@ def _generic_join(inputs: list[Factor], start: Local, o: LocalOps, step: Step) -
             prefix = prefix.merge(rows.rename(columns={VALUE: "__v"}), on=list(x.vars))
             prefix[W] = _times(prefix, [W, "__v"], o)
             prefix = prefix[[*bound, W]]
-    dist: dict[str, float] = {}
-    for f in step.factors:
-        for v, d in f.distinct.items():
-            dist[v] = min(dist.get(v, d), d)
-    order = variable_order([Frame(x.vars, None, x.rows) for x in rest], dist, bound)  # type: ignore[arg-type]
+    frames = [Frame(x.vars, None, x.rows) for x in rest]  # type: ignore[arg-type]
+    order = variable_order(frames, step_distinct(step), bound)
     for x in order:
         if prefix.empty:
             prefix = pd.DataFrame({v: pd.Series(dtype=object) for v in [*bound, x, W]})

@@ -613,7 +613,7 @@ class IncrementalView:
                 if len(pdf) > MAX_ROWS:
                     raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_ROWS:,} rows")
                 if base.log is not None:  # the relation's rows and its log's, ⊕-ed
-                    pdf = _plus(pdf, pdf.iloc[:0], keys, o)
+                    pdf = _consolidate(pdf, keys, o)
             new = None
             if delta is not None:
                 new = _plus(pdf, delta, keys, o)
@@ -1004,9 +1004,12 @@ def _plus(old: Any, delta: Any, keys: list[str], o: Any) -> Any:
     import pandas as pd
 
     both = pd.concat([old[[*keys, VALUE]], delta[[*keys, VALUE]]], ignore_index=True)
-    if both.empty:
-        return both
-    out = o.reduce(both, keys, VALUE)
+    return _consolidate(both, keys, o)
+
+
+def _consolidate(pdf: Any, keys: list[str], o: Any) -> Any:
+    """A pandas Z-set with equal keys ⊕-combined and zero weights dropped."""
+    out = o.reduce(pdf, keys, VALUE)
     return out[o.nonzero(out[VALUE].to_numpy())].reset_index(drop=True)
 
 

@@ -183,6 +183,21 @@ def test_small_deltas_run_in_the_driver_with_generic_join(spark):
     assert views["d"].relation("E").count() == len(current)
 
 
+def test_string_keys_in_the_driver(spark):
+    # lookups by string keys (no SQL IN string), and an empty relation typed by its delta
+    q = query("Q(a) :- R(a, b), S(b)", semiring="counting")
+    R = spark.createDataFrame([("x", "p"), ("x", "q"), ("y", "q")], "a string, b string")
+    view = IncrementalView(q, R=R)
+    d = view.step(S=spark.createDataFrame([("q", 2)], "b string, value bigint"))
+    assert d.to_dict() == {("x",): 2, ("y",): 2}
+    d = view.step(
+        R=spark.createDataFrame([("x", "q", -1), ("z", "q", 1)], "a string, b string, value bigint")
+    )
+    assert d.to_dict() == {("x",): -2, ("z",): 2}
+    assert view.result().to_dict() == {("y",): 2, ("z",): 2}
+    assert [t["where"] for t in view.last_step["terms"]] == ["driver"]
+
+
 def test_a_step_the_delta_does_not_reach_runs_in_spark(spark):
     # T(c) shares no variable with R: its aggregation is a query over all of T
     q = query("Q(a) :- R(a), T(c)", semiring="integer")
