@@ -20,6 +20,7 @@ Usage::
     python benchmarks/incremental.py --quick
     python benchmarks/incremental.py --sizes 100000 300000 1000000 --pathway-python /path/python
     python benchmarks/incremental.py data/ca-GrQc.txt
+    python benchmarks/incremental.py --sizes 300000 --deltas 100 --spark-delta
 """
 
 from __future__ import annotations
@@ -226,6 +227,7 @@ def bench_graph(
     build, view = timed(
         lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark))
     )
+    view.local = not args.spark_delta
     row: dict[str, Any] = {"graph": label, "edges": len(edges), "build": build, "steps": {}}
     for size in sizes:
         times = []
@@ -281,6 +283,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--join", default="auto", help="join method of the delta queries")
     parser.add_argument("--plans", help="write the physical plans of one step to this file")
+    parser.add_argument(
+        "--spark-delta",
+        action="store_true",
+        help="run every delta rule as Spark delta queries (view.local = False)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [10, 100], 5
@@ -301,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
         f"# Incremental triangle counting ({spark.sparkContext.master}, {cores} cores, "
         f"Spark {spark.version})\n"
     )
-    print(f"Delta queries use join={args.join!r}.\n")
+    where = "Spark delta queries" if args.spark_delta else "the driver for small deltas"
+    print(f"Delta queries use join={args.join!r}, in {where}.\n")
     print(f"command: `python benchmarks/incremental.py {' '.join(sys.argv[1:])}`\n")
     recorder = PlanRecorder()
     rows = []
