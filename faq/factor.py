@@ -107,7 +107,9 @@ class Factor:
         self.name = name
         self._clean = _clean
         self._stats = _stats
-        self._checked: set[int] = set()
+        self._array: np.ndarray | None = None  # from_numpy without a semiring
+        self._plain: Semiring | None = None  # how the array's entries are read then
+        self._by_semiring: dict[int, Factor] = {}
 
     # -- basic properties ----------------------------------------------------------------
     @property
@@ -151,20 +153,40 @@ class Factor:
         cls,
         matrix: Any,
         vars: Sequence[str],
-        semiring: str | Semiring = "real",
+        semiring: str | Semiring | None = None,
         name: str | None = None,
     ) -> Factor:
         """A factor from a dense array: key columns are the indices, entries the annotations.
 
         Entries equal to the semiring's zero are dropped (a sparse factor).
+        Without ``semiring`` the array's entries are plain numbers: the factor
+        drops the entries equal to ``0`` (``False`` for a boolean array) and
+        keeps the array, so a query of any semiring (``min-plus``, whose zero
+        is ``+inf``, as well as ``real``) uses it with that semiring's zero
+        dropped instead, after checking every entry belongs to it.
 
         >>> A = Factor.from_numpy(np.eye(3), vars=("i", "j"))     # doctest: +SKIP
         >>> A.to_dict()                                            # doctest: +SKIP
         {(0, 0): 1.0, (1, 1): 1.0, (2, 2): 1.0}
         """
-        S = semirings.get(semiring)
-        label = f"factor {name!r}" if name else "factor"
         arr = np.asarray(matrix)
+        if semiring is None:
+            S = semirings.BOOLEAN if arr.dtype == np.bool_ else semirings.REAL
+            if np.issubdtype(arr.dtype, np.integer):
+                S = semirings.INTEGER
+            f = cls._from_array(arr, vars, S, name)
+            f._semiring = None
+            f._plain = S
+            f._array = arr
+            f._by_semiring = {}
+            return f
+        return cls._from_array(arr, vars, semirings.get(semiring), name)
+
+    @classmethod
+    def _from_array(
+        cls, arr: np.ndarray, vars: Sequence[str], S: Semiring, name: str | None
+    ) -> Factor:
+        label = f"factor {name!r}" if name else "factor"
         vars_ = _check_vars(vars, label)
         if arr.ndim != len(vars_):
             raise ValueError(
@@ -188,6 +210,39 @@ class Factor:
         columns[VALUE] = kept
         df = _dataframe(columns, [*vars_, VALUE], ["bigint"] * len(vars_) + [sops.ops(S).type])
         return cls(df, vars_, S, name, _clean=True, _stats=stats)
+
+    def for_semiring(self, semiring: str | Semiring, name: str | None = None) -> Factor:
+        """This factor as annotations of ``semiring``.
+
+        A factor made by :meth:`from_numpy` without a semiring is rebuilt from
+        its array with ``semiring``'s zero dropped; any other factor is
+        returned as it is when it has no semiring or this one, and re-checked
+        against ``semiring`` when its own has the same zero.
+
+        Raises
+        ------
+        ValueError
+            An entry is not a value of ``semiring``, or the factor holds
+            values of a semiring with another zero.
+        """
+        S = semirings.get(semiring)
+        label = name or self.name
+        if self._array is not None:
+            hit = self._by_semiring.get(id(S))
+            if hit is None:
+                hit = Factor._from_array(self._array, self._vars, S, label)
+                self._by_semiring[id(S)] = hit
+            return hit
+        own = self._semiring
+        if own is None or own is S or not self._has_value:
+            return self
+        if own.zero != S.zero:
+            raise ValueError(
+                f"relation {label!r} holds {own.name!r} values (zero {own.zero!r}) but the "
+                f"query's semiring is {S.name!r} (zero {S.zero!r}); rebuild the factor with "
+                f"semiring={S.name!r}"
+            )
+        return Factor(self._df, self._vars, S, name=label)  # same zero: values re-checked
 
     @classmethod
     def from_dict(
@@ -309,7 +364,7 @@ class Factor:
 
         ``shape`` defaults to one more than the largest key on each axis.
         """
-        S = self._semiring_or(None) if self._semiring else semirings.get("real")
+        S = self._semiring or self._plain or semirings.REAL
         entries = self.to_dict()
         n = len(self._vars)
         for key in entries:

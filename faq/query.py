@@ -100,16 +100,7 @@ class Query:
                 f"relation {name!r}: atom {atom} takes {arity} variable(s) but the factor has "
                 f"{len(f.vars)}: {f.vars!r}"
             )
-        S = self.semiring
-        if f.semiring is not None and f.semiring is not S and f.has_value:
-            if f.semiring.zero != S.zero:
-                raise ValueError(
-                    f"relation {name!r} holds {f.semiring.name!r} values (zero "
-                    f"{f.semiring.zero!r}) but the query's semiring is {S.name!r} (zero "
-                    f"{S.zero!r}); rebuild the factor with semiring={S.name!r}"
-                )
-            f = Factor(f.df, f.vars, S, name=name)  # same zero: re-check values for S
-        return f
+        return f.for_semiring(self.semiring, name)
 
     def _prepare(
         self, relations: dict[str, Any]

@@ -1,43 +1,91 @@
-"""The SparkSession the engine uses: the active one, or a local one made on demand."""
+"""The SparkSession the engine uses, and a quiet local one for scripts and notebooks.
+
+:func:`local_session` is the one documented way to get a session on this
+machine: no progress bars, warnings and errors only in the log, a few shuffle
+partitions (not Spark's 200) and Python workers that run the same interpreter
+as the driver.  Code written against it runs unchanged on a cluster: every
+function of the library takes the session of the DataFrames it is given, or
+the active session (a ``spark-submit`` job, an existing session, or a Spark
+Connect session from ``SparkSession.builder.remote(...)``).
+
+>>> from faq.session import local_session
+>>> spark = local_session("local[2]")             # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+__all__ = ["LOCAL_CONFIG", "get_spark", "local_session"]
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The JVM's logging configuration in local sessions: warnings and errors, one line each."""
+
 LOCAL_CONFIG: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.shuffle.partitions": str(max(2, 2 * (os.cpu_count() or 1))),
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "4g",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
 }
+"""Settings of :func:`local_session`, each overridable by a keyword argument."""
 
 
 def local_session(master: str = "local[*]", **config: str) -> SparkSession:
-    """A local SparkSession with the settings the examples and benchmarks use.
+    """A quiet local SparkSession with sensible settings for one machine.
 
-    An already active session is returned as it is: its configuration is the
-    caller's, and is not overwritten.
+    Parameters
+    ----------
+    master : str, default ``"local[*]"``
+        The Spark master: ``local[N]`` (N cores), ``local[*]`` (all cores) or
+        a cluster URL such as ``spark://host:7077``.
+    **config : str
+        Spark settings that override :data:`LOCAL_CONFIG`, e.g.
+        ``**{"spark.driver.memory": "8g"}``.
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        The session.  An already active session is returned as it is: its
+        settings are the caller's and are not overwritten.
+
+    Notes
+    -----
+    Besides :data:`LOCAL_CONFIG` the session's Python workers run this
+    interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` unless it is set),
+    so a virtualenv works without being activated, and the JVM logs only
+    warnings and errors (``faq/log4j2.properties``).  Driver memory and JVM
+    options only take effect when this call starts the JVM.
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    settings = {**LOCAL_CONFIG, **config}
+    # PySpark starts its Python workers with $PYSPARK_PYTHON (default: "python3" on PATH,
+    # which is not this virtualenv's interpreter unless it is activated)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java_opts = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    extra = settings.get("spark.driver.extraJavaOptions", "")
+    settings["spark.driver.extraJavaOptions"] = f"{extra} {java_opts}".strip()
     builder = SparkSession.builder.master(master).appName("sparkfaq")
-    for k, v in {**LOCAL_CONFIG, **config}.items():
+    for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return builder.getOrCreate()
 
 
 def get_spark() -> SparkSession:
-    """The active SparkSession, or a new local one."""
+    """The active SparkSession (classic or Spark Connect), or a new :func:`local_session`."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()

@@ -326,9 +326,7 @@ class IncrementalView:
                 distinct = tuple(
                     min(rows, x + y) for x, y in zip(base.distinct, delta.distinct, strict=True)
                 )
-            new_rels[name] = replace(
-                merged, rows=rows, distinct=distinct, exact=exact, typed=True
-            )
+            new_rels[name] = replace(merged, rows=rows, distinct=distinct, exact=exact, typed=True)
         # 4. ΔQ
         if local is not None:
             dq, term_rows, report = self._from_pandas(local.dq), len(local.dq), local.report
@@ -542,9 +540,7 @@ class IncrementalView:
         first = True
         while pending or first:
             flat = [(k, r) for k, reqs in pending.items() for r in reqs]
-            answers, new_rows = self._fetch(
-                [r for _, r in flat], deltas, bases, o, check=first
-            )
+            answers, new_rows = self._fetch([r for _, r in flat], deltas, bases, o, check=first)
             rows.update(new_rows)
             first = False
             by_gen: dict[int, list[Any]] = {}

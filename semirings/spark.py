@@ -64,7 +64,7 @@ def _udf_ops(semiring: Semiring) -> SparkOps:
     add_udf = F.udf(lambda a, b: None if a is None or b is None else S.add(a, b), t)
     fold = F.udf(lambda xs: functools.reduce(S.add, xs, S.zero), t)
 
-    def contains(x: object) -> bool:
+    def contains(x):  # no annotations: PySpark would read them as a pandas UDF's types
         try:
             return bool(S.contains(x))  # type: ignore[misc]
         except Exception:

@@ -268,3 +268,16 @@ def test_counting_overflow_raises_overflow_error(spark):
     df = spark.createDataFrame([(1, big), (2, 4)], "a long, value long")
     with pytest.raises(OverflowError, match="'counting' annotation overflowed"):
         query("Q() :- R(a), R(b)", semiring="counting").solve(R=df)
+
+
+def test_plain_array_factor_in_any_semiring(spark):
+    """Regression: a from_numpy factor made without a semiring was refused by a min-plus
+    query (and its dropped zeros are entries, not absences, in min-plus)."""
+    m = np.array([[0.0, 2.0], [1.0, 0.0]])
+    A = Factor.from_numpy(m, vars=("i", "j"))
+    assert A.to_dict() == {(0, 1): 2.0, (1, 0): 1.0}
+    got = query("Q(i) :- A(i, j)", semiring="min-plus").solve(A=A).to_dict()
+    assert got == {(0,): 0.0, (1,): 0.0}
+    assert einsum("ij->i", A, semiring="max-plus").to_dict() == {(0,): 2.0, (1,): 1.0}
+    with pytest.raises(ValueError, match="not a value of the 'counting'"):
+        query("Q(i) :- A(i, j)", semiring="counting").solve(A=Factor.from_numpy(-m, ("i", "j")))
