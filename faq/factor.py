@@ -1,37 +1,40 @@
-"""Factors: K-relations stored as Spark DataFrames.
+"""Factors: K-relations held as numpy arrays in the driver or as Spark DataFrames.
 
-A factor is a DataFrame whose key columns bind to variables by position, plus
-an annotation column named ``value`` holding semiring values.  Absent tuples
-have annotation zero; two rows with the same key mean the ⊕ of their
-annotations; a relation without a ``value`` column has annotation one on
-every row (handy for edge lists).
+A factor binds key columns to variables by position, plus an annotation
+column named ``value`` holding semiring values.  Absent tuples have
+annotation zero; two rows with the same key mean the ⊕ of their annotations;
+a relation without a ``value`` column has annotation one on every row (handy
+for edge lists).
+
+A factor is *local* (its rows are numpy arrays in the driver: built with
+:meth:`Factor.from_numpy`, :meth:`Factor.from_dict`, :meth:`Factor.from_pandas`,
+or computed by a query that ran locally) or *distributed* (a Spark
+DataFrame).  Both work everywhere: :attr:`Factor.df` turns a local factor into
+a DataFrame on first use, and queries collect small DataFrames to run them
+with the local kernel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import semirings
+from faq.kernel import Table, group_reduce
 from faq.rule import VALUE
+from faq.stats import RelationStats, table_stats
 from semirings import Semiring
 from semirings import spark as sops
+from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = ["Factor", "RelationStats"]
-
-
-@dataclass(frozen=True)
-class RelationStats:
-    """Cheap statistics of a relation: rows (before ⊕-combining duplicates), distincts per key."""
-
-    rows: int
-    distinct: tuple[int, ...]
 
 
 def _check_vars(vars_: Sequence[str], where: str) -> tuple[str, ...]:
@@ -48,8 +51,12 @@ def _check_vars(vars_: Sequence[str], where: str) -> tuple[str, ...]:
     return out
 
 
+def _label(name: str | None) -> str:
+    return f"factor {name!r}" if name else "factor"
+
+
 class Factor:
-    """A relation annotated with semiring values, stored as a Spark DataFrame.
+    """A relation annotated with semiring values: local numpy arrays or a Spark DataFrame.
 
     Parameters
     ----------
@@ -62,6 +69,12 @@ class Factor:
         The semiring of the annotations, when known (queries bring their own).
     name : str, optional
         Used in error messages.
+
+    Notes
+    -----
+    A DataFrame given this way is checked (null keys, annotations outside
+    the semiring) and consolidated (duplicate keys ⊕-combined) when a query
+    first uses it.  :meth:`trusted` skips both for data known to be clean.
 
     Examples
     --------
@@ -76,14 +89,11 @@ class Factor:
         vars: Sequence[str] | None = None,
         semiring: str | Semiring | None = None,
         name: str | None = None,
-        *,
-        _clean: bool = False,
-        _stats: RelationStats | None = None,
     ) -> None:
         from pyspark.sql import DataFrame as SparkDataFrame
 
-        label = f"factor {name!r}" if name else "factor"
-        if not isinstance(df, SparkDataFrame):
+        label = _label(name)
+        if not isinstance(df, SparkDataFrame) and not _is_connect_dataframe(df):
             raise TypeError(f"{label}: expected a Spark DataFrame, got {type(df).__name__}")
         cols = list(df.columns)
         if len(set(cols)) != len(cols):
@@ -100,54 +110,107 @@ class Factor:
         selected = [df[k].alias(v) for k, v in zip(keys, vars_, strict=True)]
         if has_value:
             selected.append(df[VALUE])
+        self._init(vars_, semiring, name, has_value)
         self._df = df.select(*selected)
+
+    def _init(
+        self, vars_: tuple[str, ...], semiring: str | Semiring | None, name: str | None, value: bool
+    ) -> None:
         self._vars = vars_
-        self._has_value = has_value
         self._semiring = None if semiring is None else semirings.get(semiring)
         self.name = name
-        self._clean = _clean
-        self._stats = _stats
+        self._has_value = value
+        self._df: DataFrame | None = None
+        self._table: Table | None = None  # local rows: consolidated, valid, zero-free
+        self._trusted = False  # the DataFrame is valid for the semiring (no check needed)
+        self._consolidated = True  # with _trusted: no key occurs twice
+        self._stats: RelationStats | None = None
         self._array: np.ndarray | None = None  # from_numpy without a semiring
-        self._plain: Semiring | None = None  # how the array's entries are read then
+        self._raw: Table | None = None  # from_pandas without a semiring: checked per query
+        self._plain: Semiring | None = None  # how such entries are read by default
         self._by_semiring: dict[int, Factor] = {}
 
-    # -- basic properties ----------------------------------------------------------------
-    @property
-    def vars(self) -> tuple[str, ...]:
-        """The variables, in key-column order."""
-        return self._vars
-
-    @property
-    def df(self) -> DataFrame:
-        """The DataFrame: one column per variable, then ``value`` (when the factor has one)."""
-        return self._df
-
-    @property
-    def semiring(self) -> Semiring | None:
-        """The semiring of the annotations, when known."""
-        return self._semiring
-
-    @property
-    def has_value(self) -> bool:
-        """False for a plain relation (every row annotated with one)."""
-        return self._has_value
-
-    def __repr__(self) -> str:
-        s = f", semiring={self._semiring.name!r}" if self._semiring else ""
-        n = f"{self.name!r}, " if self.name else ""
-        return f"Factor({n}vars={self._vars!r}{s})"
-
-    def _label(self) -> str:
-        return f"factor {self.name!r}" if self.name else "factor"
-
-    def _semiring_or(self, semiring: str | Semiring | None) -> Semiring:
-        if semiring is not None:
-            return semirings.get(semiring)
-        if self._semiring is not None:
-            return self._semiring
-        raise ValueError(f"{self._label()} has no semiring; pass semiring=")
-
     # -- construction -------------------------------------------------------------------
+    @classmethod
+    def _local(
+        cls,
+        table: Table,
+        semiring: Semiring,
+        name: str | None = None,
+        stats: RelationStats | None = None,
+    ) -> Factor:
+        """A local factor from a consolidated, valid, zero-free table (no checks)."""
+        f = cls.__new__(cls)
+        f._init(table.vars, semiring, name, table.values is not None)
+        f._table = table
+        f._trusted = True
+        f._stats = stats
+        return f
+
+    @classmethod
+    def trusted(
+        cls,
+        data: DataFrame | pd.DataFrame,
+        vars: Sequence[str],
+        semiring: str | Semiring,
+        *,
+        rows: int,
+        distinct: Sequence[int] | None = None,
+        name: str | None = None,
+        consolidated: bool = True,
+    ) -> Factor:
+        """A factor whose data the caller vouches for: nothing is checked, no Spark job runs.
+
+        Parameters
+        ----------
+        data : pyspark.sql.DataFrame or pandas.DataFrame
+            Key columns (bound to ``vars`` by position) and a ``value`` column of
+            the semiring's type.  Keys are never null and every annotation is a
+            value of ``semiring``.
+        vars : sequence of str
+            Variable names of the key columns.
+        semiring : str or Semiring
+            The annotations' semiring.
+        rows : int
+            Row count (an upper bound is fine; ``0`` means empty).
+        distinct : sequence of int, optional
+            Distinct values per key column (upper bounds); ``rows`` each by default.
+        name : str, optional
+            Used in messages.
+        consolidated : bool, default True
+            True when no key occurs twice.  With False, a query ⊕-combines
+            equal keys as it reads the data (a relation stored as a table plus
+            a log of changes, say).
+
+        Returns
+        -------
+        Factor
+            Local for a pandas DataFrame, distributed for a Spark one.
+        """
+        S = semirings.get(semiring)
+        label = _label(name)
+        vars_ = _check_vars(vars, label)
+        dist = (
+            tuple(int(d) for d in distinct) if distinct is not None else (int(rows),) * len(vars_)
+        )
+        if len(dist) != len(vars_):
+            raise ValueError(f"{label}: {len(dist)} distinct counts for {len(vars_)} variables")
+        stats = RelationStats(int(rows), dist, exact=False)
+        if _is_pandas(data):
+            table = _pandas_table(data, vars_, S, label, check=False)
+            if not consolidated:
+                table = group_reduce(
+                    Table(vars_, table.cols, table.values, unique=False), vars_, local_ops(S)
+                )
+            return cls._local(table, S, name, table_stats(table))
+        f = cls(data, vars_, S, name)
+        if not f._has_value:
+            raise ValueError(f"{label}: trusted data needs a {VALUE!r} column")
+        f._trusted = True
+        f._consolidated = consolidated
+        f._stats = stats
+        return f
+
     @classmethod
     def from_numpy(
         cls,
@@ -171,14 +234,21 @@ class Factor:
         """
         arr = np.asarray(matrix)
         if semiring is None:
-            S = semirings.BOOLEAN if arr.dtype == np.bool_ else semirings.REAL
-            if np.issubdtype(arr.dtype, np.integer):
-                S = semirings.INTEGER
-            f = cls._from_array(arr, vars, S, name)
-            f._semiring = None
-            f._plain = S
+            label = _label(name)
+            vars_ = _check_vars(vars, label)
+            if arr.ndim != len(vars_):
+                raise ValueError(
+                    f"{label}: array has {arr.ndim} dimensions {arr.shape} but {len(vars_)} "
+                    f"variables {vars_!r}"
+                )
+            if arr.dtype.kind == "f" and np.isnan(arr).any():
+                raise ValueError(f"{label}: NaN is not a value of any semiring")
+            if arr.dtype.kind not in "biuf":
+                raise ValueError(f"{label}: an array of numbers or booleans, got {arr.dtype}")
+            f = cls.__new__(cls)
+            f._init(vars_, None, name, True)
+            f._plain = _plain_semiring(arr.dtype)
             f._array = arr
-            f._by_semiring = {}
             return f
         return cls._from_array(arr, vars, semirings.get(semiring), name)
 
@@ -186,7 +256,7 @@ class Factor:
     def _from_array(
         cls, arr: np.ndarray, vars: Sequence[str], S: Semiring, name: str | None
     ) -> Factor:
-        label = f"factor {name!r}" if name else "factor"
+        label = _label(name)
         vars_ = _check_vars(vars, label)
         if arr.ndim != len(vars_):
             raise ValueError(
@@ -201,23 +271,90 @@ class Factor:
         else:
             idx = np.nonzero(mask)
             kept = values[mask]
-        _check_numpy_members(kept, S, label)
-        stats = RelationStats(
-            rows=int(kept.size),
-            distinct=tuple(int(np.unique(ix).size) for ix in idx) if arr.ndim else (),
+        _check_members(kept, S, label)
+        table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
+        distinct = tuple(
+            int(np.count_nonzero(np.any(mask, axis=_other(i, arr.ndim)))) for i in range(arr.ndim)
         )
-        columns = {v: np.asarray(ix, dtype=np.int64) for v, ix in zip(vars_, idx, strict=True)}
-        columns[VALUE] = kept
-        df = _dataframe(columns, [*vars_, VALUE], ["bigint"] * len(vars_) + [sops.ops(S).type])
-        return cls(df, vars_, S, name, _clean=True, _stats=stats)
+        return cls._local(table, S, name, RelationStats(int(kept.size), distinct))
+
+    @classmethod
+    def from_dict(
+        cls,
+        entries: Mapping[tuple[Any, ...], Any],
+        vars: Sequence[str],
+        semiring: str | Semiring = "real",
+        name: str | None = None,
+        key_types: Sequence[str] | None = None,
+    ) -> Factor:
+        """A factor from ``{key tuple: annotation}``.
+
+        Annotations equal to zero are dropped; each is checked against the
+        semiring.  ``key_types`` (Spark type names such as ``"bigint"`` or
+        ``"string"``) is accepted for compatibility; keys keep their Python
+        types (ints, strings).
+        """
+        S = semirings.get(semiring)
+        label = _label(name)
+        vars_ = _check_vars(vars, label)
+        rows = []
+        for key, val in entries.items():
+            k = tuple(key) if isinstance(key, tuple) else (key,)
+            if len(k) != len(vars_):
+                raise ValueError(f"{label}: key {key!r} has {len(k)} parts, expected {len(vars_)}")
+            if any(x is None for x in k):
+                raise ValueError(f"{label}: key {key!r} contains None")
+            S.check_value(val, f"{label}, key {key!r}")
+            if not S.is_zero(val):
+                rows.append((k, val))
+        o = local_ops(S)
+        cols = tuple(_key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
+        values = np.empty(len(rows), dtype=o.dtype)
+        for i, (_, v) in enumerate(rows):
+            values[i] = v
+        table = Table(vars_, cols, values)
+        return cls._local(table, S, name, table_stats(table))
+
+    @classmethod
+    def from_pandas(
+        cls,
+        pdf: pd.DataFrame,
+        vars: Sequence[str] | None = None,
+        semiring: str | Semiring | None = None,
+        name: str | None = None,
+    ) -> Factor:
+        """A local factor from a pandas DataFrame: key columns, then optionally ``value``.
+
+        Null keys and annotations outside the semiring raise ValueError naming
+        the column; duplicate keys are ⊕-combined and zeros dropped.  Without
+        ``semiring`` the rows are checked by each query against its own.
+        """
+        label = _label(name)
+        keys = [c for c in pdf.columns if c != VALUE]
+        vars_ = _check_vars(keys if vars is None else vars, label)
+        if len(vars_) != len(keys):
+            raise ValueError(
+                f"{label}: {len(vars_)} variables {vars_!r} but the DataFrame has "
+                f"{len(keys)} key columns {keys!r}"
+            )
+        raw = _raw_pandas(pdf, keys, vars_, label)
+        if semiring is not None:
+            S = semirings.get(semiring)
+            table, stats = _checked_table(raw, S, label)
+            return cls._local(table, S, name, stats)
+        f = cls.__new__(cls)
+        f._init(vars_, None, name, raw.values is not None)
+        f._raw = raw
+        f._plain = _plain_semiring(raw.values.dtype) if raw.values is not None else semirings.REAL
+        return f
 
     def for_semiring(self, semiring: str | Semiring, name: str | None = None) -> Factor:
         """This factor as annotations of ``semiring``.
 
-        A factor made by :meth:`from_numpy` without a semiring is rebuilt from
-        its array with ``semiring``'s zero dropped; any other factor is
-        returned as it is when it has no semiring or this one, and re-checked
-        against ``semiring`` when its own has the same zero.
+        A factor made from an array or a pandas DataFrame without a semiring
+        is checked for ``semiring`` (and its zeros dropped); any other factor
+        is returned as it is when it has no semiring or this one, and
+        re-checked against ``semiring`` when its own has the same zero.
 
         Raises
         ------
@@ -227,10 +364,15 @@ class Factor:
         """
         S = semirings.get(semiring)
         label = name or self.name
-        if self._array is not None:
+        if self._array is not None or self._raw is not None:
             hit = self._by_semiring.get(id(S))
             if hit is None:
-                hit = Factor._from_array(self._array, self._vars, S, label)
+                if self._array is not None:
+                    hit = Factor._from_array(self._array, self._vars, S, label)
+                else:
+                    assert self._raw is not None
+                    table, stats = _checked_table(self._raw, S, _label(label))
+                    hit = Factor._local(table, S, label, stats)
                 self._by_semiring[id(S)] = hit
             return hit
         own = self._semiring
@@ -242,150 +384,198 @@ class Factor:
                 f"query's semiring is {S.name!r} (zero {S.zero!r}); rebuild the factor with "
                 f"semiring={S.name!r}"
             )
-        return Factor(self._df, self._vars, S, name=label)  # same zero: values re-checked
+        if self._table is not None:  # same zero: values re-checked
+            table, stats = _checked_table(self._table, S, _label(label))
+            return Factor._local(table, S, label, stats)
+        return Factor(self.df, self._vars, S, name=label)
 
-    @classmethod
-    def from_dict(
-        cls,
-        entries: Mapping[tuple[Any, ...], Any],
-        vars: Sequence[str],
-        semiring: str | Semiring = "real",
-        name: str | None = None,
-        key_types: Sequence[str] | None = None,
+    def validated(
+        self, semiring: str | Semiring, name: str | None = None, *, local: bool = True
     ) -> Factor:
-        """A factor from ``{key tuple: annotation}`` (keys of ints unless ``key_types`` says).
+        """This factor checked for ``semiring``, consolidated and counted: a trusted factor.
 
-        Annotations equal to zero are dropped; each is checked against the semiring.
+        Null keys and annotations outside the semiring raise ValueError naming
+        ``name`` (or the factor's name) and the column; duplicate keys are
+        ⊕-combined.  The result is local when the rows fit in the driver (see
+        :mod:`faq.gather`) and ``local`` is True; otherwise a Spark factor whose
+        consolidation is part of its plan.  One Spark job either way (none
+        for a local factor).
         """
+        from faq.gather import prepare
+
         S = semirings.get(semiring)
-        label = f"factor {name!r}" if name else "factor"
-        vars_ = _check_vars(vars, label)
-        rows = []
-        for key, val in entries.items():
-            k = tuple(key) if isinstance(key, tuple) else (key,)
-            if len(k) != len(vars_):
-                raise ValueError(f"{label}: key {key!r} has {len(k)} parts, expected {len(vars_)}")
-            if any(x is None for x in k):
-                raise ValueError(f"{label}: key {key!r} contains None")
-            S.check_value(val, f"{label}, key {key!r}")
-            if not S.is_zero(val):
-                rows.append((*k, val))
-        types = list(key_types) if key_types is not None else ["bigint"] * len(vars_)
-        columns = {c: [r[i] for r in rows] for i, c in enumerate([*vars_, VALUE])}
-        df = _dataframe(columns, [*vars_, VALUE], [*types, sops.ops(S).type])
-        stats = RelationStats(
-            len(rows), tuple(len({r[i] for r in rows}) for i in range(len(vars_)))
+        label = name or self.name
+        f = self.for_semiring(S, label)
+        rel = prepare(f, S, _label(label), local=local)
+        if rel.table is not None:
+            return Factor._local(rel.table, S, label, rel.stats)
+        assert rel.df is not None
+        out = Factor(rel.df, self._vars, S, label)
+        out._trusted = True
+        out._stats = rel.stats
+        return out
+
+    def renamed(self, vars: Sequence[str]) -> Factor:
+        """The same factor with its variables (key columns) renamed, by position."""
+        vars_ = _check_vars(vars, self._label())
+        if len(vars_) != len(self._vars):
+            raise ValueError(f"{self._label()}: {len(vars_)} names for {len(self._vars)} variables")
+        t = self._local_table(required=False)
+        if t is not None:
+            table = Table(vars_, t.cols, t.values, t.unique)
+            return Factor._local(table, self._semiring_or_plain(), self.name, self._stats)
+        out = Factor(
+            self.df.toDF(*vars_, *([VALUE] if self._has_value else [])),
+            vars_,
+            self._semiring,
+            self.name,
         )
-        return cls(df, vars_, S, name, _clean=True, _stats=stats)
+        out._trusted, out._consolidated, out._stats = self._trusted, self._consolidated, self._stats
+        return out
 
-    # -- preparation for queries -------------------------------------------------------------
-    def prepared(self, semiring: Semiring, label: str) -> tuple[DataFrame, RelationStats]:
-        """Validated, typed, ⊕-consolidated DataFrame for ``semiring``, plus statistics.
+    # -- basic properties ----------------------------------------------------------------
+    @property
+    def vars(self) -> tuple[str, ...]:
+        """The variables, in key-column order."""
+        return self._vars
 
-        Raises ValueError naming ``label`` and the column for null keys, a value
-        column of the wrong type, or annotations outside the semiring.  Runs one
-        Spark job (statistics and checks together) unless the factor is already
-        known to be clean.
+    @property
+    def df(self) -> DataFrame:
+        """The DataFrame: one column per variable, then ``value`` (when the factor has one).
+
+        A local factor is turned into a DataFrame (through Arrow) on first use.
         """
-        from pyspark.sql import functions as F
+        if self._df is None:
+            self._df = _to_spark(self._local_table(), self._semiring_or_plain())
+        return self._df
 
-        S = semiring
-        o = sops.ops(S)
-        keys = list(self._vars)
-        df = self._df
-        if self._has_value:
-            _check_value_type(df, S, label)
-        clean = self._clean and self._semiring is S
-        if clean and self._stats is not None:
-            return df, self._stats
-        aggs = [F.count(F.lit(1)).alias("__rows")]
-        for i, k in enumerate(keys):
-            aggs.append(F.sum(F.when(F.col(k).isNull(), 1).otherwise(0)).alias(f"__null{i}"))
-            aggs.append(F.approx_count_distinct(k).alias(f"__d{i}"))
-        if self._has_value and not clean:
-            bad = ~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False))
-            aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias("__bad"))
-        row = df.agg(*aggs).collect()[0].asDict()
-        for i, k in enumerate(keys):
-            if row[f"__null{i}"]:
-                raise ValueError(
-                    f"{label}: key column {k!r} (position {i}) has {row[f'__null{i}']} null "
-                    "value(s); keys must not be null"
-                )
-        if row.get("__bad"):
-            sample = (
-                df.filter(~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False)))
-                .select(VALUE)
-                .limit(1)
-                .collect()[0][0]
-            )
-            raise ValueError(
-                f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
-                f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
-            )
-        stats = RelationStats(
-            int(row["__rows"]), tuple(int(row[f"__d{i}"]) for i in range(len(keys)))
+    @property
+    def key_types(self) -> tuple[str, ...]:
+        """Spark SQL types of the key columns (any integer type reads as ``bigint``)."""
+        t = self._local_table(required=False)
+        if t is not None:
+            return tuple(_spark_type(c) for c in t.cols)
+        from pyspark.sql import types as T
+
+        schema = self.df.schema
+        return tuple(
+            "bigint"
+            if isinstance(schema[v].dataType, T.IntegralType)
+            else schema[v].dataType.simpleString()
+            for v in self._vars
         )
-        if clean:
-            return df, stats
-        if self._has_value:
-            typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
-        else:
-            typed = df.select(*keys, F.lit(S.one).cast(o.type).alias(VALUE))
-        out = sops.reduce(S, typed, keys, VALUE)
-        out = out.filter(sops.nonzero(S, F.col(VALUE)))
-        return out, stats
+
+    @property
+    def semiring(self) -> Semiring | None:
+        """The semiring of the annotations, when known."""
+        return self._semiring
+
+    @property
+    def has_value(self) -> bool:
+        """False for a plain relation (every row annotated with one)."""
+        return self._has_value
+
+    @property
+    def is_local(self) -> bool:
+        """True when the rows are numpy arrays in the driver (no Spark job to read them)."""
+        return self._local_table(required=False) is not None
+
+    @property
+    def stats(self) -> RelationStats | None:
+        """Row and distinct counts, when known without running a Spark job."""
+        if self._stats is None and self._table is not None:
+            self._stats = table_stats(self._table)
+        return self._stats
+
+    def __repr__(self) -> str:
+        s = f", semiring={self._semiring.name!r}" if self._semiring else ""
+        n = f"{self.name!r}, " if self.name else ""
+        where = "local" if self.is_local else "spark"
+        return f"Factor({n}vars={self._vars!r}{s}, {where})"
+
+    def _label(self) -> str:
+        return _label(self.name)
+
+    def _semiring_or_plain(self) -> Semiring:
+        return self._semiring or self._plain or semirings.REAL
+
+    def _local_table(self, required: bool = True) -> Table | None:
+        if self._table is not None:
+            return self._table
+        if self._array is not None or self._raw is not None:
+            return self.for_semiring(self._semiring_or_plain())._table
+        if required:
+            raise AssertionError("not a local factor")
+        return None
 
     # -- results ------------------------------------------------------------------------------
+    def to_table(self) -> Table:
+        """The rows as a :class:`faq.kernel.Table` (collects a distributed factor)."""
+        t = self._local_table(required=False)
+        if t is not None:
+            return t
+        from faq.gather import collect_factor
+
+        return collect_factor(self, self._semiring_or_plain(), self._label())
+
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
-        """``{key tuple: annotation}`` (⊕-combined; collects the factor to the driver).
+        """``{key tuple: annotation}`` (⊕-combined; collects a distributed factor).
 
         A factor with no variables maps ``()`` to its value.
         """
-        df = self._df
-        if not self._clean:
-            S = self._semiring
-            if S is None:
-                if self._has_value:
-                    raise ValueError(
-                        f"{self._label()} has no semiring to combine duplicate keys; "
-                        "create it with semiring="
-                    )
-                return {tuple(r): True for r in df.distinct().collect()}
-            df, _ = self.prepared(S, self._label())
-        n = len(self._vars)
-        out: dict[tuple[Any, ...], Any] = {}
-        for r in df.collect():
-            out[tuple(r[:n])] = r[n]
-        return out
+        if self._semiring is None and not self.is_local and self._has_value:
+            raise ValueError(
+                f"{self._label()} has no semiring to combine duplicate keys; "
+                "create it with semiring="
+            )
+        t = self.to_table()
+        S = self._semiring_or_plain()
+        values = [S.one] * t.rows if t.values is None else t.values.tolist()
+        if not t.vars:
+            return {(): values[-1]} if values else {}
+        keys = zip(*(c.tolist() for c in t.cols), strict=True)
+        return dict(zip(keys, values, strict=True))
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame: one column per variable, then ``value``."""
+        import pandas as pd
+
+        t = self.to_table()
+        data = {v: c for v, c in zip(t.vars, t.cols, strict=True)}
+        S = self._semiring_or_plain()
+        data[VALUE] = (
+            t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, dtype=np.int64))
+        )
+        return pd.DataFrame(data)
 
     def to_numpy(self, shape: Sequence[int] | None = None) -> np.ndarray:
         """A dense array indexed by the (non-negative integer) keys; absent entries are zero.
 
         ``shape`` defaults to one more than the largest key on each axis.
         """
-        S = self._semiring or self._plain or semirings.REAL
-        entries = self.to_dict()
+        S = self._semiring_or_plain()
+        t = self.to_table()
         n = len(self._vars)
-        for key in entries:
-            for x in key:
-                if not isinstance(x, int | np.integer) or x < 0:
-                    raise ValueError(
-                        f"{self._label()}: to_numpy needs non-negative integer keys, found {key!r}"
-                    )
+        for c in t.cols:
+            if c.dtype.kind not in "iu" or (len(c) and c.min() < 0):
+                bad = c[0] if c.dtype.kind not in "iu" else c.min()
+                raise ValueError(
+                    f"{self._label()}: to_numpy needs non-negative integer keys, found {bad!r}"
+                )
         if shape is None:
-            shape = tuple(max((k[i] for k in entries), default=-1) + 1 for i in range(n))
+            shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in t.cols)
         shape = tuple(int(s) for s in shape)
         if len(shape) != n:
             raise ValueError(f"{self._label()}: shape {shape} has {len(shape)} axes, expected {n}")
+        for c, s in zip(t.cols, shape, strict=True):
+            if len(c) and int(c.max()) >= s:
+                raise ValueError(f"{self._label()}: key {int(c.max())} lies outside shape {shape}")
         dtype = {"boolean": bool, "bigint": np.int64}.get(S.spark_type or "", np.float64)
         if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
             dtype = object
         arr = np.full(shape, S.zero, dtype=dtype)
-        for key, val in entries.items():
-            if any(k >= s for k, s in zip(key, shape, strict=True)):
-                raise ValueError(f"{self._label()}: key {key!r} lies outside shape {shape}")
-            arr[key] = val
+        values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
+        arr[tuple(t.cols)] = values
         return arr
 
     def scalar(self) -> Any:
@@ -395,22 +585,54 @@ class Factor:
                 f"{self._label()} has variables {self._vars!r}; scalar() needs a factor "
                 "with none (a query with an empty head)"
             )
-        S = self._semiring_or(None)
+        S = self._semiring_or_plain()
         d = self.to_dict()
         return d.get((), S.zero)
 
     def count(self) -> int:
-        """Number of rows of the stored DataFrame."""
-        if self._clean and self._stats is not None:
+        """Number of rows (of the stored DataFrame, for a distributed factor)."""
+        t = self._local_table(required=False)
+        if t is not None:
+            return t.rows
+        if self._trusted and self._stats is not None and self._stats.exact:
             return self._stats.rows
-        return self._df.count()
+        return self.df.count()
 
     def unpersist(self) -> None:
         """Release the cached data behind a query result."""
-        self._df.unpersist()
+        if self._df is not None:
+            self._df.unpersist()
 
 
 # -- helpers ----------------------------------------------------------------------------------
+def _is_connect_dataframe(df: Any) -> bool:
+    return type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
+
+
+def _is_pandas(data: Any) -> bool:
+    return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
+
+
+def _other(i: int, ndim: int) -> tuple[int, ...]:
+    return tuple(a for a in range(ndim) if a != i)
+
+
+def _plain_semiring(dtype: np.dtype) -> Semiring:
+    if dtype == np.bool_:
+        return semirings.BOOLEAN
+    if np.issubdtype(dtype, np.integer):
+        return semirings.INTEGER
+    return semirings.REAL
+
+
+def _key_array(values: list[Any]) -> np.ndarray:
+    if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in values):
+        return np.asarray(values, dtype=np.int64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 def _numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
     t = sops.ops(S).type
     if t == "boolean":
@@ -434,52 +656,125 @@ def _numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
     return arr
 
 
-def _check_numpy_members(values: np.ndarray, S: Semiring, label: str) -> None:
-    """Check every kept annotation is in the semiring (vectorised checks first)."""
+def _check_members(values: np.ndarray, S: Semiring, label: str) -> None:
+    """Every annotation is a value of ``S`` (vectorised for the built-ins)."""
     flat = values.reshape(-1)
     if flat.dtype == np.float64 and np.isnan(flat).any():
         raise ValueError(f"{label}: NaN is not a value of the {S.name!r} semiring ({S.domain})")
-    for x in np.unique(flat) if flat.dtype != object else flat:
-        S.check_value(x.item() if hasattr(x, "item") else x, label)
+    ok = local_ops(S).valid(flat)
+    if not ok.all():
+        bad = flat[np.flatnonzero(~ok)[0]]
+        S.check_value(bad.item() if hasattr(bad, "item") else bad, label)
+        raise ValueError(f"{label}: {bad!r} is not a value of the {S.name!r} semiring")
 
 
-def _check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
-    from pyspark.sql import types as T
-
-    t = sops.ops(S).type
-    dtype = df.schema[VALUE].dataType
-    ok = {
-        "bigint": isinstance(dtype, T.IntegralType),
-        "double": isinstance(dtype, T.NumericType),
-        "boolean": isinstance(dtype, T.BooleanType),
-        "string": isinstance(dtype, T.StringType),
-    }.get(t, True)
-    if not ok:
+def check_annotations(values: np.ndarray, S: Semiring, label: str) -> None:
+    """ValueError naming ``label`` when an annotation is not a value of ``S``."""
+    ok = local_ops(S).valid(values)
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        sample = values[bad[0]]
+        sample = sample.item() if hasattr(sample, "item") else sample
         raise ValueError(
-            f"{label}: column {VALUE!r} has type {dtype.simpleString()}, but the {S.name!r} "
-            f"semiring holds {S.domain}"
+            f"{label}: column {VALUE!r} has {len(bad)} annotation(s) that are not values of "
+            f"the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
 
 
-def _dataframe(columns: dict[str, Any], names: list[str], types: list[str]) -> DataFrame:
-    """A DataFrame from column arrays, through Arrow when pandas is available."""
+def _raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) -> Table:
+    """Key columns and values of a pandas DataFrame, nulls refused, not yet typed."""
+    cols = []
+    for i, k in enumerate(keys):
+        s = pdf[k]
+        nulls = int(s.isna().sum())
+        if nulls:
+            raise ValueError(
+                f"{label}: key column {k!r} (position {i}) has {nulls} null value(s); "
+                "keys must not be null"
+            )
+        c = s.to_numpy()
+        cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
+    values = pdf[VALUE].to_numpy() if VALUE in pdf.columns else None
+    return Table(vars_, tuple(cols), values, unique=False)
+
+
+def _pandas_table(pdf: Any, vars_: tuple[str, ...], S: Semiring, label: str, check: bool) -> Table:
+    keys = [c for c in pdf.columns if c != VALUE]
+    raw = _raw_pandas(pdf, keys, vars_, label)
+    if check:
+        return _checked_table(raw, S, label)[0]
+    o = local_ops(S)
+    values = None if raw.values is None else np.asarray(raw.values, dtype=o.dtype)
+    return Table(vars_, raw.cols, values)
+
+
+def _checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationStats]:
+    """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped."""
+    o = local_ops(S)
+    values = raw.values
+    if values is not None:
+        values = _typed_values(np.asarray(values), S, label)
+        check_annotations(values, S, label)
+    table = group_reduce(Table(raw.vars, raw.cols, values, unique=raw.unique), raw.vars, o)
+    return table, table_stats(table)
+
+
+def _typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
+    """Annotations as the semiring's dtype; a column of the wrong kind is refused."""
+    t = sops.ops(S).type
+    kind = v.dtype.kind
+    ok = {
+        "bigint": kind in "iu",
+        "double": kind in "iuf",
+        "boolean": kind == "b",
+    }.get(t, True)
+    if not ok:
+        shown = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}.get(
+            kind, str(v.dtype)
+        )
+        raise ValueError(
+            f"{label}: column {VALUE!r} has type {shown}, but the {S.name!r} semiring holds "
+            f"{S.domain}"
+        )
+    o = local_ops(S)
+    if o.dtype is object:
+        return v.astype(object)
+    if t == "bigint" and kind == "u" and len(v) and v.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{label}: column {VALUE!r} holds values beyond 64-bit integers")
+    return v.astype(o.dtype)
+
+
+def _spark_type(a: np.ndarray) -> str:
+    if a.dtype.kind in "iu":
+        return "bigint"
+    if a.dtype.kind == "f":
+        return "double"
+    if a.dtype.kind == "b":
+        return "boolean"
+    return "string"
+
+
+def _to_spark(t: Table, S: Semiring) -> DataFrame:
+    """A local table as a Spark DataFrame (through Arrow), ``value`` of the semiring's type."""
+    import pyarrow as pa
+
     from faq.session import get_spark
 
     spark = get_spark()
-    schema = ", ".join(f"`{n}` {t}" for n, t in zip(names, types, strict=True))
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas ships with the install
-        pd = None
-    if pd is not None and all(t in ("bigint", "double", "boolean") for t in types):
-        pdf = pd.DataFrame({n: np.asarray(columns[n]) for n in names})
-        if len(pdf):
-            return spark.createDataFrame(pdf, schema=schema)
-    rows: Iterable[tuple[Any, ...]] = zip(*(_py(columns[n]) for n in names), strict=True)
-    return spark.createDataFrame(list(rows), schema=schema)
+    vtype = sops.ops(S).type
+    names = [*t.vars, VALUE]
+    types = [_spark_type(c) for c in t.cols] + [vtype]
+    schema = ", ".join(f"`{n}` {ty}" for n, ty in zip(names, types, strict=True))
+    values = t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, np.int64))
+    arrays = [*t.cols, values]
+    if t.rows == 0:
+        return spark.createDataFrame([], schema)
+    if vtype in ("bigint", "double", "boolean") and all(ty != "string" for ty in types[:-1]):
+        tbl: pa.Table = pa.table({n: np.asarray(a) for n, a in zip(names, arrays, strict=True)})
+        return spark.createDataFrame(tbl.to_pandas(), schema=schema)
+    rows = list(zip(*(_py(a) for a in arrays), strict=True))
+    return spark.createDataFrame(rows, schema=schema)
 
 
-def _py(col: Any) -> list[Any]:
-    if isinstance(col, np.ndarray):
-        return col.tolist()
-    return list(col)
+def _py(a: np.ndarray) -> list[Any]:
+    return a.tolist()

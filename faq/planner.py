@@ -24,13 +24,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from faq.rule import Rule
 
 __all__ = [
     "STRATEGIES",
     "AtomStats",
+    "Pairs",
     "Plan",
     "PlanFactor",
     "Step",
@@ -53,20 +54,25 @@ class AtomStats:
     distinct: dict[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PlanFactor:
-    """A factor as the planner sees it: a label, its variables, estimated size."""
+    """A factor as the planner sees it: a label, its variables, estimated size.
+
+    ``atom`` is the index of the rule's atom it stands for, or None for the
+    output of a step.
+    """
 
     label: str
     vars: tuple[str, ...]
     rows: float
     distinct: dict[str, float]
+    atom: int | None = None
 
     def __str__(self) -> str:
         return f"{self.label}({', '.join(self.vars)})"
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Step:
     """One InsideOut step: join ``inputs`` (+ ``absorbed``), ⊕-aggregate ``vars`` away.
 
@@ -76,95 +82,48 @@ class Step:
     """
 
     vars: tuple[str, ...]
-    inputs: list[PlanFactor]
-    absorbed: list[PlanFactor]
+    inputs: tuple[PlanFactor, ...]
+    absorbed: tuple[PlanFactor, ...]
     output: PlanFactor
     est_join: float
     cyclic: bool
-    method: str = "binary"
-    actual_rows: int | None = None
-    pair_rows: int | None = None
-    seconds: float | None = None
-    max_intermediate: int | None = None
 
     @property
-    def factors(self) -> list[PlanFactor]:
+    def factors(self) -> tuple[PlanFactor, ...]:
         """Every factor multiplied in this step."""
-        return [*self.inputs, *self.absorbed]
+        return (*self.inputs, *self.absorbed)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Plan:
-    """A full InsideOut plan: variable order, steps, estimated total cost."""
+    """A full InsideOut plan: variable order, steps, estimated total cost (immutable).
+
+    What happens when it runs (join methods, where each step ran, actual
+    sizes, seconds) is recorded apart, in a :class:`faq.executor.Trace`.
+    """
 
     rule: Rule
     order: tuple[str, ...]
-    steps: list[Step]
+    steps: tuple[Step, ...]
     cost: float
     strategy: str
-    atoms: list[PlanFactor] = field(default_factory=list)
-
-    def report(self, semiring: str = "", *, after_solve: bool = False) -> str:
-        """The plan as readable text (what ``Query.explain`` returns)."""
-        lines = [f"FAQ plan for {self.rule}" + (f"   [semiring: {semiring}]" if semiring else "")]
-        lines.append("inputs:")
-        for a in self.atoms:
-            d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())
-            lines.append(f"  {a}: {_fmt(a.rows)} rows" + (f"; distinct {d}" if d else ""))
-        order = ", ".join(self.order) if self.order else "(none)"
-        lines.append(
-            f"variable order (eliminated first to last): {order}   "
-            f"[strategy: {self.strategy}; estimated cost {_fmt(self.cost)} joined rows]"
-        )
-        lines.append(f"free variables: {', '.join(self.rule.head) or '(none: scalar result)'}")
-        for n, s in enumerate(self.steps, 1):
-            what = f"eliminate {', '.join(s.vars)}" if s.vars else "multiply onto the head"
-            lines.append(f"step {n}: {what}")
-            joined = " ⋈ ".join(str(f) for f in s.inputs)
-            lines.append(f"  join     {joined}")
-            if s.absorbed:
-                lines.append(
-                    "  absorb   "
-                    + ", ".join(str(f) for f in s.absorbed)
-                    + "  (contained in the bag's variables)"
-                )
-            label = "worst-case optimal" if s.method == "wcoj" else "binary"
-            shape = "cyclic" if s.cyclic else "acyclic"
-            why = ""
-            if s.pair_rows is not None:
-                why = f"; cheapest pairwise join {s.pair_rows:,} rows"
-            lines.append(f"  method   {label} ({shape} bag{why})")
-            lines.append(f"  output   {s.output}")
-            est = f"  estimate join {_fmt(s.est_join)} rows -> output {_fmt(s.output.rows)} rows"
-            lines.append(est)
-            if s.actual_rows is not None:
-                extra = ""
-                if s.max_intermediate is not None:
-                    extra = f"; largest intermediate {s.max_intermediate:,} rows"
-                if s.seconds is not None:
-                    extra += f"; {s.seconds:.2f} s"
-                lines.append(f"  actual   output {s.actual_rows:,} rows{extra}")
-        if not after_solve:
-            lines.append("(actual sizes appear after solve())")
-        return "\n".join(lines)
-
-
-def _fmt(x: float) -> str:
-    if x >= 1e7:
-        return f"{x:.3g}"
-    return f"{round(x):,}"
+    atoms: tuple[PlanFactor, ...] = ()
 
 
 # -- cost model ------------------------------------------------------------------------
-def _join_estimate(factors: Sequence[PlanFactor]) -> tuple[float, dict[str, float]]:
+def _join_estimate(
+    factors: Sequence[PlanFactor], pairs: Pairs | None = None
+) -> tuple[float, dict[str, float]]:
     """Estimated rows of the natural join of ``factors`` and each variable's distinct count.
 
     For every variable shared by several factors the product of sizes is divided
     by all but the smallest distinct count (containment of value sets), and the
-    result is capped by the product of the variables' distinct counts.
+    result is capped by the product of the variables' distinct counts.  The
+    join of two atoms whose exact join size is in ``pairs`` has that size.
     """
     if not factors:
         return 1.0, {}
+    known = _pair_size(factors, pairs)
     size = math.prod(max(f.rows, 0.0) for f in factors)
     dist: dict[str, float] = {}
     per_var: dict[str, list[float]] = {}
@@ -176,17 +135,30 @@ def _join_estimate(factors: Sequence[PlanFactor]) -> tuple[float, dict[str, floa
             size /= math.prod(ds) / min(ds)
         dist[v] = min(ds)
     cap = math.prod(dist.values()) if dist else 1.0
-    size = min(size, cap)
+    size = min(size, cap) if known is None else min(known, cap)
     if any(f.rows <= 0 for f in factors):
         size = 0.0
     return size, {v: min(d, max(size, 1.0)) for v, d in dist.items()}
 
 
+Pairs = dict[frozenset[int], float]
+"""Exact join sizes of pairs of atoms on their shared variables, by atom indices."""
+
+
+def _pair_size(factors: Sequence[PlanFactor], pairs: Pairs | None) -> float | None:
+    if pairs is None or len(factors) != 2:
+        return None
+    a, b = factors
+    if a.atom is None or b.atom is None or a.atom == b.atom:
+        return None
+    return pairs.get(frozenset((a.atom, b.atom)))
+
+
 def _merge(
-    label: str, factors: Sequence[PlanFactor], keep: Sequence[str]
+    label: str, factors: Sequence[PlanFactor], keep: Sequence[str], pairs: Pairs | None = None
 ) -> tuple[float, PlanFactor]:
     """The join of ``factors`` projected (⊕-aggregated) onto ``keep``: (join rows, factor)."""
-    joined, dist = _join_estimate(factors)
+    joined, dist = _join_estimate(factors, pairs)
     cap = math.prod(dist[v] for v in keep) if keep else 1.0
     rows = min(joined, cap)
     return joined, PlanFactor(
@@ -230,9 +202,10 @@ def is_acyclic(edges: Sequence[Sequence[str]]) -> bool:
 class _Model:
     """Cost of eliminating ``v`` after a set of variables, independent of their order."""
 
-    def __init__(self, rule: Rule, atoms: list[PlanFactor]) -> None:
+    def __init__(self, rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None) -> None:
         self.rule = rule
         self.atoms = atoms
+        self.pairs = pairs
         self.var_order = rule.variables
         self._cache: dict[frozenset[str], list[PlanFactor]] = {}
 
@@ -263,14 +236,14 @@ class _Model:
                 out.append(a)
         for root, members in groups.items():
             keep = _ordered({v for m in members for v in m.vars} - done, self.var_order)
-            out.append(_merge(f"φ[{root}]", members, keep)[1])
+            out.append(_merge(f"φ[{root}]", members, keep, self.pairs)[1])
         self._cache[done] = out
         return out
 
     def step_cost(self, done: frozenset[str], v: str) -> tuple[float, float]:
         factors = self.state(done)
         bag = [f for f in factors if v in f.vars]
-        joined, _ = _join_estimate(bag)
+        joined, _ = _join_estimate(bag, self.pairs)
         return joined, sum(f.rows for f in bag)
 
 
@@ -278,9 +251,11 @@ def _add(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
     return (a[0] + b[0], a[1] + b[1])
 
 
-def optimal_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+def optimal_order(
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+) -> tuple[str, ...]:
     """The order of least estimated cost, by dynamic programming over variable subsets."""
-    model = _Model(rule, atoms)
+    model = _Model(rule, atoms, pairs)
     bound = rule.bound
     best: dict[frozenset[str], tuple[tuple[float, float], tuple[str, ...]]] = {
         frozenset(): ((0.0, 0.0), ())
@@ -297,9 +272,11 @@ def optimal_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
     return best[frozenset(bound)][1]
 
 
-def greedy_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+def greedy_order(
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+) -> tuple[str, ...]:
     """Eliminate, at each step, the variable whose step is cheapest."""
-    model = _Model(rule, atoms)
+    model = _Model(rule, atoms, pairs)
     done: frozenset[str] = frozenset()
     order: list[str] = []
     remaining = list(rule.bound)
@@ -311,19 +288,25 @@ def greedy_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def auto_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+def auto_order(
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+) -> tuple[str, ...]:
     """Exhaustive (optimal) up to ``EXHAUSTIVE_LIMIT`` bound variables, greedy beyond."""
     if len(rule.bound) <= EXHAUSTIVE_LIMIT:
-        return optimal_order(rule, atoms)
-    return greedy_order(rule, atoms)
+        return optimal_order(rule, atoms, pairs)
+    return greedy_order(rule, atoms, pairs)
 
 
-def textual_order(rule: Rule, atoms: list[PlanFactor]) -> tuple[str, ...]:
+def textual_order(
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+) -> tuple[str, ...]:
     """Eliminate in order of first appearance in the rule (left to right for a chain)."""
     return rule.bound
 
 
-STRATEGIES: dict[str, Callable[[Rule, list[PlanFactor]], tuple[str, ...]]] = {
+Strategy = Callable[[Rule, Sequence[PlanFactor], "Pairs | None"], tuple[str, ...]]
+
+STRATEGIES: dict[str, Strategy] = {
     "auto": auto_order,
     "optimal": optimal_order,
     "greedy": greedy_order,
@@ -332,7 +315,7 @@ STRATEGIES: dict[str, Callable[[Rule, list[PlanFactor]], tuple[str, ...]]] = {
 """Order strategies by name; ``solve(order=NAME)`` picks one."""
 
 
-def get_strategy(name: str) -> Callable[[Rule, list[PlanFactor]], tuple[str, ...]]:
+def get_strategy(name: str) -> Strategy:
     """The order strategy called ``name``; ValueError listing the valid names otherwise."""
     try:
         return STRATEGIES[name]
@@ -342,34 +325,33 @@ def get_strategy(name: str) -> Callable[[Rule, list[PlanFactor]], tuple[str, ...
 
 
 # -- plans -------------------------------------------------------------------------------
-def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> list[PlanFactor]:
+def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> tuple[PlanFactor, ...]:
     """Planner factors for the rule's atoms (repeated variables collapsed)."""
     out = []
-    for a, s in zip(rule.atoms, stats, strict=True):
+    for i, (a, s) in enumerate(zip(rule.atoms, stats, strict=True)):
         dv = a.distinct_vars
-        out.append(
-            PlanFactor(
-                a.relation, dv, float(s.rows), {v: float(s.distinct.get(v, s.rows)) for v in dv}
-            )
-        )
-    return out
+        dist = {v: float(s.distinct.get(v, s.rows)) for v in dv}
+        out.append(PlanFactor(a.relation, dv, float(s.rows), dist, atom=i))
+    return tuple(out)
 
 
 def make_plan(
     rule: Rule,
     stats: Sequence[AtomStats],
     order: str | Sequence[str] = "auto",
+    pairs: Pairs | None = None,
 ) -> Plan:
     """Choose a variable order (a strategy name or an explicit list) and lay out the steps.
 
     Each step's bag is every factor mentioning the variable; factors whose
     variables all lie inside the bag are absorbed into it (multiplied in,
-    which also filters, as InsideOut's indicator projections do).
+    which also filters, as InsideOut's indicator projections do).  ``pairs``
+    holds exact join sizes of pairs of atoms (see :mod:`faq.stats`).
     """
     atoms = atom_factors(rule, stats)
     if isinstance(order, str):
         strategy = order
-        chosen = get_strategy(order)(rule, atoms)
+        chosen = get_strategy(order)(rule, atoms, pairs)
     else:
         chosen = tuple(order)
         strategy = "forced"
@@ -381,10 +363,16 @@ def make_plan(
                 f"bound variables of {rule}: {list(rule.bound)!r}"
                 + (f" (not bound: {bad!r})" if bad else "")
             )
-    return lay_out(rule, atoms, chosen, strategy)
+    return lay_out(rule, atoms, chosen, strategy, pairs)
 
 
-def lay_out(rule: Rule, atoms: list[PlanFactor], order: Sequence[str], strategy: str) -> Plan:
+def lay_out(
+    rule: Rule,
+    atoms: Sequence[PlanFactor],
+    order: Sequence[str],
+    strategy: str,
+    pairs: Pairs | None = None,
+) -> Plan:
     """The steps of eliminating ``order`` innermost first, then the product onto the head."""
     current = list(atoms)
     steps: list[Step] = []
@@ -397,20 +385,20 @@ def lay_out(rule: Rule, atoms: list[PlanFactor], order: Sequence[str], strategy:
         if steps and not absorbed and bag == [steps[-1].output]:
             # only aggregates the previous output further: fold into that step
             prev = steps[-1]
-            joined, out = _merge(prev.output.label, [*prev.inputs, *prev.absorbed], keep)
-            prev.vars, prev.output = (*prev.vars, v), out
-            total += prev.output.rows
+            _, out = _merge(prev.output.label, prev.factors, keep, pairs)
+            steps[-1] = replace(prev, vars=(*prev.vars, v), output=out)
+            total += out.rows
         else:
-            joined, out = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep)
+            joined, out = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep, pairs)
             cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
-            steps.append(Step((v,), bag, absorbed, out, joined, cyclic))
+            steps.append(Step((v,), tuple(bag), tuple(absorbed), out, joined, cyclic))
             total += joined
         used = {id(f) for f in (*bag, *absorbed)}
         current = [f for f in current if id(f) not in used] + [out]
     head = rule.head
     if len(current) != 1 or current[0].vars != head:
-        joined, out = _merge("Q", current, head)
+        joined, out = _merge("Q", current, head, pairs)
         cyclic = not is_acyclic([f.vars for f in current])
-        steps.append(Step((), current, [], out, joined, cyclic))
+        steps.append(Step((), tuple(current), (), out, joined, cyclic))
         total += joined
-    return Plan(rule, tuple(order), steps, total, strategy, atoms)
+    return Plan(rule, tuple(order), tuple(steps), total, strategy, tuple(atoms))

@@ -1,4 +1,4 @@
-"""Queries: rules and einsum specs, solved by InsideOut on Spark."""
+"""Queries: rules and einsum specs, solved by InsideOut on the local kernel or on Spark."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import semirings
-from faq.engine import JOIN_METHODS, Frame, atom_frame, execute, execute_delta
+from faq import gather, physical
+from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
-from faq.planner import AtomStats, Plan, make_plan
-from faq.rule import VALUE, Rule, parse_einsum, parse_rule
+from faq.kernel import Table
+from faq.planner import AtomStats, Pairs, Plan, is_acyclic, make_plan
+from faq.report import render
+from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
+from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import SparkSession
 
 __all__ = ["Query", "einsum", "query"]
 
-_RESERVED = ("order", "join", "trace")
+_RESERVED = ("order", "join", "trace", "backend")
 
 
 class Query:
@@ -45,7 +49,9 @@ class Query:
                     f"rename it (reserved: {', '.join(_RESERVED)})"
                 )
         self.last_plan: Plan | None = None
-        self._last_inputs: tuple[int, ...] | None = None
+        self.last_trace: Trace | None = None
+        self._last_key: tuple[Any, ...] | None = None
+        self._last_choices: list[physical.Choice] | None = None
 
     def __repr__(self) -> str:
         return f"query({str(self.rule)!r}, semiring={self.semiring.name!r})"
@@ -67,10 +73,7 @@ class Query:
             if extra:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
             raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
-        out: dict[str, Factor] = {}
-        for name, arity in needed.items():
-            out[name] = self._as_factor(name, relations[name], arity)
-        return out
+        return {name: self._as_factor(name, relations[name], a) for name, a in needed.items()}
 
     def _as_factor(self, name: str, rel: Any, arity: int) -> Factor:
         from pyspark.sql import DataFrame as SparkDataFrame
@@ -78,7 +81,7 @@ class Query:
         atom = next(a for a in self.rule.atoms if a.relation == name)
         if isinstance(rel, Factor):
             f = rel
-        elif isinstance(rel, SparkDataFrame):
+        elif isinstance(rel, SparkDataFrame) or _is_connect_dataframe(rel):
             keys = [c for c in rel.columns if c != VALUE]
             if len(keys) != arity:
                 raise ValueError(
@@ -87,9 +90,7 @@ class Query:
                 )
             f = Factor(rel, name=name)
         elif isinstance(rel, np.ndarray):
-            f = Factor.from_numpy(
-                rel, vars=[f"_{i}" for i in range(rel.ndim)], semiring=self.semiring, name=name
-            )
+            f = Factor.from_numpy(rel, vars=[f"_{i}" for i in range(rel.ndim)], name=name)
         else:
             raise TypeError(
                 f"relation {name!r}: expected a Factor, a Spark DataFrame or a numpy array, "
@@ -102,44 +103,66 @@ class Query:
             )
         return f.for_semiring(self.semiring, name)
 
-    def _prepare(
-        self, relations: dict[str, Any]
-    ) -> tuple[dict[int, Frame], list[AtomStats], list[DataFrame]]:
+    def _inputs(
+        self, relations: dict[str, Any], backend: str
+    ) -> tuple[list[Data], list[AtomStats], Pairs]:
+        """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
         S = self.semiring
-        prepared: dict[str, tuple[DataFrame, Any, tuple[str, ...]]] = {}
-        cached: list[DataFrame] = []
-        uses = {n: sum(a.relation == n for a in self.rule.atoms) for n in factors}
-        for name, f in factors.items():
-            df, st = f.prepared(S, f"relation {name!r}")
-            if uses[name] > 1 and not f._clean:
-                df = df.persist()
-                cached.append(df)
-            prepared[name] = (df, st, f.vars)
+        rels = {
+            name: gather.prepare(f, S, f"relation {name!r}", local=backend != "spark")
+            for name, f in factors.items()
+        }
+        views: dict[tuple[str, tuple[str, ...]], Data] = {}
+        atoms: list[Data] = []
         stats: list[AtomStats] = []
-        frames: list[DataFrame] = []
         for a in self.rule.atoms:
-            df, st, keys = prepared[a.relation]
-            distinct: dict[str, int] = {}
-            for v, d in zip(a.vars, st.distinct, strict=True):
-                distinct[v] = min(distinct.get(v, d), d)
-            stats.append(AtomStats(st.rows, distinct))
-            frames.append(atom_frame(a, df, keys))
-        return {i: f for i, f in enumerate(frames)}, stats, cached  # type: ignore[misc]
+            key = (a.relation, a.vars)
+            if key not in views:
+                views[key] = _atom_view(a, rels[a.relation])
+            d = views[key]
+            atoms.append(d)
+            stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
+        pairs = self._pairs(atoms)
+        return atoms, stats, pairs
+
+    def _pairs(self, atoms: list[Data]) -> Pairs:
+        """Exact join sizes of every two atoms sharing variables: numpy for local atoms,
+        one Spark job for the others (only when the rule is cyclic)."""
+        out: Pairs = {}
+        spark_parts = []
+        cyclic = not is_acyclic([a.distinct_vars for a in self.rule.atoms])
+        names: dict[str, frozenset[int]] = {}
+        for i, a in enumerate(atoms):
+            for j in range(i + 1, len(atoms)):
+                b = atoms[j]
+                shared = [v for v in a.vars if v in b.vars]
+                if not shared:
+                    continue
+                key = frozenset((i, j))
+                if a.table is not None and b.table is not None:
+                    out[key] = float(pair_join_size(a.table, shared, b.table, shared))
+                elif cyclic and a.df is not None and b.df is not None:
+                    name = f"pair_{i}_{j}"
+                    names[name] = key
+                    spark_parts.append(spark_pair_size(a.df, shared, b.df, shared, name))
+        if spark_parts:
+            for name, value in spark_figures(spark_parts).items():
+                out[names[name]] = float(value or 0.0)
+        return out
 
     # -- public API --------------------------------------------------------------------------
     def plan(self, order: str | Sequence[str] = "auto", **relations: Any) -> Plan:
         """The InsideOut plan for these relations (statistics only; nothing is joined)."""
-        _, stats, cached = self._prepare(relations)
-        for df in cached:
-            df.unpersist()
-        return make_plan(self.rule, stats, order)
+        _, stats, pairs = self._inputs(relations, "auto")
+        return make_plan(self.rule, stats, order, pairs)
 
     def solve(
         self,
         order: str | Sequence[str] = "auto",
         join: str = "auto",
         trace: bool = False,
+        backend: str = "auto",
         **relations: Any,
     ) -> Factor:
         """Evaluate the query; return a Factor over the head variables.
@@ -150,125 +173,159 @@ class Query:
             A strategy name (``"auto"``, ``"optimal"``, ``"greedy"``,
             ``"textual"``) or an explicit elimination order of the bound variables.
         join : {"auto", "binary", "wcoj"}
-            Join method: by bag shape (worst-case optimal for cyclic bags), or forced.
+            Join method: by the bag's shape and skew (worst-case optimal
+            Generic Join for cyclic bags), or forced.
         trace : bool
-            Count every intermediate of every join (extra Spark jobs), shown by
-            :meth:`explain` as "largest intermediate".
+            Count every intermediate of Spark joins (extra Spark jobs), shown
+            by :meth:`explain` as "largest intermediate".
+        backend : {"auto", "driver", "tasks", "spark"}
+            Where steps run: by size (relations that fit in the driver run on
+            the local kernel, in the driver or, for much work, in Spark tasks;
+            larger ones as Spark joins), or forced.
         **relations
             One Factor, Spark DataFrame or numpy array per relation name.
+
+        Returns
+        -------
+        Factor
+            Over the head variables; local when computed locally.
 
         Raises
         ------
         ValueError
             Missing or extra relations, arity mismatches, null keys, values
-            outside the semiring, a bad order or join method.
+            outside the semiring, a bad order, join method or backend.
         OverflowError
             A 64-bit integer semiring (counting, integer) overflowed.
         """
-        if join not in JOIN_METHODS:
-            raise ValueError(
-                f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
-            )
-        frames, stats, cached = self._prepare(relations)
-        plan = make_plan(self.rule, stats, order)
-        atom_frames = {
-            id(pf): Frame(pf.vars, frames[i], pf.rows) for i, pf in enumerate(plan.atoms)
-        }
+        physical.check_options(join, backend)
+        atoms, stats, pairs = self._inputs(relations, backend)
+        plan = make_plan(self.rule, stats, order, pairs)
+        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         try:
-            result, rows, distinct = execute(plan, atom_frames, self.semiring, join, trace=trace)
+            result, run = ex.run(plan, atoms, pairs)
         except Exception as exc:
-            raise spark_error(exc, self) from exc
-        finally:
-            for df in cached:
-                df.unpersist()
-        self.last_plan = plan
-        self._last_inputs = tuple(id(relations[n]) for n in sorted(relations))
-        from faq.factor import RelationStats
+            raise query_error(exc, self) from exc
+        self.last_plan, self.last_trace = plan, run
+        self._last_choices = [s.choice for s in run.steps]
+        self._last_key = _key(relations, order, join, backend)
+        return _factor(result, self.rule, self.semiring, ex)
 
-        stats_out = RelationStats(rows, distinct)
-        return Factor(
-            result,
-            self.rule.head,
-            self.semiring,
-            name=self.rule.name,
-            _clean=True,
-            _stats=stats_out,
-        )
-
-    def solve_from(
+    def solve_delta(
         self,
-        start: str,
+        deltas: dict[str, Factor],
         order: str | Sequence[str] = "auto",
         join: str = "auto",
-        **relations: Any,
-    ) -> tuple[DataFrame, list[DataFrame]]:
-        """The query as one lazy DataFrame whose joins all start from relation ``start``.
+        local: bool = True,
+        **relations: Factor,
+    ) -> Any:
+        """The change of the answer when ``deltas`` are ⊕-ed into ``relations``.
 
-        For a ``start`` that is small next to the others (a delta), this is the
-        delta query of incremental maintenance: the plan is the same InsideOut
-        plan as :meth:`solve`, but every join reads the other relations by
-        broadcasting what ``start`` reaches (Generic Join seeded by ``start`` at
-        cyclic bags; see :func:`faq.engine.execute_delta`), and nothing is
-        materialised.  ``start`` must occur in exactly one atom.
-
-        Returns the result (head variables, then ``value``) and DataFrames
-        cached while it runs, to ``unpersist`` once the result is materialised.
-        Overflow surfaces when the result is computed; see :meth:`solve`.
+        The ordered delta rule of incremental maintenance, evaluated by the same
+        planner, executor and kernel as :meth:`solve` (small changes in the
+        driver, reading only the rows they reach); see :func:`faq.delta.solve_delta`,
+        which documents the arguments and the returned :class:`faq.delta.DeltaResult`.
         """
-        if join not in JOIN_METHODS:
-            raise ValueError(
-                f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
-            )
-        atoms = [i for i, a in enumerate(self.rule.atoms) if a.relation == start]
-        if len(atoms) != 1:
-            raise ValueError(
-                f"solve_from: relation {start!r} must occur in exactly one atom of "
-                f"{self.rule}; it occurs in {len(atoms)}"
-            )
-        frames, stats, cached = self._prepare(relations)
-        plan = make_plan(self.rule, stats, order)
-        atom_frames = {
-            id(pf): Frame(pf.vars, frames[i], pf.rows) for i, pf in enumerate(plan.atoms)
-        }
-        result, held = execute_delta(
-            plan, atom_frames, self.semiring, id(plan.atoms[atoms[0]]), join
-        )
-        self.last_plan = plan
-        self._last_inputs = tuple(id(relations[n]) for n in sorted(relations))
-        return result, [*held, *cached]
+        from faq.delta import solve_delta
+
+        physical.check_options(join, "auto")
+        return solve_delta(self, relations, deltas, order=order, join=join, local=local)
 
     def explain(
-        self, order: str | Sequence[str] = "auto", join: str = "auto", **relations: Any
+        self,
+        order: str | Sequence[str] = "auto",
+        join: str = "auto",
+        backend: str = "auto",
+        **relations: Any,
     ) -> str:
-        """The plan as text: variable order, each step's factors, join method, sizes.
+        """The plan as text: variable order, each step's factors, where and how it runs, sizes.
 
-        After :meth:`solve` on the same relation objects, the report of that run,
-        with actual sizes; otherwise the estimated plan.
+        Right after :meth:`solve` with the same relation objects and options,
+        the report of that run, with actual sizes and seconds; otherwise the
+        plan with its estimated sizes and choices (nothing is joined).
         """
-        key = tuple(id(relations[n]) for n in sorted(relations))
-        if self.last_plan is not None and key == self._last_inputs:
-            return self.last_plan.report(self.semiring.name, after_solve=True)
-        plan = self.plan(order, **relations)
-        from faq.engine import choose_method
+        physical.check_options(join, backend)
+        if self._last_key == _key(relations, order, join, backend) and self.last_plan is not None:
+            assert self.last_trace is not None and self._last_choices is not None
+            return render(self.last_plan, self._last_choices, self.semiring.name, self.last_trace)
+        atoms, stats, pairs = self._inputs(relations, backend)
+        plan = make_plan(self.rule, stats, order, pairs)
+        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
+        return render(plan, ex.choices(plan, atoms, pairs), self.semiring.name)
 
-        for s in plan.steps:
-            s.method = choose_method(s, join)
-        return plan.report(self.semiring.name)
+
+def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tuple[Any, ...]:
+    ids = tuple((n, id(relations[n])) for n in sorted(relations))
+    return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
 
 
-def spark_error(exc: Exception, q: Query) -> Exception:
-    """Turn Spark's ANSI overflow error into an OverflowError that names the semiring."""
+def _atom_view(atom: Atom, rel: gather.Relation) -> Data:
+    """The relation seen through ``atom``: columns renamed to its variables; a variable
+    repeated in the atom keeps only rows whose columns agree."""
+    from faq.spark_ops import atom_frame
+
+    first: dict[str, int] = {}
+    for i, v in enumerate(atom.vars):
+        first.setdefault(v, i)
+    repeated = len(first) != len(atom.vars)
+    if rel.table is not None:
+        t = rel.table
+        if repeated:
+            mask = np.ones(t.rows, dtype=bool)
+            for i, v in enumerate(atom.vars):
+                mask &= t.cols[i] == t.cols[first[v]]
+            t = t.take(np.flatnonzero(mask))
+        table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
+        dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
+        return Data(tuple(first), float(table.rows), table=table, distinct=dist)
+    assert rel.df is not None
+    df = atom_frame(atom, rel.df, rel.vars)
+    dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
+    return Data(tuple(first), float(rel.stats.rows), df=df, distinct=dist)
+
+
+def _session(atoms: Sequence[Data]) -> SparkSession | None:
+    for a in atoms:
+        if a.df is not None:
+            return a.df.sparkSession
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def _factor(d: Data, rule: Rule, S: Semiring, ex: Executor) -> Factor:
+    if d.table is not None:
+        t = d.table
+        stats = RelationStats(t.rows, tuple(int(d.distinct.get(v, t.rows)) for v in t.vars))
+        return Factor._local(t, S, rule.name, stats)
+    assert d.df is not None
+    f = Factor(d.df, rule.head, S, name=rule.name)
+    f._trusted = True
+    f._stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(v, d.rows)) for v in rule.head))
+    return f
+
+
+def query_error(exc: Exception, q: Query) -> Exception:
+    """The error a failed solve raises: overflow (local or Spark's ANSI mode) as an
+    OverflowError naming the semiring; everything else as it is."""
+    from faq.tasks import task_error
+
+    exc = task_error(exc)  # type: ignore[assignment]
     text = str(exc)
-    if (
-        "ARITHMETIC_OVERFLOW" in text
-        or "overflow" in text.lower()
-        and "Arithmetic" in type(exc).__name__
-    ):
+    overflow = (
+        isinstance(exc, OverflowError)
+        or "ARITHMETIC_OVERFLOW" in text
+        or ("overflow" in text.lower() and "Arithmetic" in type(exc).__name__)
+    )
+    if overflow:
         return OverflowError(
             f"query {q.rule}: a {q.semiring.name!r} annotation overflowed 64-bit integers "
             "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."
         )
     return exc
+
+
+spark_error = query_error  # the name incremental used
 
 
 def query(rule: str, semiring: str | Semiring = "real") -> Query:
@@ -283,10 +340,11 @@ def query(rule: str, semiring: str | Semiring = "real") -> Query:
 
 def einsum(
     spec: str,
-    *operands: Factor | DataFrame | np.ndarray,
+    *operands: Factor | Any,
     semiring: str | Semiring = "real",
     order: str | Sequence[str] = "auto",
     join: str = "auto",
+    backend: str = "auto",
 ) -> Factor:
     """Evaluate a numpy-style einsum spec over factors, with any semiring.
 
@@ -296,4 +354,10 @@ def einsum(
     names = [f"T{i}" for i in range(len(operands))]
     rule = parse_einsum(spec, names)
     q = Query(rule, semiring)
-    return q.solve(order=order, join=join, **dict(zip(names, operands, strict=True)))
+    return q.solve(
+        order=order, join=join, backend=backend, **dict(zip(names, operands, strict=True))
+    )
+
+
+def _is_connect_dataframe(df: Any) -> bool:
+    return type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")

@@ -1,18 +1,23 @@
-"""Semiring operations on numpy arrays and pandas groups, for small data in the driver.
+"""Semiring operations on numpy arrays: the local side of every semiring.
 
-The incremental engine evaluates small delta queries in the driver
-(:mod:`faq.local`); this module gives it ⊗ of two columns, ⊕ within groups and
-the zero test, vectorised for the built-ins and element by element (with the
-semiring's own Python functions) for user-defined semirings.
+The local kernels (:mod:`faq.kernel`, in the driver or inside Spark tasks)
+compute with these: ⊗ of two arrays, ⊕ of each segment of a sorted array
+(``reduceat``), the ⊕ of ``n`` copies of one (annotations of relations given
+without a ``value`` column) and the zero test.  They are vectorised for the
+built-ins and element by element, with the semiring's own Python functions,
+for a user-defined semiring.
 
 64-bit integer semirings (``counting``, ``integer``) raise OverflowError where
-Spark's ANSI mode would, instead of wrapping around:
+Spark's ANSI mode would, instead of wrapping around; the check is exact
+(a float estimate flags candidates, Python integers decide):
 
 >>> import numpy as np, semirings
 >>> from semirings.local import local_ops
 >>> o = local_ops(semirings.INTEGER)
 >>> o.mul(np.array([2, 3]), np.array([5, -1])).tolist()
 [10, -3]
+>>> o.reduceat(np.array([1, 2, 3, 4]), np.array([0, 1])).tolist()
+[1, 9]
 >>> o.mul(np.array([2**62]), np.array([4]))
 Traceback (most recent call last):
 ...
@@ -24,7 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,89 +42,188 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["LocalOps", "local_ops"]
 
 _LIMIT = float(2**63)
+_NEAR = _LIMIT * (1 - 1e-9)  # float estimates at or above this are checked exactly
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True)
 class LocalOps:
-    """⊗, group-⊕ and the zero test of one semiring on numpy/pandas values."""
+    """⊗, segment ⊕, n-fold ⊕ of one and the zero test of one semiring, on numpy arrays.
+
+    Attributes
+    ----------
+    semiring : Semiring
+        The semiring.
+    dtype : numpy dtype
+        The dtype of annotation arrays (``object`` for a user-defined semiring).
+    mul : callable
+        ``(a, b) -> a ⊗ b`` elementwise.
+    reduceat : callable
+        ``(values, starts) -> out``: ``out[i]`` is the ⊕ of
+        ``values[starts[i]:starts[i + 1]]`` (the last segment runs to the end);
+        ``starts`` is increasing and every segment is non-empty.
+    ones : callable
+        ``(counts) -> out``: ``out[i]`` is the ⊕ of ``counts[i]`` copies of one
+        (``counts[i] ≥ 1``): a count in ``counting``, ``log(n)`` in ``log``, one
+        for an idempotent ⊕.
+    nonzero : callable
+        ``(values) -> bool array``: True where the value is not the semiring zero.
+    """
 
     semiring: Semiring
-    dtype: object
+    dtype: Any
     mul: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    _reduce: Callable[[pd.DataFrame, list[str], str], pd.DataFrame]
+    reduceat: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ones: Callable[[np.ndarray], np.ndarray]
     nonzero: Callable[[np.ndarray], np.ndarray]
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        """True where a value belongs to the semiring (vectorised for the built-ins).
+
+        ``values`` are already of ``dtype`` (a column of the semiring's type).
+        """
+        v = np.asarray(values)
+        test = _VALID.get(self.semiring.name) if _is_builtin(self.semiring) else None
+        if test is not None:
+            return test(v)
+        S = self.semiring
+
+        def ok(x: Any) -> bool:
+            try:
+                return bool(S.contains(x.item() if hasattr(x, "item") else x))  # type: ignore[misc]
+            except Exception:  # a membership test that fails is a "no"
+                return False
+
+        return np.fromiter((ok(x) for x in v), dtype=bool, count=len(v))
+
+    def total(self, values: np.ndarray) -> Any:
+        """⊕ of all ``values`` as a plain Python scalar (the zero for none)."""
+        if len(values) == 0:
+            return self.semiring.zero
+        out = self.reduceat(np.asarray(values, dtype=self.dtype), np.zeros(1, dtype=np.int64))
+        x = out[0]
+        return x.item() if hasattr(x, "item") else x
 
     def reduce(self, df: pd.DataFrame, keys: Sequence[str], col: str) -> pd.DataFrame:
         """⊕ of ``col`` per distinct ``keys`` (one row for no keys; none for no rows)."""
+        import pandas as pd
+
+        keys = list(keys)
         if df.empty:
             return df[[*keys, col]].iloc[:0]
-        return self._reduce(df, list(keys), col)
+        values = df[col].to_numpy()
+        if self.dtype is not object:
+            values = values.astype(self.dtype, copy=False)
+        if not keys:
+            return pd.DataFrame({col: pd.Series([self.total(values)], dtype=self.dtype)})
+        cols = [df[k].to_numpy() for k in keys]
+        perm, starts = group_starts(cols)
+        out = {k: c[perm][starts] for k, c in zip(keys, cols, strict=True)}
+        out[col] = self.reduceat(values[perm], starts)
+        return pd.DataFrame(out)
 
 
-def _checked(name: str, what: str, exact: np.ndarray, approx: np.ndarray) -> np.ndarray:
-    if approx.size and float(np.max(np.abs(approx))) >= _LIMIT:
+def group_starts(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A permutation that sorts rows by ``cols`` and the start of each group of equal rows.
+
+    >>> perm, starts = group_starts([np.array([3, 1, 3, 2])])
+    >>> perm.tolist(), starts.tolist()
+    ([1, 3, 0, 2], [0, 1, 2])
+    """
+    n = len(cols[0])
+    if n == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    perm = sort_rows(cols)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in cols:
+        s = c[perm]
+        change[1:] |= s[1:] != s[:-1]
+    return perm, np.flatnonzero(change)
+
+
+def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """A permutation sorting rows lexicographically by ``cols`` (first column first).
+
+    Integer columns whose value ranges multiply to less than 2**62 are sorted
+    as one combined key (several times faster than :func:`numpy.lexsort`).
+    """
+    if len(cols) == 1:
+        return np.argsort(cols[0], kind="stable")
+    if all(c.dtype.kind in "iu" for c in cols):
+        lows = [int(c.min()) for c in cols]
+        spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows, strict=True)]
+        total = 1
+        for s in spans:
+            total *= s
+        if total < 2**62:
+            key = np.zeros(len(cols[0]), dtype=np.int64)
+            for c, lo, s in zip(cols, lows, spans, strict=True):
+                key = key * s + (c.astype(np.int64) - lo)
+            return np.argsort(key, kind="stable")
+    return np.lexsort(tuple(reversed(cols)))
+
+
+# -- 64-bit integers: exact overflow checks ------------------------------------------------
+def _exact_range(name: str, what: str, exact: list[int]) -> None:
+    lo, hi = _INT64
+    if any(not lo <= x <= hi for x in exact):
         raise OverflowError(f"{name!r} {what} overflowed 64-bit integers")
-    return exact
 
 
 def _int_ops(S: Semiring) -> LocalOps:
     def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        return _checked(S.name, "product", a * b, a.astype(float) * b.astype(float))
-
-    def reduce(df: pd.DataFrame, keys: list[str], col: str) -> pd.DataFrame:
-        import pandas as pd
-
-        if not keys:
-            v = df[col].to_numpy(dtype=np.int64)
-            if not len(v):
-                return pd.DataFrame({col: np.array([], dtype=np.int64)})
-            total = _checked(S.name, "sum", v.sum(), np.array([np.abs(v.astype(float)).sum()]))
-            return pd.DataFrame({col: np.array([total], dtype=np.int64)})
-        g = df.groupby(keys, sort=False, as_index=False)[col]
-        out = g.sum()
-        approx = df[col].abs().astype(float).groupby([df[k] for k in keys], sort=False).sum()
-        _checked(S.name, "sum", out[col].to_numpy(), approx.to_numpy())
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            out = a * b
+        approx = np.abs(a.astype(np.float64) * b.astype(np.float64))
+        near = np.flatnonzero(approx >= _NEAR)
+        if len(near):
+            a_n, b_n = np.broadcast_to(a, out.shape), np.broadcast_to(b, out.shape)
+            _exact_range(S.name, "product", [int(a_n[i]) * int(b_n[i]) for i in near])
         return out
 
-    return LocalOps(S, np.int64, mul, reduce, lambda v: np.asarray(v) != 0)
+    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        v = np.asarray(values, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            out = np.add.reduceat(v, starts)
+        approx = np.add.reduceat(np.abs(v.astype(np.float64)), starts)
+        near = np.flatnonzero(approx >= _NEAR)
+        if len(near):
+            ends = np.append(starts[1:], len(v))
+            _exact_range(S.name, "sum", [sum(int(x) for x in v[starts[i] : ends[i]]) for i in near])
+        return out
+
+    def ones(counts: np.ndarray) -> np.ndarray:
+        return np.asarray(counts, dtype=np.int64)
+
+    return LocalOps(S, np.int64, mul, reduceat, ones, lambda v: np.asarray(v) != 0)
 
 
-def _grouped(agg: str) -> Callable[[pd.DataFrame, list[str], str], pd.DataFrame]:
-    def reduce(df: pd.DataFrame, keys: list[str], col: str) -> pd.DataFrame:
-        import pandas as pd
+def _float_ops(
+    S: Semiring,
+    mul: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    add: np.ufunc,
+    ones: Callable[[np.ndarray], np.ndarray],
+) -> LocalOps:
+    zero = S.zero
 
-        if not keys:
-            if not len(df):
-                return pd.DataFrame({col: df[col].iloc[:0]})
-            return pd.DataFrame({col: [getattr(df[col], agg)()]})
-        return df.groupby(keys, sort=False, as_index=False)[col].agg(agg)
+    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        return add.reduceat(np.asarray(values, dtype=np.float64), starts)
 
-    return reduce
+    return LocalOps(S, np.float64, mul, reduceat, ones, lambda v: np.asarray(v) != zero)
 
 
-def _logsumexp(df: pd.DataFrame, keys: list[str], col: str) -> pd.DataFrame:
-    import pandas as pd
-
-    v = df[col].to_numpy(dtype=float)
-    if not keys:
-        if not len(v):
-            return pd.DataFrame({col: np.array([], dtype=float)})
-        hi = v.max()
-        total = hi if hi == -np.inf else hi + np.log(np.exp(v - hi).sum())
-        return pd.DataFrame({col: [total]})
-    by = [df[k] for k in keys]
-    hi = df[col].groupby(by, sort=False).transform("max").to_numpy(dtype=float)
-    shifted = np.where(hi == -np.inf, 0.0, np.exp(v - np.where(hi == -np.inf, 0.0, hi)))
-    tmp = df[keys].copy()
-    tmp["__hi"], tmp["__e"] = hi, shifted
-    g = tmp.groupby(keys, sort=False, as_index=False)
-    out = g.agg(__hi=("__hi", "first"), __e=("__e", "sum"))
-    hi_o = out.pop("__hi").to_numpy()
-    e_o = out.pop("__e").to_numpy()
+def _logaddexp_reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """logaddexp over segments, shifted by each segment's maximum (no overflow, no NaN)."""
+    v = np.asarray(values, dtype=np.float64)
+    hi = np.maximum.reduceat(v, starts)
+    counts = np.diff(np.append(starts, len(v)))
+    shift = np.repeat(np.where(hi == -np.inf, 0.0, hi), counts)
+    total = np.add.reduceat(np.exp(v - shift), starts)
     with np.errstate(divide="ignore"):
-        out[col] = np.where(hi_o == -np.inf, -np.inf, hi_o + np.log(e_o))
-    return out
+        return np.where(hi == -np.inf, -np.inf, hi + np.log(total))
 
 
 def _generic(S: Semiring) -> LocalOps:
@@ -128,37 +232,83 @@ def _generic(S: Semiring) -> LocalOps:
     def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(umul(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
 
-    def fold(values: Sequence[object]) -> object:
-        return functools.reduce(S.add, values)
+    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        v = np.asarray(values, dtype=object)
+        ends = np.append(starts[1:], len(v))
+        out = np.empty(len(starts), dtype=object)
+        for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
+            out[i] = functools.reduce(S.add, v[s:e])
+        return out
 
-    def reduce(df: pd.DataFrame, keys: list[str], col: str) -> pd.DataFrame:
-        import pandas as pd
-
-        if not keys:
-            vals = list(df[col])
-            return pd.DataFrame({col: [fold(vals)] if vals else []}, dtype=object)
-        return df.groupby(keys, sort=False, as_index=False)[col].agg(lambda s: fold(list(s)))
+    def ones(counts: np.ndarray) -> np.ndarray:
+        cache: dict[int, Any] = {}
+        out = np.empty(len(counts), dtype=object)
+        for i, c in enumerate(np.asarray(counts, dtype=np.int64).tolist()):
+            if c not in cache:
+                cache[c] = _times_one(S, c)
+            out[i] = cache[c]
+        return out
 
     def nonzero(v: np.ndarray) -> np.ndarray:
         return np.array([x != S.zero for x in v], dtype=bool)
 
-    return LocalOps(S, object, mul, reduce, nonzero)
+    return LocalOps(S, object, mul, reduceat, ones, nonzero)
+
+
+def _times_one(S: Semiring, n: int) -> Any:
+    """The ⊕ of ``n ≥ 1`` copies of one, by doubling (``log2 n`` additions)."""
+    result, power = None, S.one
+    while n:
+        if n & 1:
+            result = power if result is None else S.add(result, power)
+        n >>= 1
+        if n:
+            power = S.add(power, power)
+    return result
+
+
+def _one_each(value: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda counts: np.full(len(counts), value, dtype=np.float64)
+
+
+def _is_builtin(S: Semiring) -> bool:
+    return any(S is b for b in B.BUILTINS)
+
+
+_VALID: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "counting": lambda v: v >= 0,
+    "integer": lambda v: np.ones(len(v), dtype=bool),
+    "real": lambda v: np.isfinite(v),
+    "boolean": lambda v: np.ones(len(v), dtype=bool),
+    "max-product": lambda v: np.isfinite(v) & (v >= 0),
+    "min-plus": lambda v: ~np.isnan(v) & (v != -np.inf),
+    "max-plus": lambda v: ~np.isnan(v) & (v != np.inf),
+    "log": lambda v: ~np.isnan(v) & (v != np.inf),
+}
 
 
 def local_ops(S: Semiring) -> LocalOps:
-    """The driver-side operations of ``S``: vectorised for built-ins, else elementwise."""
+    """The numpy operations of ``S``: vectorised for built-ins, else element by element."""
     if S is B.COUNTING or S is B.INTEGER:
         return _int_ops(S)
     if S is B.REAL:
-        return LocalOps(S, np.float64, np.multiply, _grouped("sum"), lambda v: np.asarray(v) != 0)
+        return _float_ops(S, np.multiply, np.add, lambda c: np.asarray(c, dtype=np.float64))
     if S is B.BOOLEAN:
-        return LocalOps(S, np.bool_, np.logical_and, _grouped("max"), lambda v: np.asarray(v))
+        return LocalOps(
+            S,
+            np.bool_,
+            np.logical_and,
+            lambda v, s: np.logical_or.reduceat(np.asarray(v, dtype=bool), s),
+            lambda c: np.ones(len(c), dtype=bool),
+            lambda v: np.asarray(v, dtype=bool),
+        )
     if S is B.MAX_PRODUCT:
-        return LocalOps(S, np.float64, np.multiply, _grouped("max"), lambda v: np.asarray(v) != 0)
+        return _float_ops(S, np.multiply, np.maximum, _one_each(1.0))
     if S is B.MIN_PLUS:
-        return LocalOps(S, np.float64, np.add, _grouped("min"), lambda v: np.asarray(v) != np.inf)
+        return _float_ops(S, np.add, np.minimum, _one_each(0.0))
     if S is B.MAX_PLUS:
-        return LocalOps(S, np.float64, np.add, _grouped("max"), lambda v: np.asarray(v) != -np.inf)
+        return _float_ops(S, np.add, np.maximum, _one_each(0.0))
     if S is B.LOG:
-        return LocalOps(S, np.float64, np.add, _logsumexp, lambda v: np.asarray(v) != -np.inf)
+        ops = _float_ops(S, np.add, np.logaddexp, lambda c: np.log(np.asarray(c, dtype=float)))
+        return LocalOps(S, np.float64, ops.mul, _logaddexp_reduceat, ops.ones, ops.nonzero)
     return _generic(S)

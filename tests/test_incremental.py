@@ -391,8 +391,8 @@ def run_ring_case(spark, name, semiring, case, join="binary", local=True):
         assert view.tick == t
 
 
-# Small deltas run their delta rule in the driver (faq.local); the Spark delta queries
-# (faq.engine.execute_delta) are what large deltas use: both are checked, with both joins.
+# Small deltas run their delta rule in the driver (lookups, then the local kernel); the
+# Spark path is what large deltas use: both are checked, with both joins.
 @pytest.mark.parametrize("name", ["triangle", "self-join"])
 @settings(max_examples=MANY)
 @given(data=st.data())

@@ -74,3 +74,46 @@ def test_empty_input_gives_no_rows():
     o = local_ops(semirings.LOG)
     empty = pd.DataFrame({"k": pd.Series(dtype="int64"), "value": pd.Series(dtype=float)})
     assert o.reduce(empty, ["k"], "value").empty and o.reduce(empty, [], "value").empty
+
+
+@pytest.mark.parametrize("name", [*VALUES, "user"])
+@given(data=st.data())
+def test_segment_sums_and_repeated_ones_match_python(name, data):
+    S = BOTTLENECK if name == "user" else semirings.get(name)
+    values = st.floats(0, 1e6, allow_nan=False) if name == "user" else VALUES[name]
+    o = local_ops(S)
+    segments = data.draw(st.lists(st.lists(values, min_size=1, max_size=5), min_size=1))
+    flat = np.asarray([x for seg in segments for x in seg], dtype=o.dtype)
+    starts = np.cumsum([0] + [len(seg) for seg in segments[:-1]])
+    got = o.reduceat(flat, starts)
+    for g, seg in zip(got, segments, strict=True):
+        assert close(g, functools.reduce(S.add, seg))
+    counts = np.asarray(data.draw(st.lists(st.integers(1, 40), min_size=1)), dtype=np.int64)
+    for g, n in zip(o.ones(counts), counts.tolist(), strict=True):
+        assert close(g, functools.reduce(S.add, [S.one] * n))
+
+
+def test_integer_overflow_is_exact_at_the_limit():
+    o = local_ops(semirings.INTEGER)
+    top = 2**63 - 1
+    assert o.reduceat(np.array([2**62, 2**62 - 1]), np.array([0])).tolist() == [top]
+    with pytest.raises(OverflowError, match="sum overflowed"):
+        o.reduceat(np.array([2**62, 2**62]), np.array([0]))
+    assert o.mul(np.array([-(2**31)]), np.array([2**32])).tolist() == [-(2**63)]
+    with pytest.raises(OverflowError, match="product overflowed"):
+        o.mul(np.array([2**31]), np.array([2**32]))
+    assert o.total(np.array([top, -1, 1])) == top
+
+
+@pytest.mark.parametrize("name", [*VALUES, "user"])
+def test_valid_agrees_with_contains(name):
+    S = BOTTLENECK if name == "user" else semirings.get(name)
+    o = local_ops(S)
+    if o.dtype is np.bool_:
+        samples = [True, False]
+    elif o.dtype is np.int64:
+        samples = [0, 1, -1, 5, 2**62]
+    else:
+        samples = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
+    got = o.valid(np.asarray(samples, dtype=o.dtype)).tolist()
+    assert got == [bool(S.contains(x)) for x in samples]

@@ -3,8 +3,11 @@ make them worth it.
 
 Oracle: ``faq.reference_solve`` on named cyclic hypergraphs (triangle,
 4-cycle, 4-clique, two triangles sharing an edge, a cycle with a pendant free
-variable) under several semirings; every forced join method and elimination
-order must agree.  The structural test counts rows (never times them).
+variable) under several semirings; every forced join method, backend and
+elimination order must agree.  The structural tests count rows (never time
+them): the Spark Generic Join's largest intermediate and the local kernel's
+proposed candidates stay linear on the hub graph, where binary plans are
+quadratic.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import pytest
 
 import semirings
 from faq import query, reference_solve
-from faq.engine import Frame
+from faq.physical import InputInfo, binding_order
+from faq.spark_ops import Frame, generic_join
 from faq.testing import NAMED_RULES, random_relations
-from faq.wcoj import generic_join, variable_order
 from semirings import Semiring
 from tests.helpers import assert_same, factors_from
 
@@ -36,26 +39,36 @@ CASES = [
 ]
 
 
-FORCED = [(n, s, j) for n, s in CASES[:3] for j in ("wcoj", "binary")]
-RUNS = [(n, s, "auto") for n, s in CASES] + FORCED
+FORCED = [(n, s, j, b) for n, s in CASES[:3] for j in ("wcoj", "binary") for b in ("spark",)]
+RUNS = (
+    [(n, s, "auto", "auto") for n, s in CASES]
+    + [(n, s, "auto", "spark") for n, s in CASES[:4]]
+    + FORCED
+)
 
 
-@pytest.mark.parametrize(("name", "S", "join"), RUNS, ids=[f"{n}-{s.name}-{j}" for n, s, j in RUNS])
-def test_cyclic_queries_match_reference(spark, name, S, join):
+@pytest.mark.parametrize(
+    ("name", "S", "join", "backend"), RUNS, ids=[f"{n}-{s.name}-{j}-{b}" for n, s, j, b in RUNS]
+)
+def test_cyclic_queries_match_reference(spark, name, S, join, backend):
     rule = query(NAMED_RULES[name]).rule
-    rels = random_relations(rule, S, seed=hash(name) % 1000, domain=4, density=0.6)
+    rels = random_relations(rule, S, seed=sum(map(ord, name)) % 1000, domain=4, density=0.6)
     want = reference_solve(rule, S, rels)
     q = query(NAMED_RULES[name], semiring=S)
-    got = q.solve(join=join, **factors_from(rels, S)).to_dict()
-    assert_same(got, want, S, f"{name} join={join}")
-    cyclic = [s for s in q.last_plan.steps if len(s.factors) > 1 and s.cyclic]
-    if join != "auto":
-        assert {s.method for s in cyclic} <= {join}
-    else:  # auto measured the cheapest pairwise join and decided from it
-        for s in cyclic:
-            total = sum(f.rows for f in s.factors)
-            assert s.pair_rows is not None
-            assert s.method == ("binary" if s.pair_rows <= 8 * total else "wcoj")
+    got = q.solve(join=join, backend=backend, **factors_from(rels, S)).to_dict()
+    assert_same(got, want, S, f"{name} join={join} backend={backend}")
+    for step, t in zip(q.last_plan.steps, q.last_trace.steps, strict=True):
+        c = t.choice
+        if len(step.factors) < 2 or not step.cyclic:
+            continue
+        if join != "auto":
+            assert c.method == join
+        elif backend == "spark":  # auto decided from the exact pairwise join size
+            total = sum(f.rows for f in step.factors)
+            assert c.pair_rows is not None
+            assert c.method == ("binary" if c.pair_rows <= 8 * total else "wcoj")
+        else:
+            assert c.method == "wcoj" and c.backend == "driver"
 
 
 def test_triangle_every_order_and_method_agree(spark):
@@ -66,9 +79,10 @@ def test_triangle_every_order_and_method_agree(spark):
     q = query(NAMED_RULES["triangle"], semiring=S)
     fs = factors_from(rels, S)
     orders = list(itertools.permutations(rule.bound))[::2]  # a, b and c each eliminated first
-    for order, join in itertools.product(orders, ["wcoj", "binary"]):
-        got = q.solve(order=list(order), join=join, **fs).to_dict()
-        assert_same(got, want, S, f"order {order} join {join}")
+    combos = itertools.product(orders, ["wcoj", "binary"], ["driver", "spark"])
+    for order, join, backend in combos:
+        got = q.solve(order=list(order), join=join, backend=backend, **fs).to_dict()
+        assert_same(got, want, S, f"order {order} join {join} backend {backend}")
 
 
 def test_explain_names_the_method(spark):
@@ -76,8 +90,10 @@ def test_explain_names_the_method(spark):
     rule = query(NAMED_RULES["triangle"]).rule
     fs = factors_from(random_relations(rule, S, seed=3), S)
     q = query(NAMED_RULES["triangle"], semiring=S)
-    assert "worst-case optimal (cyclic bag)" in q.explain(join="wcoj", **fs)
+    assert "worst-case optimal (Generic Join) (cyclic bag)" in q.explain(join="wcoj", **fs)
     assert "binary (cyclic bag)" in q.explain(join="binary", **fs)
+    assert "Spark DataFrame joins" in q.explain(backend="spark", **fs)
+    assert "in the driver" in q.explain(**fs)
 
 
 def test_generic_join_on_frames_directly(spark):
@@ -90,7 +106,7 @@ def test_generic_join_on_frames_directly(spark):
         Frame(a.vars, f.df.toDF(*a.vars, "value"), float(len(rels[a.relation])))
         for a, f in ((a, fs[a.relation]) for a in rule.atoms)
     ]
-    order = variable_order(frames)
+    order = binding_order([InputInfo(f.vars, f.rows, False, {}) for f in frames])
     assert sorted(order) == ["a", "b", "c", "d"]
     out, largest, cached = generic_join(frames, S, trace=True)
     got = {tuple(r[:4]): r[4] for r in out.df.select("a", "b", "c", "d", "value").collect()}
@@ -103,7 +119,8 @@ def test_generic_join_on_frames_directly(spark):
 
 def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     """Rows, not seconds: on the hub graph every binary plan for the triangle builds
-    about N² rows while the answer has O(N); Generic Join stays within a constant of N."""
+    about N² rows while the answer has O(N); Generic Join stays within a constant of N,
+    on Spark (largest intermediate) and in the local kernel (candidates proposed)."""
     from faq.graphs import hub_graph, triangle_count_numpy
     from faq.io import edges_dataframe
 
@@ -113,30 +130,41 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     q = query(NAMED_RULES["triangle"], semiring="counting")
     expected = triangle_count_numpy(edges)
 
-    assert q.solve(E=df, join="wcoj", trace=True).scalar() == expected
-    wcoj_rows = max(s.max_intermediate or s.actual_rows for s in q.last_plan.steps)
-    assert "largest intermediate" in q.explain(E=df)
-    assert q.solve(E=df, join="binary", trace=True).scalar() == expected
-    binary_rows = max(s.max_intermediate or s.actual_rows for s in q.last_plan.steps)
-
+    assert q.solve(E=df, join="wcoj", backend="spark", trace=True).scalar() == expected
+    wcoj_rows = max(s.largest or s.rows for s in q.last_trace.steps)
+    assert "largest intermediate" in q.explain(E=df, join="wcoj", backend="spark")
+    assert q.solve(E=df, join="binary", backend="spark", trace=True).scalar() == expected
+    binary_rows = max(s.largest or s.rows for s in q.last_trace.steps)
     assert wcoj_rows <= 10 * n, wcoj_rows
     assert binary_rows >= n * n / 2, binary_rows
 
     # auto sees the skew (every pairwise join has about n² rows) and picks Generic Join
-    assert q.solve(E=df).scalar() == expected
-    (step,) = q.last_plan.steps
-    assert step.method == "wcoj" and step.pair_rows >= n * n
+    assert q.solve(E=df, backend="spark").scalar() == expected
+    (step,) = q.last_trace.steps
+    assert step.choice.method == "wcoj" and step.choice.pair_rows >= n * n
+
+    # the local kernel: candidates proposed grow linearly with n
+    proposed = {}
+    for m in (n, 4 * n):
+        e = hub_graph(m)
+        assert q.solve(E=edges_dataframe(e, spark)).scalar() == triangle_count_numpy(e)
+        (step,) = q.last_trace.steps
+        assert step.choice.backend == "driver" and step.choice.method == "wcoj"
+        proposed[m] = step.proposed
+    assert proposed[4 * n] <= 5 * proposed[n] and proposed[n] <= 12 * len(edges)
 
 
-def test_auto_uses_binary_joins_without_skew(spark):
-    """Karate: every pairwise join is small, so auto skips Generic Join's fixed cost."""
+def test_auto_uses_binary_joins_without_skew_on_spark(spark):
+    """Karate: every pairwise join is small, so auto on Spark skips Generic Join's jobs."""
     from pathlib import Path
 
     from faq.io import read_edge_list
 
     edges = read_edge_list(Path(__file__).parent / "data" / "karate.txt", spark)
     q = query(NAMED_RULES["triangle"], semiring="counting")
-    assert q.solve(E=edges).scalar() == 45
-    (step,) = q.last_plan.steps
-    assert step.cyclic and step.method == "binary" and step.pair_rows <= 8 * 3 * 78
-    assert "cheapest pairwise join" in q.explain(E=edges)
+    assert q.solve(E=edges, backend="spark").scalar() == 45
+    (step,) = q.last_trace.steps
+    c = step.choice
+    assert c.method == "binary" and c.pair_rows <= 8 * 3 * 78
+    report = q.explain(E=edges, backend="spark")
+    assert "the cheapest join of two atoms" in report and "actual" in report

@@ -1,8 +1,11 @@
-"""Worst-case optimal join on DataFrames: Generic Join, BiGJoin style.
+"""Spark DataFrame operations of the executor: joins, aggregation, materialisation.
 
-Bind variables one at a time.  A DataFrame of *prefixes* (the variables bound
-so far plus ``__w``, the ⊗-product of annotations of relations already fully
-bound) is extended by the next variable ``x`` in three moves:
+The shuffle-based backend, for relations that do not fit in the driver.
+Binary joins are pairwise equi-joins with ⊗ of annotations; cyclic bags can
+use Generic Join on DataFrames (BiGJoin style): bind variables one at a time;
+a DataFrame of *prefixes* (the variables bound so far plus ``__w``, the
+⊗-product of annotations of relations already fully bound) is extended by
+the next variable ``x`` in three moves:
 
 * **count**: every relation containing ``x`` reports, per prefix, how many
   ``x``-values it offers (a join with a per-key count table);  a prefix that
@@ -25,52 +28,137 @@ with N edges is O(N^1.5), where a binary plan may build N² rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from faq.engine import Frame, small
-from faq.rule import VALUE
+from faq.physical import InputInfo, binding_order, join_order
+from faq.rule import VALUE, Atom
 from semirings import Semiring
 from semirings import spark as sops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["generic_join", "variable_order"]
+__all__ = [
+    "BROADCAST_ROWS",
+    "Frame",
+    "aggregate",
+    "atom_frame",
+    "binary_join",
+    "generic_join",
+    "materialize",
+]
 
 W = "__w"
 
+BROADCAST_ROWS = 2_000_000
+"""Frames estimated at no more rows than this are broadcast to the joins that use them,
+so the (possibly much larger) other side is never shuffled for them."""
 
-def variable_order(
-    frames: Sequence[Frame],
-    distinct: dict[str, float] | None = None,
-    bound: Sequence[str] = (),
-) -> list[str]:
-    """Binding order for Generic Join, from distinct counts.
 
-    Start with the variable of fewest distinct values; then repeatedly bind the
-    variable that the most relations already constrain (they intersect), ties
-    broken by fewer distinct values.  Connected variables come before
-    unconnected ones, so prefixes never grow by a Cartesian product when a
-    join exists.  Variables in ``bound`` count as bound already and are not
-    part of the returned order.
+def small(df: DataFrame, rows: float) -> DataFrame:
+    """``df`` with a broadcast hint when ``rows`` (an estimate) is at most BROADCAST_ROWS."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(df) if 0 < rows <= BROADCAST_ROWS else df
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A factor during execution: variables and a DataFrame (vars..., value)."""
+
+    vars: tuple[str, ...]
+    df: DataFrame
+    rows: float = 0.0
+
+
+def atom_frame(atom: Atom, relation: DataFrame, key_names: Sequence[str]) -> DataFrame:
+    """The relation seen through ``atom``: columns renamed to the atom's variables.
+
+    A variable repeated in the atom keeps only rows whose columns agree.
     """
-    vars_: list[str] = []
-    for f in frames:
-        vars_ += [v for v in f.vars if v not in vars_]
-    dist = dict(distinct or {})
-    for v in vars_:
-        dist.setdefault(v, min((f.rows for f in frames if v in f.vars), default=0.0))
-    order: list[str] = []
-    given = [v for v in bound if v in vars_]
+    from pyspark.sql import functions as F
 
-    def score(v: str, done: set[str]) -> tuple[int, float, int]:
-        constrained = sum(1 for f in frames if v in f.vars and done & set(f.vars))
-        return (-constrained, dist[v], vars_.index(v))
+    df = relation
+    first: dict[str, str] = {}
+    for col, v in zip(key_names, atom.vars, strict=True):
+        if v in first:
+            df = df.filter(F.col(first[v]) == F.col(col))
+        else:
+            first[v] = col
+    return df.select(*[F.col(c).alias(v) for v, c in first.items()], F.col(VALUE))
 
-    while len(order) + len(given) < len(vars_):
-        done = {*given, *order}
-        order.append(min((v for v in vars_ if v not in done), key=lambda v: score(v, done)))
-    return order
+
+def binary_join(frames: Sequence[Frame], S: Semiring, start: Frame | None = None) -> Frame:
+    """Natural join of ``frames`` by pairwise equi-joins, multiplying annotations with ⊗.
+
+    Joins greedily: start from the smallest frame, then repeatedly add the
+    smallest frame that shares a variable with what is joined so far
+    (a Cartesian product only when nothing shares one).
+
+    With ``start`` (one of ``frames``, small: a delta), the join starts from
+    it and the rows joined so far are broadcast to every next join, so the
+    other frames are scanned, never shuffled.
+    """
+    from pyspark.sql import functions as F
+
+    o = sops.ops(S)
+    infos = [_info(f) for f in frames]
+    at = next(i for i, f in enumerate(frames) if f is start) if start is not None else None
+    first, *rest = [frames[i] for i in join_order(infos, at)]
+    vars_ = list(first.vars)
+    df = first.df.withColumnRenamed(VALUE, "__w0")
+    for nxt in rest:
+        on = [v for v in nxt.vars if v in vars_]
+        if start is not None:
+            df, other = F.broadcast(df), nxt.df.withColumnRenamed(VALUE, "__w1")
+        else:
+            other = small(nxt.df.withColumnRenamed(VALUE, "__w1"), nxt.rows)
+        df = df.join(other, on=on, how="inner") if on else df.crossJoin(other)
+        vars_ += [v for v in nxt.vars if v not in vars_]
+        df = df.select(*vars_, o.mul(F.col("__w0"), F.col("__w1")).alias("__w0"))
+    df = df.select(*vars_, F.col("__w0").alias(VALUE))
+    return Frame(tuple(vars_), df)
+
+
+def aggregate(frame: Frame, keep: Sequence[str], S: Semiring) -> DataFrame:
+    """⊕-aggregate every variable not in ``keep`` away and drop zero annotations."""
+    from pyspark.sql import functions as F
+
+    df = frame.df
+    if tuple(keep) != frame.vars:
+        df = sops.reduce(S, df.select(*keep, VALUE), list(keep), VALUE)
+    return df.filter(sops.nonzero(S, F.col(VALUE))).select(*keep, VALUE)
+
+
+def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
+    """Compute ``df`` once, keep it on the executors, and cut its lineage.
+
+    Returns the materialised DataFrame, its row count and the approximate
+    distinct count of each key column (one job after the checkpoint, so
+    results reused as inputs carry real statistics).  ``localCheckpoint``
+    rather than ``persist``: a later ``unpersist`` of an input would otherwise
+    drop the cached data of everything computed from it.
+    """
+    from pyspark.sql import functions as F
+
+    out = df.localCheckpoint(eager=True)
+    keys = [c for c in out.columns if c != VALUE]
+    row = out.agg(
+        F.count(F.lit(1)).alias("__rows"), *[F.approx_count_distinct(k) for k in keys]
+    ).collect()[0]
+    return out, int(row[0]), tuple(int(x) for x in row[1:])
+
+
+def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
+    """The largest row count among the pairwise joins a binary plan builds (counted)."""
+    infos = [_info(f) for f in frames]
+    ordered = [frames[i] for i in join_order(infos)]
+    return max(binary_join(ordered[:k], S).df.count() for k in range(2, len(ordered) + 1))
+
+
+def _info(f: Frame) -> InputInfo:
+    return InputInfo(f.vars, f.rows, False, {})
 
 
 def generic_join(
@@ -130,9 +218,8 @@ def generic_join(
             prefix = prefix.crossJoin(f.df.select(F.col(VALUE).alias("__s")))
         prefix = prefix.select(*bound, o.mul(F.col(W), F.col("__s")).alias(W))
     if order is None:
-        order = variable_order(rest, dist, bound)
-    else:
-        order = [v for v in order if v not in bound]
+        order = binding_order([_info(f) for f in rest], dist, bound)
+    order = [v for v in order if v not in bound]
 
     largest = 0
     for x in order:

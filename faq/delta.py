@@ -1,0 +1,505 @@
+"""The delta rule: how the answer of a query changes when its relations change.
+
+For ``Q = ⊕ ⊗_i R_i`` and changes ``ΔR_i`` the answer changes by
+
+    ΔQ = ⊕_i  Q(R_1', …, R_{i-1}', ΔR_i, R_{i+1}, …, R_n),     R' = R ⊕ ΔR,
+
+because Q is linear in each atom (⊗ distributes over ⊕); the terms telescope,
+so ``Q(R') = Q(R) ⊕ ΔQ`` in every commutative semiring.  A relation named in
+several atoms is one ``R_i`` per atom (a self-join gets one term per atom).
+This is the ordered delta rule of DBSP (Budiu et al., VLDB 2023).
+
+:func:`solve_delta` evaluates it with the same planner, executor and kernel as
+:meth:`faq.Query.solve`.  A term touches only the rows that join with its
+change, so for small changes (:data:`LOCAL_DELTA_ROWS`) it runs in the driver:
+the rows of the other relations that can join are fetched by rounds of
+semi-joins (round 1: the rows sharing a value with the change; round 2: the
+rows sharing a value with those; ...), each round one filtered scan per
+relation for all terms at once, and the terms are then solved on the local
+kernel.  Larger changes, or steps the change does not reach (a Cartesian
+product), run as Spark queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from faq.executor import Data, Executor
+from faq.factor import Factor
+from faq.kernel import Table, group_reduce
+from faq.planner import AtomStats, make_plan
+from faq.rule import VALUE, Atom, Rule
+from faq.stats import RelationStats
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import group_starts, local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
+
+    from faq.query import Query
+
+__all__ = [
+    "LOCAL_DELTA_ROWS",
+    "MAX_FETCH_ROWS",
+    "DeltaResult",
+    "solve_delta",
+    "split_rule",
+]
+
+LOCAL_DELTA_ROWS = 100_000
+"""Changes up to this many rows (each) are evaluated in the driver first."""
+
+MAX_FETCH_ROWS = 2_000_000
+"""Most rows one relation's lookups may bring to the driver (beyond, the terms run in Spark)."""
+
+MAX_LITERALS = 200_000
+"""Most key values one relation's lookup may list (beyond, the terms run in Spark)."""
+
+
+class NeedsSpark(Exception):
+    """The delta rule cannot run in the driver; the message says why."""
+
+
+@dataclass(frozen=True)
+class DeltaResult:
+    """What :func:`solve_delta` returns.
+
+    Attributes
+    ----------
+    change : Factor
+        ΔQ over the head variables (zero annotations dropped).
+    where : str
+        ``"driver"`` (lookups plus the local kernel) or ``"spark"``.
+    terms : tuple of dict
+        One report per term of the delta rule: ``atom`` (its index),
+        ``skipped`` (another relation is empty), ``where``, ``order`` (the
+        variable order) and ``methods`` (each step's join method).
+    touched : dict of str to Factor
+        For each changed relation (driver path only): its rows before the
+        change at the keys the change names, read in the first round of
+        lookups (so a caller can count rows or refuse negative multiplicities
+        without another scan).
+    """
+
+    change: Factor
+    where: str
+    terms: tuple[dict[str, Any], ...]
+    touched: dict[str, Factor]
+
+
+def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
+    """The rule with one fresh relation name per atom (``E__1``, ``E__2``…), and the names."""
+    taken = set(rule.relations)
+    names = []
+    for i, a in enumerate(rule.atoms, 1):
+        n = f"{a.relation}__{i}"
+        while n in taken:
+            n = f"_{n}"
+        taken.add(n)
+        names.append(n)
+    atoms = tuple(Atom(n, a.vars) for n, a in zip(names, rule.atoms, strict=True))
+    return Rule(rule.name, rule.head, atoms), tuple(names)
+
+
+def solve_delta(
+    q: Query,
+    relations: Mapping[str, Factor],
+    deltas: Mapping[str, Factor],
+    *,
+    order: str | Sequence[str] = "auto",
+    join: str = "auto",
+    local: bool = True,
+) -> DeltaResult:
+    """ΔQ: the change of ``q``'s answer when ``deltas`` are ⊕-ed into ``relations``.
+
+    Parameters
+    ----------
+    q : Query
+        The query; its semiring is the one of the relations and changes (use a
+        ring such as ``integer`` for deletions as negative weights).
+    relations : mapping of str to Factor
+        Every relation of ``q`` before the change (trusted factors: see
+        :meth:`Factor.trusted`; Spark ones are read by filtered scans only).
+    deltas : mapping of str to Factor
+        The changes of some relations: consolidated factors (local ones are
+        read directly).
+    order, join
+        As for :meth:`faq.Query.solve`.
+    local : bool, default True
+        Try the driver path first (small changes); False always uses Spark.
+
+    Returns
+    -------
+    DeltaResult
+    """
+    unknown = [n for n in deltas if n not in q.rule.relations]
+    if unknown:
+        raise ValueError(f"unknown relation(s) {unknown!r} for {q.rule}")
+    S = q.semiring
+    live = {n: d for n, d in deltas.items() if d.count() > 0}
+    if local and all(d.count() <= LOCAL_DELTA_ROWS for d in live.values()):
+        try:
+            return _Driver(q, relations, live, order, join).run()
+        except NeedsSpark:
+            pass
+    return _spark(q, relations, live, order, join, S)
+
+
+# -- the driver path ----------------------------------------------------------------------------
+@dataclass
+class _Term:
+    atom: int
+    known: dict[str, np.ndarray]  # candidate values of each variable reached so far
+    fetched: dict[int, Table]  # atom index -> the relation's rows (key names) that can join
+    skipped: bool = False
+
+
+class _Driver:
+    """The delta rule in the driver: rounds of lookups, then each term on the local kernel."""
+
+    def __init__(
+        self,
+        q: Query,
+        relations: Mapping[str, Factor],
+        deltas: Mapping[str, Factor],
+        order: str | Sequence[str],
+        join: str,
+    ) -> None:
+        self.q = q
+        self.rule = q.rule
+        self.S: Semiring = q.semiring
+        self.ops = local_ops(self.S)
+        self.relations = relations
+        self.order = order
+        self.join = join
+        self.deltas = {n: _consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
+        self.keys = {n: relations[n].vars for n in self.rule.relations}
+        self.local = {n: f._local_table(required=False) for n, f in relations.items()}
+
+    def run(self) -> DeltaResult:
+        terms = []
+        for i, a in enumerate(self.rule.atoms):
+            if a.relation not in self.deltas:
+                continue
+            t = _Term(i, _values(self.deltas[a.relation], self.keys[a.relation], a), {})
+            empty = [
+                b.relation
+                for j, b in enumerate(self.rule.atoms)
+                if j != i
+                and self._rows(b.relation) == 0
+                and not (j < i and b.relation in self.deltas)
+            ]
+            t.skipped = bool(empty)
+            terms.append(t)
+        touched = self._rounds([t for t in terms if not t.skipped])
+        results, report = [], []
+        for t in terms:
+            if t.skipped:
+                report.append({"atom": t.atom, "skipped": True})
+                continue
+            table, plan, trace = self._solve_term(t)
+            results.append(table)
+            report.append(
+                {
+                    "atom": t.atom,
+                    "skipped": False,
+                    "where": "driver",
+                    "order": list(plan.order),
+                    "methods": [s.choice.method for s in trace.steps],
+                }
+            )
+        head = self.rule.head
+        if results:
+            change = group_reduce(_concat(results, head, self.ops), head, self.ops)
+        else:
+            change = _empty(head, self.ops)
+        return DeltaResult(
+            Factor._local(change, self.S, f"Δ{self.rule.name}"),
+            "driver",
+            tuple(sorted(report, key=lambda r: r["atom"])),
+            {n: Factor._local(tab, self.S, n) for n, tab in touched.items()},
+        )
+
+    def _rows(self, name: str) -> int:
+        f = self.relations[name]
+        st = f.stats
+        return st.rows if st is not None else f.count()
+
+    # -- lookups ------------------------------------------------------------------------------
+    def _rounds(self, terms: list[_Term]) -> dict[str, Table]:
+        """Fetch, round by round, every atom's rows that can join with the term's change."""
+        touched: dict[str, Table] = {}
+        first = True
+        while True:
+            requests: list[tuple[_Term, int, dict[int, np.ndarray]]] = []
+            for t in terms:
+                for j, b in enumerate(self.rule.atoms):
+                    if j == t.atom or j in t.fetched:
+                        continue
+                    conds = {k: t.known[v] for k, v in enumerate(b.vars) if v in t.known}
+                    if conds:
+                        requests.append((t, j, conds))
+            pending = [
+                (t, j)
+                for t in terms
+                for j in range(len(self.rule.atoms))
+                if j != t.atom and j not in t.fetched
+            ]
+            if not requests and pending:
+                raise NeedsSpark("an atom shares no variable with what the change reaches")
+            if not requests and not first:
+                return touched
+            probes = self.deltas if first else {}
+            answers, probed = self._fetch(requests, probes)
+            touched.update(probed)
+            first = False
+            for (t, j, _), rows in zip(requests, answers, strict=True):
+                b = self.rule.atoms[j]
+                if j < t.atom and b.relation in self.deltas:  # R' = R ⊕ ΔR at these keys
+                    d = _filter(self.deltas[b.relation], _conds(b, t.known))
+                    rows = _consolidated(_concat([rows, d], rows.vars, self.ops), self.ops)
+                t.fetched[j] = rows
+                for k, v in enumerate(b.vars):
+                    have = np.unique(rows.cols[k])
+                    t.known[v] = have if v not in t.known else np.intersect1d(t.known[v], have)
+            if not requests:
+                return touched
+
+    def _fetch(
+        self,
+        requests: list[tuple[_Term, int, dict[int, np.ndarray]]],
+        probes: Mapping[str, Table],
+    ) -> tuple[list[Table], dict[str, Table]]:
+        """Answer ``requests`` (one filtered scan per relation) and read each probed
+        relation at its change's keys."""
+        by_rel: dict[str, list[int]] = {}
+        for n, (_, j, _) in enumerate(requests):
+            by_rel.setdefault(self.rule.atoms[j].relation, []).append(n)
+        for name in probes:
+            by_rel.setdefault(name, [])
+        answers: list[Table] = [None] * len(requests)  # type: ignore[list-item]
+        touched: dict[str, Table] = {}
+        for name, idx in by_rel.items():
+            conds = [requests[n][2] for n in idx]
+            probe = probes.get(name)
+            if probe is not None:
+                conds.append({k: np.unique(c) for k, c in enumerate(probe.cols)})
+            rows = self._read(name, conds)
+            for n in idx:
+                answers[n] = _filter(rows, requests[n][2])
+            if probe is not None:
+                touched[name] = _at_keys(rows, probe)
+        return answers, touched
+
+    def _read(self, name: str, conds: list[dict[int, np.ndarray]]) -> Table:
+        """The rows of relation ``name`` matching any of ``conds`` (consolidated)."""
+        local = self.local.get(name)
+        if local is not None:
+            mask = np.zeros(local.rows, dtype=bool)
+            for c in conds:
+                mask |= _mask(local, c)
+            return local.take(np.flatnonzero(mask))
+        f = self.relations[name]
+        if self._rows(name) == 0 or not conds:
+            return _empty(f.vars, self.ops, like=None)
+        literals = sum(len(v) for c in conds for v in c.values())
+        if literals > MAX_LITERALS:
+            raise NeedsSpark(f"{literals:,} lookup keys for relation {name!r}")
+        df = f.df
+        types = [df.schema[k].dataType.simpleString() for k in f.vars]
+        cond = None
+        for c in conds:
+            part = _all([_isin(f.vars[k], types[k], v) for k, v in c.items()])
+            cond = part if cond is None else cond | part
+        at = df.filter(cond).limit(MAX_FETCH_ROWS + 1).toArrow()
+        if at.num_rows > MAX_FETCH_ROWS:
+            raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_FETCH_ROWS:,} rows")
+        from faq.gather import arrow_to_table
+
+        unique = f._trusted and f._consolidated
+        return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
+
+    # -- one term ------------------------------------------------------------------------------
+    def _solve_term(self, t: _Term) -> tuple[Table, Any, Any]:
+        split, _ = split_rule(self.rule)
+        atoms: list[Data] = []
+        stats: list[AtomStats] = []
+        for j, a in enumerate(self.rule.atoms):
+            rows = self.deltas[a.relation] if j == t.atom else t.fetched[j]
+            d = _through(rows, a)
+            atoms.append(d)
+            stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
+        plan = make_plan(split, stats, self.order)
+        ex = Executor(self.S, None, join=self.join, backend="driver", parallelism=1)
+        result, trace = ex.run(plan, atoms, None)
+        assert result.table is not None
+        return result.table, plan, trace
+
+
+# -- the Spark path ------------------------------------------------------------------------------
+def _spark(
+    q: Query,
+    relations: Mapping[str, Factor],
+    deltas: Mapping[str, Factor],
+    order: str | Sequence[str],
+    join: str,
+    S: Semiring,
+) -> DeltaResult:
+    """Each term as a Spark query (``backend="spark"``), their ⊕ as one DataFrame."""
+    from faq.query import Query
+
+    split, names = split_rule(q.rule)
+    sq = Query(split, S)
+    parts: list[DataFrame] = []
+    report = []
+    for i, a in enumerate(q.rule.atoms):
+        if a.relation not in deltas:
+            continue
+        bindings: dict[str, Factor] = {}
+        empty = False
+        for j, (b, label) in enumerate(zip(q.rule.atoms, names, strict=True)):
+            if j == i:
+                bindings[label] = deltas[b.relation]
+            elif j < i and b.relation in deltas:
+                bindings[label] = _plus(relations[b.relation], deltas[b.relation], S)
+            else:
+                f = relations[b.relation]
+                empty = empty or (f.stats is not None and f.stats.rows == 0)
+                bindings[label] = f
+        if empty:
+            report.append({"atom": i, "skipped": True})
+            continue
+        res = sq.solve(order=order, join=join, backend="spark", **bindings)
+        parts.append(res.df.select(*q.rule.head, VALUE))
+        trace = sq.last_trace
+        assert trace is not None and sq.last_plan is not None
+        report.append(
+            {
+                "atom": i,
+                "skipped": False,
+                "where": "spark",
+                "order": list(sq.last_plan.order),
+                "methods": [s.choice.method for s in trace.steps],
+            }
+        )
+    head = q.rule.head
+    if not parts:
+        change = Factor._local(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
+    else:
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p)
+        from pyspark.sql import functions as F
+
+        summed = sops.reduce(S, union, list(head), VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+        change = Factor(summed.localCheckpoint(eager=True), head, S, name=f"Δ{q.rule.name}")
+        change._trusted = True
+    return DeltaResult(change, "spark", tuple(report), {})
+
+
+def _plus(old: Factor, delta: Factor, S: Semiring) -> Factor:
+    """``old ⊕ delta`` as a trusted Spark factor (consolidated as it is read)."""
+    rows = (old.stats.rows if old.stats else 0) + delta.count()
+    df = old.df.select(*old.vars, VALUE).unionByName(delta.df.toDF(*old.vars, VALUE))
+    return Factor.trusted(df, old.vars, S, rows=rows, consolidated=False)
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _consolidated(t: Table, ops: Any) -> Table:
+    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
+
+
+def _values(delta: Table, keys: tuple[str, ...], atom: Atom) -> dict[str, np.ndarray]:
+    """The values each variable of ``atom`` takes in the change (agreeing repeated columns)."""
+    d = _through(delta, atom)
+    assert d.table is not None
+    return {v: np.unique(c) for v, c in zip(d.table.vars, d.table.cols, strict=True)}
+
+
+def _through(rows: Table, atom: Atom) -> Data:
+    """A relation's rows (columns by position) seen through ``atom``."""
+    first: dict[str, int] = {}
+    for i, v in enumerate(atom.vars):
+        first.setdefault(v, i)
+    t = rows
+    if len(first) != len(atom.vars):
+        mask = np.ones(t.rows, dtype=bool)
+        for i, v in enumerate(atom.vars):
+            mask &= t.cols[i] == t.cols[first[v]]
+        t = t.take(np.flatnonzero(mask))
+    table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
+    dist = {v: float(len(np.unique(c))) for v, c in zip(table.vars, table.cols, strict=True)}
+    return Data(table.vars, float(table.rows), table=table, distinct=dist)
+
+
+def _conds(atom: Atom, known: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+    return {k: known[v] for k, v in enumerate(atom.vars) if v in known}
+
+
+def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
+    mask = np.ones(t.rows, dtype=bool)
+    for k, values in conds.items():
+        mask &= np.isin(t.cols[k], values)
+    return mask
+
+
+def _filter(t: Table, conds: Mapping[int, np.ndarray]) -> Table:
+    return t.take(np.flatnonzero(_mask(t, conds)))
+
+
+def _at_keys(rows: Table, keys: Table) -> Table:
+    """The rows of ``rows`` whose whole key is a key of ``keys``."""
+    if rows.rows == 0 or keys.rows == 0:
+        return rows.take(np.empty(0, dtype=np.int64))
+    both = [np.concatenate([a, b]) for a, b in zip(rows.cols, keys.cols, strict=True)]
+    perm, starts = group_starts(both)
+    group = np.empty(len(perm), dtype=np.int64)
+    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
+    in_keys = np.zeros(len(starts), dtype=bool)
+    in_keys[group[rows.rows :]] = True
+    return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
+
+
+def _concat(parts: list[Table], vars_: tuple[str, ...], ops: Any) -> Table:
+    cols = tuple(np.concatenate([p.cols[i] for p in parts]) for i in range(len(vars_)))
+    values = np.concatenate([_value_array(p, ops) for p in parts])
+    return Table(vars_, cols, values, unique=False)
+
+
+def _value_array(t: Table, ops: Any) -> np.ndarray:
+    if t.values is not None:
+        return np.asarray(t.values, dtype=ops.dtype)
+    return ops.ones(np.ones(t.rows, dtype=np.int64))
+
+
+def _empty(vars_: tuple[str, ...], ops: Any, like: Table | None = None) -> Table:
+    return Table(vars_, tuple(np.empty(0, dtype=np.int64) for _ in vars_), np.empty(0, ops.dtype))
+
+
+def _isin(col: str, spark_type: str, values: np.ndarray) -> Column:
+    """``col IN values``.  Integer keys go over as one SQL string: building the literals one
+    by one costs a round trip to the JVM each."""
+    from pyspark.sql import functions as F
+
+    if spark_type in ("bigint", "int", "smallint", "tinyint") and len(values):
+        return F.expr(f"`{col}` IN ({', '.join(str(int(v)) for v in values)})")
+    return F.col(f"`{col}`").isin([v.item() if hasattr(v, "item") else v for v in values])
+
+
+def _all(conds: list[Column]) -> Column:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+def stats_of(t: Table) -> RelationStats:
+    """Exact statistics of a local table (a helper for callers of :func:`solve_delta`)."""
+    from faq.stats import table_stats
+
+    return table_stats(t)

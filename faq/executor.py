@@ -1,0 +1,298 @@
+"""The executor: one piece of code runs an InsideOut plan over interchangeable backends.
+
+Every step of a :class:`~faq.planner.Plan` joins its bag and ⊕-aggregates
+the eliminated variables away.  For each step the executor asks
+:func:`faq.physical.choose` where and how to run it, given what its inputs
+actually are (local arrays or Spark DataFrames, and their sizes), then runs
+it on
+
+* the **local kernel** (:mod:`faq.kernel`) in the driver,
+* the same kernel **inside Spark tasks** (:mod:`faq.tasks`), or
+* **Spark DataFrame operations** (:mod:`faq.spark_ops`): shuffle joins or
+  Generic Join on DataFrames, for data beyond the driver's memory.
+
+Data moves between them only when a step needs it: a local input of a Spark
+step becomes a DataFrame, a small Spark input of a local step is collected.
+Runtime figures (where each step ran, its method, sizes, seconds, the
+kernel's candidates) go to a :class:`Trace`; the plan itself never changes.
+Each step logs one line at INFO level on the ``"faq"`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from faq import kernel, physical, spark_ops, tasks
+from faq.gather import arrow_to_table
+from faq.kernel import JoinStats, Table
+from faq.physical import Choice, InputInfo
+from faq.planner import Pairs, Plan, PlanFactor, Step
+from faq.rule import VALUE
+from semirings import Semiring
+from semirings.local import local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["Data", "Executor", "StepTrace", "Trace"]
+
+log = logging.getLogger("faq")
+
+
+@dataclass
+class Data:
+    """A factor during execution: its variables and its rows, local or in Spark (or both)."""
+
+    vars: tuple[str, ...]
+    rows: float
+    table: Table | None = None
+    df: DataFrame | None = None
+    distinct: dict[str, float] = field(default_factory=dict)
+
+    def info(self) -> InputInfo:
+        return InputInfo(self.vars, self.rows, self.table is not None, self.distinct)
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """What happened in one step: the physical choice and the actual figures."""
+
+    choice: Choice
+    rows: int
+    seconds: float
+    proposed: int | None = None  # candidates the local kernel proposed
+    largest: int | None = None  # largest intermediate (Spark, with ``trace``)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Runtime figures of one solve: one :class:`StepTrace` per step of the plan."""
+
+    steps: tuple[StepTrace, ...]
+    seconds: float
+    options: tuple[tuple[str, str], ...] = ()
+
+
+class Executor:
+    """Runs plans over ``S`` with the given options (see :meth:`faq.Query.solve`)."""
+
+    def __init__(
+        self,
+        S: Semiring,
+        spark: SparkSession | None,
+        *,
+        join: str = "auto",
+        backend: str = "auto",
+        trace: bool = False,
+        parallelism: int | None = None,
+    ) -> None:
+        physical.check_options(join, backend)
+        self.S = S
+        self.ops = local_ops(S)
+        self.spark = spark
+        self.join = join
+        self.backend = backend
+        self.trace = trace
+        if parallelism is None:
+            parallelism = tasks.parallelism(spark) if spark is not None else 1
+        self.parallelism = parallelism
+
+    # -- planning the physical side ------------------------------------------------------
+    def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
+        """The physical choice of every step, from estimates (what ``explain`` shows)."""
+        infos: dict[int, InputInfo] = {
+            id(f): a.info() for f, a in zip(plan.atoms, atoms, strict=True)
+        }
+        out = []
+        for step in plan.steps:
+            inputs = [infos.pop(id(f)) for f in step.factors]
+            c = self._choose(step, inputs, pairs)
+            out.append(c)
+            local = c.backend != "spark" and step.output.rows <= physical.LOCAL_ROWS
+            infos[id(step.output)] = InputInfo(
+                step.output.vars, step.output.rows, local, step.output.distinct
+            )
+        return out
+
+    def _choose(self, step: Step, inputs: list[InputInfo], pairs: Pairs | None) -> Choice:
+        return physical.choose(
+            step,
+            inputs,
+            join=self.join,
+            backend=self.backend,
+            pair_rows=pair_rows(step, pairs),
+            parallelism=self.parallelism,
+        )
+
+    # -- running -------------------------------------------------------------------------
+    def run(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> tuple[Data, Trace]:
+        """Run ``plan`` on the atoms' data; return the result (over the head) and the trace."""
+        t_start = time.perf_counter()
+        frames: dict[int, Data] = {id(f): a for f, a in zip(plan.atoms, atoms, strict=True)}
+        traces: list[StepTrace] = []
+        result: Data | None = None
+        n = len(plan.steps)
+        for k, step in enumerate(plan.steps, 1):
+            t0 = time.perf_counter()
+            inputs = [frames.pop(id(f)) for f in step.factors]
+            choice = self._choose(step, [d.info() for d in inputs], pairs)
+            if choice.backend == "spark":
+                out, largest = self._spark_step(step, inputs, choice)
+                proposed = None
+            else:
+                out, proposed = self._local_step(step, inputs, choice)
+                largest = None
+            seconds = time.perf_counter() - t0
+            traces.append(StepTrace(choice, int(out.rows), seconds, proposed, largest))
+            log.info(
+                "step %d/%d: %s: %s join on %s -> %s rows in %.2f s",
+                k,
+                n,
+                _describe(step),
+                choice.method,
+                choice.backend if choice.backend != "tasks" else f"{choice.tasks} tasks",
+                f"{int(out.rows):,}",
+                seconds,
+            )
+            frames[id(step.output)] = out
+            result = out
+        if result is None:  # no step: the head is a single atom
+            (only,) = frames.values()
+            result = self._reorder(only, plan.rule.head)
+        options = (("join", self.join), ("backend", self.backend))
+        return result, Trace(tuple(traces), time.perf_counter() - t_start, options)
+
+    def _reorder(self, d: Data, head: tuple[str, ...]) -> Data:
+        if d.table is not None:
+            t = d.table
+            table = Table(head, tuple(t.col(v) for v in head), t.values, t.unique)
+            return Data(head, d.rows, table=table, distinct=d.distinct)
+        assert d.df is not None
+        return Data(head, d.rows, df=d.df.select(*head, VALUE), distinct=d.distinct)
+
+    # -- the local kernel ------------------------------------------------------------------
+    def _local_step(self, step: Step, inputs: list[Data], choice: Choice) -> tuple[Data, int]:
+        keep = step.output.vars
+        tables = [self.table(d) for d in inputs]
+        stats = JoinStats()
+        if choice.method == "binary":
+            out = local_binary(tables, [d.info() for d in inputs], keep, self.ops, stats)
+        elif choice.backend == "tasks" and self.spark is not None:
+            tries = kernel.index(tables, choice.order)
+            payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
+            if tasks.is_connect(self.spark) and payload > tasks.CONNECT_PAYLOAD:
+                out = kernel.generic_join(tables, choice.order, keep, self.ops, tries=tries)
+            else:
+                types = [
+                    _spark_key_type(next(t.col(v) for t in tables if v in t.vars)) for v in keep
+                ]
+                res = tasks.run_in_tasks(
+                    self.spark, tries, choice.order, keep, self.S, choice.tasks, types
+                )
+                assert isinstance(res, Table)
+                out = res
+        else:
+            out = kernel.generic_join(tables, choice.order, keep, self.ops, stats=stats)
+        proposed = sum(stats.proposed)
+        return Data(keep, out.rows, table=out, distinct=_distinct_of(out)), proposed
+
+    def table(self, d: Data) -> Table:
+        """The rows of ``d`` as a local table (collects a Spark input: one job)."""
+        if d.table is None:
+            assert d.df is not None
+            at = d.df.select(*d.vars, VALUE).toArrow()
+            d.table = arrow_to_table(at, d.vars, self.S, "intermediate", check=False, unique=True)
+            d.rows = d.table.rows
+        return d.table
+
+    # -- Spark ----------------------------------------------------------------------------
+    def dataframe(self, d: Data) -> DataFrame:
+        """The rows of ``d`` as a Spark DataFrame (a local table goes through Arrow)."""
+        if d.df is None:
+            from faq.factor import _to_spark
+
+            assert d.table is not None
+            d.df = _to_spark(d.table, self.S)
+        return d.df
+
+    def _spark_step(
+        self, step: Step, inputs: list[Data], choice: Choice
+    ) -> tuple[Data, int | None]:
+        frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
+        cached: list[DataFrame] = []
+        largest = None
+        if choice.method == "wcoj" and len(frames) > 1:
+            dist = {v: float(x) for d in inputs for v, x in d.distinct.items()}
+            joined, largest, cached = spark_ops.generic_join(
+                frames, self.S, order=choice.order, distinct=dist, trace=self.trace
+            )
+        elif len(frames) == 1:
+            joined = frames[0]
+        else:
+            joined = spark_ops.binary_join(frames, self.S)
+            if self.trace:
+                largest = spark_ops.trace_binary(frames, self.S)
+        out, rows, distinct = spark_ops.materialize(
+            spark_ops.aggregate(joined, step.output.vars, self.S)
+        )
+        for df in cached:  # the materialised output no longer depends on them
+            df.unpersist()
+        dist = {v: float(x) for v, x in zip(step.output.vars, distinct, strict=True)}
+        return Data(step.output.vars, rows, df=out, distinct=dist), largest
+
+
+def local_binary(
+    tables: Sequence[Table],
+    infos: Sequence[InputInfo],
+    keep: Sequence[str],
+    ops: kernel.LocalOps,
+    stats: JoinStats | None = None,
+) -> Table:
+    """The bag joined pairwise (each intermediate materialised), then ⊕-aggregated onto ``keep``.
+
+    The binary plan of :func:`faq.physical.join_order`, on the local kernel:
+    what ``join="binary"`` means for a local step.
+    """
+    order = physical.join_order(infos)
+    acc = tables[order[0]]
+    for i in order[1:]:
+        nxt = tables[i]
+        vars_ = (*acc.vars, *[v for v in nxt.vars if v not in acc.vars])
+        shared = [v for v in acc.vars if v in nxt.vars]
+        binding = (*shared, *[v for v in vars_ if v not in shared])
+        acc = kernel.generic_join([acc, nxt], binding, vars_, ops, stats=stats)
+    return kernel.group_reduce(acc, keep, ops)
+
+
+def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
+    """The cheapest exact pairwise join among the atoms of a cyclic step's bag."""
+    if not step.cyclic or not pairs:
+        return None
+    atoms: list[PlanFactor] = [f for f in step.factors if f.atom is not None]
+    sizes = [
+        pairs[frozenset((a.atom, b.atom))]
+        for i, a in enumerate(atoms)
+        for b in atoms[i + 1 :]
+        if a.atom != b.atom and set(a.vars) & set(b.vars) and frozenset((a.atom, b.atom)) in pairs
+    ]
+    return min(sizes) if sizes else None
+
+
+def _describe(step: Step) -> str:
+    return f"eliminate {', '.join(step.vars)}" if step.vars else "multiply onto the head"
+
+
+def _distinct_of(t: Table) -> dict[str, float]:
+    import numpy as np
+
+    return {v: float(len(np.unique(c))) for v, c in zip(t.vars, t.cols, strict=True)}
+
+
+def _spark_key_type(a: object) -> str:
+    from faq.factor import _spark_type
+
+    return _spark_type(a)  # type: ignore[arg-type]

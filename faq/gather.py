@@ -1,0 +1,256 @@
+"""Reading a query's relations: checks, statistics and, for small ones, the rows themselves.
+
+A relation that fits in the driver (at most :data:`LOCAL_ROWS` rows) is
+collected once, through Arrow, and from then on handled as numpy arrays:
+checked (null keys, annotations outside the semiring), consolidated and
+counted exactly, with no further Spark job.  Whether an unchecked DataFrame
+fits is asked of Spark's optimizer: the size estimate it uses to decide
+broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
+size for files).  Larger relations stay in Spark; one Spark job checks them
+and gathers their statistics.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from faq.kernel import Table, group_reduce
+from faq.rule import VALUE
+from faq.stats import RelationStats, table_stats
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from faq.factor import Factor
+
+__all__ = [
+    "LOCAL_BYTES",
+    "LOCAL_ROWS",
+    "Relation",
+    "arrow_to_table",
+    "collect_factor",
+    "prepare",
+    "size_hint",
+    "spark_prepared",
+]
+
+LOCAL_ROWS = 20_000_000
+"""A relation with at most this many rows is read into the driver and joined by the local
+kernel (20M two-column rows take about 320 MB as numpy arrays, plus their index)."""
+
+LOCAL_BYTES = 512 * 2**20
+"""Without a row estimate, a relation whose estimated size (Spark's ``sizeInBytes``, for
+files the file size) is at most this is read into the driver."""
+
+
+@dataclass
+class Relation:
+    """A relation ready for execution: local rows, or a Spark DataFrame, and statistics.
+
+    ``table`` (local) is consolidated, checked and zero-free.  ``df`` (when
+    not local) is checked and typed, and consolidated lazily (a ⊕-aggregation
+    in its plan) unless it was already.
+    """
+
+    name: str
+    vars: tuple[str, ...]
+    stats: RelationStats
+    table: Table | None = None
+    df: DataFrame | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.table is not None
+
+
+def prepare(f: Factor, S: Semiring, label: str, *, local: bool = True) -> Relation:
+    """The factor ``f`` ready for a query over ``S``: local when it is or it fits.
+
+    ``local=False`` keeps a distributed factor in Spark whatever its size.
+    Raises ValueError naming ``label`` and the column for null keys, a value
+    column of the wrong type or annotations outside ``S``.
+    """
+    t = f._local_table(required=False)
+    if t is not None:
+        return Relation(f.name or label, f.vars, f.stats or table_stats(t), table=t)
+    if f._has_value:
+        check_value_type(f.df, S, label)
+    if local and _fits(f):
+        table = collect_factor(f, S, label)
+        return Relation(f.name or label, f.vars, table_stats(table), table=table)
+    df, stats = spark_prepared(f, S, label)
+    return Relation(f.name or label, f.vars, stats, df=df)
+
+
+def _fits(f: Factor) -> bool:
+    if f._trusted and f._stats is not None:
+        return f._stats.rows <= LOCAL_ROWS
+    rows, size = size_hint(f.df)
+    if rows is not None:
+        return rows <= LOCAL_ROWS
+    return size is not None and size <= LOCAL_BYTES
+
+
+def collect_factor(f: Factor, S: Semiring, label: str) -> Table:
+    """The rows of a distributed factor as a checked, consolidated local table (one job)."""
+    check = not (f._trusted and f._semiring is S)
+    if f._has_value:
+        check_value_type(f.df, S, label)
+    at = f.df.toArrow()
+    unique = f._trusted and f._consolidated
+    return arrow_to_table(at, f.vars, S, label, check=check, unique=unique)
+
+
+def arrow_to_table(
+    at: pa.Table, vars_: tuple[str, ...], S: Semiring, label: str, *, check: bool, unique: bool
+) -> Table:
+    """An Arrow table (key columns, then optionally ``value``) as a local table for ``S``.
+
+    With ``check``, null keys and annotations outside the semiring raise
+    ValueError; unless ``unique``, equal keys are ⊕-combined.  Zeros are dropped.
+    """
+    from faq.factor import _typed_values, check_annotations
+
+    names = at.column_names
+    keys = [c for c in names if c != VALUE]
+    cols = []
+    for i, (k, v) in enumerate(zip(keys, vars_, strict=True)):
+        col = at.column(k)
+        if col.null_count:
+            raise ValueError(
+                f"{label}: key column {v!r} (position {i}) has {col.null_count} null "
+                "value(s); keys must not be null"
+            )
+        a = col.to_numpy()
+        cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+    o = local_ops(S)
+    values = None
+    if VALUE in names:
+        col = at.column(VALUE)
+        if col.null_count and check:
+            raise ValueError(
+                f"{label}: column {VALUE!r} has {col.null_count} annotation(s) that are not "
+                f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. None"
+            )
+        values = _typed_values(col.to_numpy(zero_copy_only=False), S, label)
+        if check:
+            check_annotations(values, S, label)
+    table = Table(vars_, tuple(cols), values, unique=unique)
+    if not unique or (values is not None and not o.nonzero(values).all()):
+        table = group_reduce(table, vars_, o)
+    return table
+
+
+_STATS = re.compile(
+    r"Statistics\(sizeInBytes=([0-9.Ee+]+)\s*([KMGTPE]?i?B)(?:,\s*rowCount=([0-9.Ee+]+))?"
+)
+_UNITS = {
+    "B": 1,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+    "PiB": 2**50,
+    "EiB": 2**60,
+}
+
+
+def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
+    """Spark's own estimate of ``df``: (rows or None, bytes or None), without running it.
+
+    Read from ``EXPLAIN COST`` (the statistics Spark plans broadcast joins
+    with); ``(None, None)`` when they cannot be had.
+    """
+    try:
+        text = df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0]
+    except Exception:  # an old Spark, a Connect server without it: no estimate
+        return None, None
+    m = _STATS.search(text)
+    if m is None:
+        return None, None
+    size = float(m.group(1)) * _UNITS.get(m.group(2), 1)
+    rows = float(m.group(3)) if m.group(3) else None
+    return rows, size
+
+
+def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
+    """ValueError when the ``value`` column's Spark type cannot hold ``S``'s values."""
+    from pyspark.sql import types as T
+
+    t = sops.ops(S).type
+    dtype = df.schema[VALUE].dataType
+    ok = {
+        "bigint": isinstance(dtype, T.IntegralType),
+        "double": isinstance(dtype, T.NumericType),
+        "boolean": isinstance(dtype, T.BooleanType),
+        "string": isinstance(dtype, T.StringType),
+    }.get(t, True)
+    if not ok:
+        raise ValueError(
+            f"{label}: column {VALUE!r} has type {dtype.simpleString()}, but the {S.name!r} "
+            f"semiring holds {S.domain}"
+        )
+
+
+def spark_prepared(f: Factor, S: Semiring, label: str) -> tuple[DataFrame, RelationStats]:
+    """Checked, typed, ⊕-consolidated DataFrame for ``S``, plus statistics (one Spark job).
+
+    Raises ValueError naming ``label`` and the column for null keys or
+    annotations outside the semiring.  A trusted factor with statistics runs
+    no job.
+    """
+    from pyspark.sql import functions as F
+
+    o = sops.ops(S)
+    keys = list(f.vars)
+    df = f.df
+    clean = f._trusted and (f._semiring is S or f._semiring is None)
+    if clean and f._stats is not None:
+        if not f._consolidated:
+            df = sops.reduce(S, df, keys, VALUE)
+        return df, f._stats
+    aggs = [F.count(F.lit(1)).alias("__rows")]
+    for i, k in enumerate(keys):
+        aggs.append(F.sum(F.when(F.col(k).isNull(), 1).otherwise(0)).alias(f"__null{i}"))
+        aggs.append(F.approx_count_distinct(k).alias(f"__d{i}"))
+    if f._has_value and not clean:
+        bad = ~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False))
+        aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias("__bad"))
+    row: dict[str, Any] = df.agg(*aggs).collect()[0].asDict()
+    for i, k in enumerate(keys):
+        if row[f"__null{i}"]:
+            raise ValueError(
+                f"{label}: key column {k!r} (position {i}) has {row[f'__null{i}']} null "
+                "value(s); keys must not be null"
+            )
+    if row.get("__bad"):
+        sample = (
+            df.filter(~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False)))
+            .select(VALUE)
+            .limit(1)
+            .collect()[0][0]
+        )
+        raise ValueError(
+            f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
+            f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
+        )
+    rows = int(row["__rows"])
+    stats = RelationStats(
+        rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False
+    )
+    if clean and f._consolidated:
+        return df, stats
+    if f._has_value:
+        typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
+    else:
+        typed = df.select(*keys, F.lit(S.one).cast(o.type).alias(VALUE))
+    out = sops.reduce(S, typed, keys, VALUE)
+    return out.filter(sops.nonzero(S, F.col(VALUE))), stats

@@ -1,0 +1,676 @@
+"""Local arrays: relations as sorted tries, and Generic Join over them.
+
+This is the engine's local backend.  It runs in the driver (small plans,
+incremental deltas) and inside Spark tasks (:mod:`faq.tasks`), always on the
+same data structures:
+
+* a :class:`Table` is a relation as numpy arrays: one key column per
+  variable and an annotation array (``None`` when every annotation is one);
+* a :class:`Trie` indexes a table by a variable order: level ``d`` holds the
+  distinct prefixes of length ``d + 1``, each level's values sorted within
+  their parent, with CSR offsets to the children (the index of Leapfrog
+  Triejoin and of the edge-frames and BiGJoin systems);
+* :func:`generic_join` joins a bag of tables by Generic Join, binding one
+  variable at a time for a whole batch of prefixes at once: every relation
+  that contains the variable counts its candidates per prefix, the one with
+  the fewest proposes them, and the others keep the candidates they contain
+  (a binary search inside each prefix's child range).  Annotations are
+  ⊗-multiplied when a relation's last variable is bound, and the result is
+  ⊕-reduced onto the output variables before it leaves the function.
+
+The work is bounded by the AGM bound of the bag (O(N^1.5) on a triangle) up
+to a logarithmic factor, and memory by ``chunk`` candidates at a time.  The
+searches are compiled with numba when it is installed (``faq.kernel.NUMBA``);
+otherwise a vectorised numpy search over composite keys does the same.
+
+Notes
+-----
+Ngo, Ré, Rudra, "Skew strikes back: new developments in the theory of join
+algorithms" (SIGMOD Record 2013); Veldhuizen, "Leapfrog Triejoin" (ICDT
+2014); Ammar, McSherry, Salihoglu, Joglekar, "Distributed evaluation of
+subgraph queries using worst-case optimal low-memory dataflows" (VLDB 2018).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from semirings.local import LocalOps, group_starts, sort_rows
+
+__all__ = [
+    "CHUNK",
+    "NUMBA",
+    "Table",
+    "Trie",
+    "build_trie",
+    "generic_join",
+    "group_reduce",
+    "ranges",
+]
+
+CHUNK = 1 << 21
+"""Most candidate rows one extension step materialises at a time (memory bound)."""
+
+try:  # the compiled search; the numpy fallback below computes the same
+    import numba as _numba
+
+    NUMBA = True
+except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
+    _numba = None
+    NUMBA = False
+
+
+# -- tables -------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A relation as numpy arrays: key columns (one per variable) and annotations.
+
+    ``values`` is None when every annotation is the semiring's one.  Keys are
+    distinct (a table is consolidated) unless ``unique`` is False.
+    """
+
+    vars: tuple[str, ...]
+    cols: tuple[np.ndarray, ...]
+    values: np.ndarray | None = None
+    unique: bool = True
+
+    def __post_init__(self) -> None:
+        if len(self.cols) != len(self.vars):
+            raise ValueError(f"table over {self.vars} has {len(self.cols)} key columns")
+
+    @property
+    def rows(self) -> int:
+        """Number of rows."""
+        if self.cols:
+            return len(self.cols[0])
+        return 0 if self.values is None else len(self.values)
+
+    def col(self, var: str) -> np.ndarray:
+        """The key column of ``var``."""
+        return self.cols[self.vars.index(var)]
+
+    def take(self, idx: np.ndarray) -> Table:
+        """The rows ``idx`` (in that order)."""
+        values = None if self.values is None else self.values[idx]
+        return Table(self.vars, tuple(c[idx] for c in self.cols), values, self.unique)
+
+
+def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
+    """``t`` ⊕-aggregated onto the variables ``keep``: one row per distinct key, no zeros.
+
+    A table with no ``keep`` variables becomes a single row (or none when
+    ``t`` is empty); annotations that are one everywhere are counted.
+    """
+    keep = tuple(keep)
+    if t.rows == 0:
+        return Table(keep, tuple(t.col(v)[:0] for v in keep), _empty_values(ops))
+    cols = [t.col(v) for v in keep]
+    if not cols:
+        perm, starts = np.arange(t.rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    elif t.unique and keep == t.vars:
+        return _drop_zeros(t, ops)
+    else:
+        perm, starts = group_starts(cols)
+    if t.values is None:
+        sums = ops.ones(np.diff(np.append(starts, t.rows)))
+    else:
+        sums = ops.reduceat(t.values[perm], starts)
+    first = perm[starts]
+    return _drop_zeros(Table(keep, tuple(c[first] for c in cols), sums), ops)
+
+
+def _drop_zeros(t: Table, ops: LocalOps) -> Table:
+    if t.values is None:
+        return t
+    keep = ops.nonzero(t.values)
+    return t if keep.all() else t.take(np.flatnonzero(keep))
+
+
+def _empty_values(ops: LocalOps) -> np.ndarray:
+    return np.empty(0, dtype=ops.dtype)
+
+
+# -- tries ----------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Trie:
+    """A table indexed by a variable order (a CSR per level).
+
+    ``vals[d]`` are the values of the nodes at depth ``d + 1`` (the distinct
+    prefixes of length ``d + 1``), sorted within each parent; the children of
+    node ``p`` at depth ``d`` are ``vals[d][starts[d][p]:starts[d][p + 1]]``
+    (depth 0 is the root, one node).  ``values`` holds the annotation of
+    each deepest node (row), or None when all are one.
+    """
+
+    order: tuple[str, ...]
+    vals: tuple[np.ndarray, ...]
+    starts: tuple[np.ndarray, ...]
+    values: np.ndarray | None
+    rows: int
+    _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def depth(self) -> int:
+        """Number of levels (the table's arity)."""
+        return len(self.order)
+
+    def nbytes(self) -> int:
+        """Memory held by the index arrays."""
+        extra = 0 if self.values is None else self.values.nbytes
+        return sum(a.nbytes for a in (*self.vals, *self.starts)) + extra
+
+    def count(self, d: int, nodes: np.ndarray) -> np.ndarray:
+        """How many children each node (at depth ``d``) has."""
+        s = self.starts[d]
+        return s[nodes + 1] - s[nodes]
+
+    def lookup(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The child of each node (depth ``d``) whose value is ``x``, or -1 where none is."""
+        if len(x) == 0:
+            return np.empty(0, dtype=np.int64)
+        if NUMBA and x.dtype.kind in "iu":
+            return _lookup_compiled(self.vals[d], self.starts[d], nodes, x)
+        return self._lookup_numpy(d, nodes, x)
+
+    def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        hit = self._composite.get(d)
+        if hit is None:  # composite (parent, rank of value) keys: sorted, as the trie is
+            vals, starts = self.vals[d], self.starts[d]
+            domain = np.unique(vals)
+            parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
+            comp = parent * len(domain) + np.searchsorted(domain, vals)
+            hit = self._composite[d] = (domain, comp)
+        domain, comp = hit
+        out = np.full(len(x), -1, dtype=np.int64)
+        if len(domain) == 0:
+            return out
+        rank = np.minimum(np.searchsorted(domain, x), len(domain) - 1)
+        ok = domain[rank] == x
+        key = nodes * len(domain) + rank
+        pos = np.minimum(np.searchsorted(comp, key), len(comp) - 1)
+        found = ok & (comp[pos] == key)
+        out[found] = pos[found]
+        return out
+
+
+def build_trie(table: Table, order: Sequence[str]) -> Trie:
+    """Index ``table`` (distinct keys) by the variable ``order`` (a permutation of its vars)."""
+    order = tuple(order)
+    if sorted(order) != sorted(table.vars):
+        raise ValueError(f"trie order {order} is not a permutation of {table.vars}")
+    keys = [table.col(v) for v in order]
+    n = table.rows
+    perm = sort_rows(keys) if keys and n else np.arange(n)
+    keys = [k[perm] for k in keys]
+    values = None if table.values is None else table.values[perm]
+    vals: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    parent_of_row = np.zeros(n, dtype=np.int64)
+    n_parent = 1
+    boundary = np.zeros(n, dtype=bool)
+    if n:
+        boundary[0] = True
+    for k in keys:
+        if n > 1:
+            boundary[1:] |= k[1:] != k[:-1]
+        first = np.flatnonzero(boundary)
+        vals.append(k[first])
+        starts.append(
+            np.searchsorted(parent_of_row[first], np.arange(n_parent + 1)).astype(np.int64)
+        )
+        parent_of_row = np.cumsum(boundary) - 1
+        n_parent = len(first)
+    if keys and n_parent != n:
+        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
+    return Trie(order, tuple(vals), tuple(starts), values, n)
+
+
+# -- the compiled search ---------------------------------------------------------------------
+if NUMBA:
+
+    @_numba.njit(cache=True, nogil=True)
+    def _lookup_compiled(vals, starts, nodes, x):  # pragma: no cover - compiled
+        out = np.empty(len(x), np.int64)
+        for i in range(len(x)):
+            p = nodes[i]
+            lo = starts[p]
+            end = starts[p + 1]
+            hi = end
+            v = x[i]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if vals[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[i] = lo if lo < end and vals[lo] == v else -1
+        return out
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, s + c)`` for every ``(s, c)``, vectorised.
+
+    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return shift + np.arange(total, dtype=np.int64)
+
+
+# -- Generic Join ------------------------------------------------------------------------------
+@dataclass
+class _Prefixes:
+    """A batch of prefixes: output variables bound so far, weights, one node per trie."""
+
+    cols: dict[str, np.ndarray]
+    w: np.ndarray | None
+    nodes: list[np.ndarray | None]  # None once a trie is fully bound (no longer needed)
+    n: int
+
+
+@dataclass
+class JoinStats:
+    """Work done by :func:`generic_join`: candidates proposed and prefixes kept, per level."""
+
+    proposed: list[int] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+
+    def add(self, level: int, proposed: int, kept: int) -> None:
+        while len(self.proposed) <= level:
+            self.proposed.append(0)
+            self.kept.append(0)
+        self.proposed[level] += proposed
+        self.kept[level] += kept
+
+
+def generic_join(
+    tables: Sequence[Table],
+    order: Sequence[str],
+    keep: Sequence[str],
+    ops: LocalOps,
+    *,
+    seed: Table | None = None,
+    tries: Sequence[Trie] | None = None,
+    part: tuple[int, int] | None = None,
+    chunk: int = CHUNK,
+    stats: JoinStats | None = None,
+) -> Table:
+    """The natural join of ``tables``, annotations ⊗-multiplied, ⊕-aggregated onto ``keep``.
+
+    Parameters
+    ----------
+    tables : sequence of Table
+        The bag (distinct keys each).  A variable may occur in several tables.
+    order : sequence of str
+        Binding order: every variable of the bag once.  With ``seed``, the
+        seed's variables come first.
+    keep : sequence of str
+        Output variables (a subset of the bag's); the others are ⊕-aggregated.
+    ops : LocalOps
+        The semiring's numpy operations.
+    seed : Table, optional
+        A (small) table whose rows are the initial prefixes: its variables are
+        bound first, all at once; the other tables are then searched at those
+        values only (the delta query of incremental maintenance).
+    tries : sequence of Trie, optional
+        Prebuilt indexes of ``tables`` by ``order`` (see :func:`index`).
+    part : (int, int), optional
+        ``(t, T)``: only the ``t``-th of ``T`` equal slices of the candidates
+        proposed at the second level (the first when there is one variable),
+        so that ``T`` tasks share the work and a hub's neighbours spread
+        over several tasks.  The union over ``t`` of the results, ⊕-reduced,
+        is the full result.
+    chunk : int
+        Most candidates materialised at once.
+    stats : JoinStats, optional
+        Filled with the number of candidates proposed and kept per level.
+
+    Returns
+    -------
+    Table
+        Over ``keep``: one row per key, zero annotations dropped.
+    """
+    order = tuple(order)
+    keep = tuple(keep)
+    if tries is None:
+        tries = index(tables, order)
+    acc = _Accumulator(keep, ops)
+    start = _start(tries, order, keep, ops, seed)
+    if start is None:
+        return acc.result()
+    first, bound = start
+    levels = order[len(bound) :]
+    if not levels:
+        acc.add(first)
+        return acc.result()
+    split_at = min(1, len(levels) - 1) if part is not None else -1
+    _descend(first, 0, levels, bound, tries, keep, ops, acc, chunk, part, split_at, stats)
+    return acc.result()
+
+
+def index(tables: Sequence[Table], order: Sequence[str]) -> list[Trie]:
+    """One trie per table, by ``order`` restricted to its variables.
+
+    Tables that are views of the same arrays (``E(a, b)`` and ``E(b, c)`` of
+    one relation ``E``) indexed in the same column order share one trie.
+    """
+    made: dict[tuple[int, ...], Trie] = {}
+    out = []
+    for t in tables:
+        o = tuple(v for v in order if v in t.vars)
+        key = (*(id(t.col(v)) for v in o), id(t.values), t.rows)
+        hit = made.get(key)
+        if hit is None:
+            hit = made[key] = build_trie(t, o)
+        out.append(hit if hit.order == o else replace(hit, order=o))
+    return out
+
+
+def _start(
+    tries: Sequence[Trie],
+    order: tuple[str, ...],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    seed: Table | None,
+) -> tuple[_Prefixes, tuple[str, ...]] | None:
+    """The initial prefixes (the root, or the seed's rows walked into every trie)."""
+    if any(tr.rows == 0 for tr in tries) or (seed is not None and seed.rows == 0):
+        return None
+    if seed is None:
+        root = _Prefixes({}, None, [np.zeros(1, dtype=np.int64) for _ in tries], 1)
+        for j, tr in enumerate(tries):
+            if tr.depth == 0:  # a table without variables: one row, its annotation
+                root.w = _times(root.w, tr.values, ops)
+                root.nodes[j] = None
+        return root, ()
+    bound = tuple(order[: len(seed.vars)])
+    if set(bound) != set(seed.vars):
+        raise ValueError(f"binding order {order} must start with the seed's variables {seed.vars}")
+    n = seed.rows
+    p = _Prefixes({v: seed.col(v) for v in keep if v in seed.vars}, seed.values, [], n)
+    alive = np.arange(n, dtype=np.int64)
+    nodes: list[np.ndarray | None] = []
+    for tr in tries:
+        node = np.zeros(len(alive), dtype=np.int64)
+        d = 0
+        while d < tr.depth and tr.order[d] in bound:
+            node = tr.lookup(d, node, seed.col(tr.order[d])[alive])
+            ok = node >= 0
+            if not ok.all():
+                idx = np.flatnonzero(ok)
+                alive, node = alive[idx], node[idx]
+                nodes = [x if x is None else x[idx] for x in nodes]
+            d += 1
+        nodes.append(node)
+    p = _Prefixes(
+        {v: c[alive] for v, c in p.cols.items()},
+        None if p.w is None else p.w[alive],
+        nodes,
+        len(alive),
+    )
+    for j, tr in enumerate(tries):  # tries bound completely by the seed: multiply them in
+        if all(v in bound for v in tr.order):
+            p.w = _times(p.w, None if tr.values is None else tr.values[p.nodes[j]], ops)
+            p.nodes[j] = None
+    return p, bound
+
+
+def _times(w: np.ndarray | None, v: np.ndarray | None, ops: LocalOps) -> np.ndarray | None:
+    if v is None:
+        return w
+    if w is None:
+        return v
+    return ops.mul(w, v)
+
+
+def _descend(
+    p: _Prefixes,
+    level: int,
+    levels: tuple[str, ...],
+    bound: tuple[str, ...],
+    tries: Sequence[Trie],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    acc: _Accumulator,
+    chunk: int,
+    part: tuple[int, int] | None,
+    split_at: int,
+    stats: JoinStats | None,
+) -> None:
+    """Bind ``levels[level]`` for the prefixes ``p``, then recurse (chunk by chunk)."""
+    x = levels[level]
+    last = level == len(levels) - 1
+    done = (*bound, *levels[:level])
+    for nxt in _extend(
+        p,
+        x,
+        done,
+        tries,
+        keep,
+        ops,
+        chunk,
+        part if level == split_at else None,
+        last and x not in keep,
+        level,
+        stats,
+    ):
+        if nxt.n == 0:
+            continue
+        if last:
+            acc.add(nxt)
+        else:
+            _descend(
+                nxt, level + 1, levels, bound, tries, keep, ops, acc, chunk, part, split_at, stats
+            )
+
+
+def _extend(
+    p: _Prefixes,
+    x: str,
+    done: tuple[str, ...],
+    tries: Sequence[Trie],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    chunk: int,
+    part: tuple[int, int] | None,
+    fold: bool,
+    level: int,
+    stats: JoinStats | None,
+) -> Iterator[_Prefixes]:
+    """Extend every prefix by ``x``: count, propose, intersect; batches of ≤ ``chunk``.
+
+    With ``fold`` (``x`` is bound last and not kept) the candidates of each
+    prefix are ⊕-reduced into it instead of becoming prefixes of their own.
+    """
+    rel = [j for j, tr in enumerate(tries) if p.nodes[j] is not None and x in tr.order]
+    depth = {j: sum(1 for v in tries[j].order if v in done) for j in rel}
+    counts = [tries[j].count(depth[j], p.nodes[j]) for j in rel]
+    if len(rel) == 1:
+        proposer = np.zeros(p.n, dtype=np.int64)
+        fewest = counts[0]
+    else:
+        stacked = np.stack(counts)
+        proposer = np.argmin(stacked, axis=0)
+        fewest = stacked[proposer, np.arange(p.n)]
+    skip = np.zeros(p.n, dtype=np.int64)
+    if part is not None:  # keep one slice of the flattened candidate list
+        fewest, skip = _slice(fewest, part)
+    for g_pos, j in enumerate(rel):
+        members = np.flatnonzero((proposer == g_pos) & (fewest > 0))
+        if len(members) == 0:
+            continue
+        for sub in _batches(members, fewest[members], chunk):
+            yield _propose(
+                p,
+                sub,
+                j,
+                rel,
+                depth,
+                fewest[sub],
+                skip[sub],
+                x,
+                tries,
+                keep,
+                ops,
+                fold,
+                level,
+                stats,
+            )
+
+
+def _slice(fewest: np.ndarray, part: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Counts and offsets that keep slice ``t`` of ``T`` of the flattened candidates."""
+    t, T = part
+    ends = np.cumsum(fewest)
+    total = int(ends[-1]) if len(ends) else 0
+    lo, hi = total * t // T, total * (t + 1) // T
+    begins = ends - fewest
+    skip = np.clip(lo - begins, 0, fewest)
+    take = np.clip(np.minimum(ends, hi) - begins - skip, 0, None)
+    return take, skip
+
+
+def _batches(members: np.ndarray, counts: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
+    total = int(counts.sum())
+    if total <= chunk:
+        yield members
+        return
+    cum = np.cumsum(counts)
+    begin = 0
+    while begin < len(members):
+        base = cum[begin - 1] if begin else 0
+        end = max(int(np.searchsorted(cum, base + chunk, side="right")), begin + 1)
+        yield members[begin:end]
+        begin = end
+
+
+def _propose(
+    p: _Prefixes,
+    sub: np.ndarray,
+    j: int,
+    rel: list[int],
+    depth: dict[int, int],
+    counts: np.ndarray,
+    skip: np.ndarray,
+    x: str,
+    tries: Sequence[Trie],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    fold: bool,
+    level: int,
+    stats: JoinStats | None,
+) -> _Prefixes:
+    """Candidates of prefixes ``sub`` from trie ``j``, kept where every other trie has them."""
+    tr = tries[j]
+    d = depth[j]
+    child = ranges(tr.starts[d][p.nodes[j][sub]] + skip, counts)
+    pidx = np.repeat(sub, counts)
+    xv = tr.vals[d][child]
+    found: dict[int, np.ndarray] = {j: child}
+    proposed = len(child)
+    for k in rel:
+        if k == j:
+            continue
+        ck = tries[k].lookup(depth[k], p.nodes[k][pidx], xv)
+        ok = ck >= 0
+        if not ok.all():
+            idx = np.flatnonzero(ok)
+            pidx, xv, ck = pidx[idx], xv[idx], ck[idx]
+            found = {r: a[idx] for r, a in found.items()}
+        found[k] = ck
+    if stats is not None:
+        stats.add(level, proposed, len(pidx))
+    w = None if p.w is None else p.w[pidx]
+    nodes: list[np.ndarray | None] = []
+    for r, tr_r in enumerate(tries):
+        if p.nodes[r] is None:
+            nodes.append(None)
+        elif r in found:
+            complete = depth[r] + 1 == tr_r.depth
+            if complete:
+                if tr_r.values is not None:
+                    w = _times(w, tr_r.values[found[r]], ops)
+                nodes.append(None)
+            else:
+                nodes.append(found[r])
+        else:
+            nodes.append(p.nodes[r][pidx])
+    if fold:  # ⊕ the candidates of each prefix into it (pidx is sorted)
+        if len(pidx) == 0:
+            return _Prefixes({}, None, [], 0)
+        starts = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])
+        owners = pidx[starts]
+        if w is None:
+            w = ops.ones(np.diff(np.append(starts, len(pidx))))
+        else:
+            w = ops.reduceat(w, starts)
+        cols = {v: c[owners] for v, c in p.cols.items()}
+        return _Prefixes(cols, w, [], len(owners))
+    cols = {v: c[pidx] for v, c in p.cols.items()}
+    if x in keep:
+        cols[x] = xv
+    return _Prefixes(cols, w, nodes, len(pidx))
+
+
+class _Accumulator:
+    """Partial results ⊕-reduced onto ``keep`` as they come, compacted when they pile up."""
+
+    def __init__(self, keep: tuple[str, ...], ops: LocalOps) -> None:
+        self.keep = keep
+        self.ops = ops
+        self.parts: list[Table] = []
+        self.rows = 0
+
+    def add(self, p: _Prefixes) -> None:
+        if p.n == 0:
+            return
+        if self.keep:
+            t = Table(self.keep, tuple(p.cols[v] for v in self.keep), p.w, unique=False)
+        else:
+            t = _scalar_table(p, self.ops)
+        self.parts.append(t)
+        self.rows += t.rows
+        if self.rows > 4 * CHUNK and len(self.parts) > 1:
+            self.parts = [group_reduce(_concat(self.parts, self.ops), self.keep, self.ops)]
+            self.rows = self.parts[0].rows
+
+    def result(self) -> Table:
+        if not self.parts:
+            return Table(
+                self.keep,
+                tuple(np.empty(0, dtype=np.int64) for _ in self.keep),
+                _empty_values(self.ops),
+            )
+        return group_reduce(_concat(self.parts, self.ops), self.keep, self.ops)
+
+
+def _scalar_table(p: _Prefixes, ops: LocalOps) -> Table:
+    """The prefixes' total as a one-row table without variables."""
+    if p.w is None:
+        total = ops.ones(np.array([p.n], dtype=np.int64))
+    else:
+        total = ops.reduceat(p.w, np.zeros(1, dtype=np.int64))
+    return Table((), (), np.asarray(total, dtype=ops.dtype), unique=True)
+
+
+def _concat(parts: list[Table], ops: LocalOps) -> Table:
+    if len(parts) == 1:
+        return parts[0]
+    keep = parts[0].vars
+    cols = tuple(np.concatenate([t.cols[i] for t in parts]) for i in range(len(keep)))
+    values = np.concatenate([_values_of(t, ops) for t in parts])
+    return Table(keep, cols, values, unique=False)
+
+
+def _values_of(t: Table, ops: LocalOps) -> np.ndarray:
+    if t.values is not None:
+        return np.asarray(t.values, dtype=ops.dtype)
+    return ops.ones(np.ones(t.rows, dtype=np.int64))

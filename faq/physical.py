@@ -1,0 +1,215 @@
+"""Physical choices, all in one place: where each step runs, how it joins, in what order.
+
+The planner (:mod:`faq.planner`) fixes *what* each InsideOut step computes;
+this module decides *how*, from statistics only (no Spark job):
+
+* **backend**: a step whose inputs are local, or fit in the driver
+  (:data:`faq.gather.LOCAL_ROWS`), runs on the local kernel
+  (:mod:`faq.kernel`): in the driver when its estimated work is small, else
+  inside ``T`` Spark tasks that share the index and split the candidates
+  (:data:`TASK_WORK`).  Larger steps run as Spark DataFrame operations;
+* **join method**: Generic Join for a cyclic bag, binary joins for an
+  acyclic one; on Spark, under ``join="auto"``, a cyclic bag whose cheapest
+  pairwise join is small (no skew to beat) uses binary joins too
+  (:data:`SKEW_FACTOR`);
+* **binding order** of Generic Join (:func:`binding_order`) and **join
+  order** of binary joins (:func:`join_order`).
+
+A choice is a :class:`Choice`; :func:`choose` makes one for a step from what
+is known of its inputs (:class:`InputInfo`), before the run (``explain``) or
+as it goes (the executor, with actual sizes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from faq.gather import LOCAL_ROWS
+from faq.planner import Step
+
+__all__ = [
+    "BACKENDS",
+    "JOIN_METHODS",
+    "SKEW_FACTOR",
+    "TASK_WORK",
+    "Choice",
+    "InputInfo",
+    "binding_order",
+    "check_options",
+    "choose",
+    "join_order",
+]
+
+JOIN_METHODS = ("auto", "binary", "wcoj")
+"""``solve(join=...)``: by the bag's shape and skew, or forced."""
+
+BACKENDS = ("auto", "driver", "tasks", "spark")
+"""``solve(backend=...)``: by size, or forced: the local kernel in the driver, the local
+kernel inside Spark tasks, or Spark DataFrame operations (shuffles)."""
+
+SKEW_FACTOR = 8
+"""On Spark under ``join="auto"``, a cyclic bag uses binary joins when its cheapest
+pairwise join has at most this many times the rows of its inputs (no skew for Generic
+Join to beat, and binary joins cost fewer Spark jobs)."""
+
+TASK_WORK = 8_000_000
+"""A local step whose estimated work (candidate rows) is at least this runs inside Spark
+tasks, in parallel; below it, in the driver (a Spark job costs ~0.1-0.3 s)."""
+
+TASK_SLICES = 2
+"""Slices per core when a step runs in tasks (slices balance work, not cores)."""
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """What the physical layer knows of one input of a step."""
+
+    vars: tuple[str, ...]
+    rows: float
+    local: bool
+    distinct: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one step runs.
+
+    ``backend`` is ``"driver"``, ``"tasks"`` or ``"spark"``; ``method``
+    ``"wcoj"`` or ``"binary"``; ``order`` the binding order (``"wcoj"``) over
+    the bag's variables; ``tasks`` the number of slices (``"tasks"``);
+    ``pair_rows`` the cheapest pairwise join of the bag's atoms (exact, from
+    the statistics) when known; ``why`` says what decided.
+    """
+
+    backend: str
+    method: str
+    order: tuple[str, ...]
+    tasks: int = 1
+    work: float = 0.0
+    pair_rows: float | None = None
+    why: str = ""
+
+
+def check_options(join: str, backend: str) -> None:
+    """ValueError for an unknown join method or backend, listing the valid ones."""
+    if join not in JOIN_METHODS:
+        raise ValueError(f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+
+
+def choose(
+    step: Step,
+    inputs: Sequence[InputInfo],
+    *,
+    join: str = "auto",
+    backend: str = "auto",
+    pair_rows: float | None = None,
+    parallelism: int = 1,
+) -> Choice:
+    """The physical choice for ``step`` given its ``inputs`` (in ``step.factors`` order)."""
+    rows = sum(i.rows for i in inputs)
+    cyclic = step.cyclic and len(inputs) > 1
+    fits = all(i.local or i.rows <= LOCAL_ROWS for i in inputs) and rows <= LOCAL_ROWS
+    work = _work(step, pair_rows)
+    if backend == "spark" or (backend == "auto" and not fits):
+        where = "spark"
+        why = "forced" if backend == "spark" else f"inputs hold {rows:,.0f} rows (> {LOCAL_ROWS:,})"
+    elif backend in ("driver", "tasks"):
+        where, why = backend, "forced"
+    elif work >= TASK_WORK and parallelism > 1:
+        where, why = "tasks", f"estimated work {work:,.0f} rows ≥ {TASK_WORK:,}"
+    else:
+        where, why = "driver", f"inputs fit ({rows:,.0f} rows), estimated work {work:,.0f}"
+    method = _method(cyclic, join, where, pair_rows, rows)
+    if method == "binary" and where == "spark" and join == "auto" and cyclic:
+        why += f"; cheapest pairwise join {pair_rows:,.0f} rows: no skew"
+    order = binding_order(inputs, _distinct(inputs))
+    tasks = max(1, parallelism * TASK_SLICES) if where == "tasks" else 1
+    return Choice(where, method, tuple(order), tasks, work, pair_rows, why)
+
+
+def _work(step: Step, pair_rows: float | None) -> float:
+    """Estimated candidate rows of a step: its cheapest pairwise join when known."""
+    if pair_rows is not None:
+        return float(pair_rows)
+    return float(step.est_join)
+
+
+def _method(cyclic: bool, join: str, where: str, pair_rows: float | None, rows: float) -> str:
+    if join == "binary" or not cyclic:
+        return "binary"
+    if join == "wcoj" or where != "spark":
+        return "wcoj"
+    if pair_rows is not None and pair_rows <= SKEW_FACTOR * max(rows, 1.0):
+        return "binary"
+    return "wcoj"
+
+
+def _distinct(inputs: Sequence[InputInfo]) -> dict[str, float]:
+    dist: dict[str, float] = {}
+    for f in inputs:
+        for v in f.vars:
+            d = f.distinct.get(v, f.rows)
+            dist[v] = min(dist.get(v, d), d)
+    return dist
+
+
+def binding_order(
+    inputs: Sequence[InputInfo],
+    distinct: dict[str, float] | None = None,
+    bound: Sequence[str] = (),
+) -> list[str]:
+    """Binding order for Generic Join, from distinct counts.
+
+    Start with the variable of fewest distinct values; then repeatedly bind the
+    variable that the most relations already constrain (they intersect), ties
+    broken by fewer distinct values.  Connected variables come before
+    unconnected ones, so prefixes never grow by a Cartesian product when a
+    join exists.  Variables in ``bound`` come first, in their given order.
+    """
+    vars_: list[str] = []
+    for f in inputs:
+        vars_ += [v for v in f.vars if v not in vars_]
+    dist = dict(distinct or {})
+    for v in vars_:
+        dist.setdefault(v, min((f.rows for f in inputs if v in f.vars), default=0.0))
+    order = [v for v in bound if v in vars_]
+
+    def score(v: str, done: set[str]) -> tuple[int, float, int]:
+        constrained = sum(1 for f in inputs if v in f.vars and done & set(f.vars))
+        return (-constrained, dist[v], vars_.index(v))
+
+    while len(order) < len(vars_):
+        done = set(order)
+        order.append(min((v for v in vars_ if v not in done), key=lambda v: score(v, done)))
+    return order
+
+
+def join_order(inputs: Sequence[InputInfo], start: int | None = None) -> list[int]:
+    """Indices of ``inputs`` in the order binary joins take them: ``start`` or the
+    smallest first, then repeatedly the smallest that shares a variable with those
+    joined so far (a Cartesian product only when none does)."""
+    pending = sorted(range(len(inputs)), key=lambda i: (inputs[i].rows, i))
+    first = pending.index(start) if start is not None else 0
+    order = [pending.pop(first)]
+    vars_ = set(inputs[order[0]].vars)
+    while pending:
+        sharing = [i for i in pending if set(inputs[i].vars) & vars_]
+        nxt = sharing[0] if sharing else pending[0]
+        pending.remove(nxt)
+        order.append(nxt)
+        vars_ |= set(inputs[nxt].vars)
+    return order
+
+
+def slices(parallelism: int) -> int:
+    """Number of task slices for a step run in tasks."""
+    return max(1, parallelism * TASK_SLICES)
+
+
+def agm_hint(inputs: Sequence[InputInfo]) -> float:
+    """A loose upper bound of a bag's join: the product of input sizes, capped at 1e18."""
+    return min(math.prod(max(i.rows, 1.0) for i in inputs), 1e18)

@@ -1,0 +1,85 @@
+"""The text of ``Query.explain()``: a plan, its physical choices and, after a run, its trace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from faq.executor import Trace
+    from faq.physical import Choice
+    from faq.planner import Plan
+
+__all__ = ["render"]
+
+_WHERE = {
+    "driver": "local kernel in the driver",
+    "tasks": "local kernel in {n} Spark tasks",
+    "spark": "Spark DataFrame joins",
+}
+
+
+def render(
+    plan: Plan,
+    choices: Sequence[Choice] | None = None,
+    semiring: str = "",
+    trace: Trace | None = None,
+) -> str:
+    """The plan as readable text, with each step's physical choice when given and, with
+    ``trace``, the actual figures of the run."""
+    lines = [f"FAQ plan for {plan.rule}" + (f"   [semiring: {semiring}]" if semiring else "")]
+    lines.append("inputs:")
+    for a in plan.atoms:
+        d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())
+        lines.append(f"  {a}: {_fmt(a.rows)} rows" + (f"; distinct {d}" if d else ""))
+    order = ", ".join(plan.order) if plan.order else "(none)"
+    lines.append(
+        f"variable order (eliminated first to last): {order}   "
+        f"[strategy: {plan.strategy}; estimated cost {_fmt(plan.cost)} joined rows]"
+    )
+    lines.append(f"free variables: {', '.join(plan.rule.head) or '(none: scalar result)'}")
+    for n, s in enumerate(plan.steps, 1):
+        c = choices[n - 1] if choices is not None else None
+        what = f"eliminate {', '.join(s.vars)}" if s.vars else "multiply onto the head"
+        lines.append(f"step {n}: {what}")
+        lines.append(f"  join     {' ⋈ '.join(str(f) for f in s.inputs)}")
+        if s.absorbed:
+            lines.append(
+                "  absorb   "
+                + ", ".join(str(f) for f in s.absorbed)
+                + "  (contained in the bag's variables)"
+            )
+        shape = "cyclic" if s.cyclic else "acyclic"
+        if c is None:
+            lines.append(f"  bag      {shape}")
+        else:
+            label = "worst-case optimal (Generic Join)" if c.method == "wcoj" else "binary"
+            lines.append(f"  method   {label} ({shape} bag)")
+            lines.append(f"  runs on  {_WHERE[c.backend].format(n=c.tasks)}   [{c.why}]")
+            if c.method == "wcoj":
+                lines.append(f"  binding  {', '.join(c.order)}")
+            if c.pair_rows is not None:
+                lines.append(f"  pairwise {c.pair_rows:,.0f} rows: the cheapest join of two atoms")
+        lines.append(f"  output   {s.output}")
+        lines.append(
+            f"  estimate join {_fmt(s.est_join)} rows -> output {_fmt(s.output.rows)} rows"
+        )
+        if trace is not None and n <= len(trace.steps):
+            t = trace.steps[n - 1]
+            extra = ""
+            if t.proposed:
+                extra += f"; {t.proposed:,} candidates proposed"
+            if t.largest is not None:
+                extra += f"; largest intermediate {t.largest:,} rows"
+            lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
+    if trace is None:
+        lines.append("(actual sizes appear after solve())")
+    else:
+        lines.append(f"total {trace.seconds:.2f} s")
+    return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    if x >= 1e7:
+        return f"{x:.3g}"
+    return f"{round(x):,}"

@@ -1,0 +1,187 @@
+"""The local kernel inside Spark tasks: one index shipped to every task, one slice each.
+
+A step run "in tasks" builds its tries once, in the driver, and runs
+``T`` Spark tasks (``spark.range(T)`` in ``T`` partitions, ``mapInArrow``).
+The tries travel inside the task function: PySpark broadcasts a function
+larger than ``spark.broadcast.UDFCompressionThreshold`` (1 MB) once per
+executor instead of sending it with every task, and Spark Connect ships it in
+the plan.  Task ``t`` runs :func:`faq.kernel.generic_join` with
+``part=(t, T)``: the candidates of the second binding level, flattened
+across all prefixes, are cut into ``T`` equal slices, so a hub's neighbours
+spread over several tasks instead of making one straggler.  Each task
+⊕-reduces its output before it leaves (only aggregated rows return), and the
+driver ⊕-combines the tasks' results.
+
+This is the structure of the edge-frames work on Spark and of BiGJoin: an
+index broadcast to the workers, each running a worst-case optimal join over
+its share of the first variables.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from faq.kernel import Table, Trie, generic_join, group_reduce
+from faq.rule import VALUE
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["CONNECT_PAYLOAD", "TaskError", "parallelism", "run_in_tasks"]
+
+CONNECT_PAYLOAD = 96 * 2**20
+"""Largest index shipped to tasks over Spark Connect (it travels in the plan, and
+Connect's messages are limited to 128 MB by default); beyond it the step runs in the
+driver."""
+
+_MARK = "[sparkfaq task error]"
+
+
+class TaskError(RuntimeError):
+    """A task of the local kernel failed; the message is the task's own error."""
+
+
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks can run at once: Spark's default parallelism, or the local cores."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect has no SparkContext
+        pass
+    try:
+        conf = spark.conf.get("spark.default.parallelism", None)
+        if conf:
+            return max(1, int(conf))
+        master = spark.conf.get("spark.master", None) or ""
+    except Exception:
+        master = ""
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if m:
+        return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
+    return os.cpu_count() or 1 if master == "local" else 2
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def run_in_tasks(
+    spark: SparkSession,
+    tries: Sequence[Trie],
+    order: Sequence[str],
+    keep: Sequence[str],
+    S: Semiring,
+    T: int,
+    key_types: Sequence[str],
+    *,
+    collect: bool = True,
+) -> Table | DataFrame:
+    """Run :func:`faq.kernel.generic_join` over ``tries`` in ``T`` Spark tasks.
+
+    Returns the ⊕-combined result as a local Table (``collect``, one Spark
+    job), or as a lazy DataFrame (head variables, then ``value``) ⊕-reduced by
+    Spark, for results too large for the driver.  ``key_types`` are the
+    Spark types of the ``keep`` variables.
+
+    Raises
+    ------
+    OverflowError
+        A 64-bit integer semiring overflowed in a task.
+    TaskError
+        Any other failure of a task (the message is the task's own).
+    """
+    keep = tuple(keep)
+    order = tuple(order)
+    vtype = sops.ops(S).type
+    schema = ", ".join(
+        [f"`{v}` {t}" for v, t in zip(keep, key_types, strict=True)] + [f"`{VALUE}` {vtype}"]
+    )
+    task = _Task(tuple(tries), order, keep, S, T)
+    df = spark.range(0, T, 1, numPartitions=T).mapInArrow(task, schema)
+    if not collect:
+        return sops.reduce(S, df, list(keep), VALUE)
+    try:
+        at = df.toArrow()
+    except Exception as exc:
+        raise task_error(exc) from exc
+    return _from_arrow(at, keep, S)
+
+
+class _Task:
+    """The function each task runs (picklable: the tries are its data)."""
+
+    def __init__(
+        self,
+        tries: tuple[Trie, ...],
+        order: tuple[str, ...],
+        keep: tuple[str, ...],
+        S: Semiring,
+        T: int,
+    ) -> None:
+        self.tries = tries
+        self.order = order
+        self.keep = keep
+        self.S = S
+        self.T = T
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        ops = local_ops(self.S)
+        for batch in batches:
+            for t in batch.column(0).to_pylist():
+                try:
+                    out = generic_join(
+                        [], self.order, self.keep, ops, tries=self.tries, part=(int(t), self.T)
+                    )
+                except OverflowError as exc:
+                    raise OverflowError(f"{_MARK} OverflowError: {exc}") from exc
+                except Exception as exc:
+                    raise RuntimeError(f"{_MARK} {type(exc).__name__}: {exc}") from exc
+                arrays = [pa.array(c) for c in out.cols]
+                values = (
+                    out.values
+                    if out.values is not None
+                    else ops.ones(np.ones(out.rows, dtype=np.int64))
+                )
+                arrays.append(pa.array(_plain(values)))
+                yield pa.RecordBatch.from_arrays(arrays, names=[*self.keep, VALUE])
+
+
+def _plain(values: np.ndarray) -> Any:
+    if values.dtype == object:
+        return values.tolist()
+    return values
+
+
+def _from_arrow(at: pa.Table, keep: tuple[str, ...], S: Semiring) -> Table:
+    ops = local_ops(S)
+    cols = []
+    for v in keep:
+        a = at.column(v).to_numpy()
+        cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+    raw = at.column(VALUE).to_numpy(zero_copy_only=False)
+    values = raw.astype(ops.dtype) if ops.dtype is not object else raw.astype(object)
+    return group_reduce(Table(keep, tuple(cols), values, unique=False), keep, ops)
+
+
+def task_error(exc: BaseException) -> BaseException:
+    """The error a failed kernel task reported, as the driver should raise it."""
+    text = str(exc)
+    i = text.find(_MARK)
+    if i < 0:
+        return exc
+    line = text[i + len(_MARK) :].strip().splitlines()[0]
+    kind, _, message = line.partition(": ")
+    if kind == "OverflowError":
+        return OverflowError(message)
+    return TaskError(line)
