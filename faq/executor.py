@@ -100,6 +100,7 @@ class Executor:
         if parallelism is None:
             parallelism = tasks.parallelism(spark) if spark is not None else 1
         self.parallelism = parallelism
+        self.driver_cores = tasks.driver_cores(spark)
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -126,6 +127,7 @@ class Executor:
             backend=self.backend,
             pair_rows=pair_rows(step, pairs),
             parallelism=self.parallelism,
+            driver_cores=self.driver_cores,
         )
 
     # -- running -------------------------------------------------------------------------
@@ -170,7 +172,9 @@ class Executor:
         if d.table is not None:
             t = d.table
             table = Table(head, tuple(t.col(v) for v in head), t.values, t.unique)
-            return Data(head, d.rows, table=table, distinct=d.distinct)
+            if not t.unique:
+                table = kernel.group_reduce(table, head, self.ops)
+            return Data(head, table.rows, table=table, distinct=d.distinct)
         assert d.df is not None
         return Data(head, d.rows, df=d.df.select(*head, VALUE), distinct=d.distinct)
 
@@ -182,7 +186,7 @@ class Executor:
         if choice.method == "binary":
             out = local_binary(tables, [d.info() for d in inputs], keep, self.ops, stats)
         elif choice.backend == "tasks" and self.spark is not None:
-            tries = kernel.index(tables, choice.order)
+            tries = kernel.index(tables, choice.order, self.ops)
             payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
             if tasks.is_connect(self.spark) and payload > tasks.CONNECT_PAYLOAD:
                 out = kernel.generic_join(tables, choice.order, keep, self.ops, tries=tries)
@@ -195,6 +199,10 @@ class Executor:
                 )
                 assert isinstance(res, Table)
                 out = res
+        elif choice.tasks > 1:
+            out = kernel.generic_join_threads(
+                tables, choice.order, keep, self.ops, choice.tasks, stats=stats
+            )
         else:
             out = kernel.generic_join(tables, choice.order, keep, self.ops, stats=stats)
         proposed = sum(stats.proposed)

@@ -112,6 +112,7 @@ class Factor:
             selected.append(df[VALUE])
         self._init(vars_, semiring, name, has_value)
         self._df = df.select(*selected)
+        self._source = df
 
     def _init(
         self, vars_: tuple[str, ...], semiring: str | Semiring | None, name: str | None, value: bool
@@ -121,6 +122,7 @@ class Factor:
         self.name = name
         self._has_value = value
         self._df: DataFrame | None = None
+        self._source: DataFrame | None = None  # the DataFrame the caller gave
         self._table: Table | None = None  # local rows: consolidated, valid, zero-free
         self._trusted = False  # the DataFrame is valid for the semiring (no check needed)
         self._consolidated = True  # with _trusted: no key occurs twice

@@ -13,6 +13,7 @@ and gathers their statistics.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,38 +85,60 @@ def prepare(f: Factor, S: Semiring, label: str, *, local: bool = True) -> Relati
     if f._has_value:
         check_value_type(f.df, S, label)
     if local and _fits(f):
-        table = collect_factor(f, S, label)
+        table = collect_factor(f, S, label, consolidate=False)
         return Relation(f.name or label, f.vars, table_stats(table), table=table)
     df, stats = spark_prepared(f, S, label)
     return Relation(f.name or label, f.vars, stats, df=df)
 
 
+_SEEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+"""Rows of the DataFrames queries have read into the driver, by DataFrame object: asking a
+DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
+
+
 def _fits(f: Factor) -> bool:
     if f._trusted and f._stats is not None:
         return f._stats.rows <= LOCAL_ROWS
+    seen = _SEEN.get(f._source) if f._source is not None else None
+    if seen is not None:
+        return seen <= LOCAL_ROWS
     rows, size = size_hint(f.df)
     if rows is not None:
         return rows <= LOCAL_ROWS
     return size is not None and size <= LOCAL_BYTES
 
 
-def collect_factor(f: Factor, S: Semiring, label: str) -> Table:
-    """The rows of a distributed factor as a checked, consolidated local table (one job)."""
+def collect_factor(f: Factor, S: Semiring, label: str, *, consolidate: bool = True) -> Table:
+    """The rows of a distributed factor as a checked local table (one job).
+
+    With ``consolidate`` False equal keys are left for the kernel's index to
+    ⊕-combine (its sort finds them; the table says ``unique=False``).
+    """
     check = not (f._trusted and f._semiring is S)
     if f._has_value:
         check_value_type(f.df, S, label)
     at = f.df.toArrow()
+    if f._source is not None:
+        _SEEN[f._source] = at.num_rows
     unique = f._trusted and f._consolidated
-    return arrow_to_table(at, f.vars, S, label, check=check, unique=unique)
+    return arrow_to_table(at, f.vars, S, label, check=check, unique=unique, consolidate=consolidate)
 
 
 def arrow_to_table(
-    at: pa.Table, vars_: tuple[str, ...], S: Semiring, label: str, *, check: bool, unique: bool
+    at: pa.Table,
+    vars_: tuple[str, ...],
+    S: Semiring,
+    label: str,
+    *,
+    check: bool,
+    unique: bool,
+    consolidate: bool = True,
 ) -> Table:
     """An Arrow table (key columns, then optionally ``value``) as a local table for ``S``.
 
     With ``check``, null keys and annotations outside the semiring raise
-    ValueError; unless ``unique``, equal keys are ⊕-combined.  Zeros are dropped.
+    ValueError; unless ``unique``, equal keys are ⊕-combined (or, without
+    ``consolidate``, left for the kernel's index).  Zeros are dropped.
     """
     from faq.factor import _typed_values, check_annotations
 
@@ -144,7 +167,8 @@ def arrow_to_table(
         if check:
             check_annotations(values, S, label)
     table = Table(vars_, tuple(cols), values, unique=unique)
-    if not unique or (values is not None and not o.nonzero(values).all()):
+    zeros = values is not None and not o.nonzero(values).all()
+    if (not unique and consolidate) or zeros:
         table = group_reduce(table, vars_, o)
     return table
 

@@ -196,8 +196,13 @@ class Trie:
         return out
 
 
-def build_trie(table: Table, order: Sequence[str]) -> Trie:
-    """Index ``table`` (distinct keys) by the variable ``order`` (a permutation of its vars)."""
+def build_trie(table: Table, order: Sequence[str], ops: LocalOps | None = None) -> Trie:
+    """Index ``table`` by the variable ``order`` (a permutation of its vars).
+
+    A table whose keys may repeat (``unique`` False) is consolidated on the
+    way (equal keys ⊕-combined with ``ops``, zero annotations dropped): the
+    sort that builds the index finds them.
+    """
     order = tuple(order)
     if sorted(order) != sorted(table.vars):
         raise ValueError(f"trie order {order} is not a permutation of {table.vars}")
@@ -206,6 +211,8 @@ def build_trie(table: Table, order: Sequence[str]) -> Trie:
     perm = sort_rows(keys) if keys and n else np.arange(n)
     keys = [k[perm] for k in keys]
     values = None if table.values is None else table.values[perm]
+    if not table.unique and keys and n > 1:
+        keys, values, n = _merge_repeats(keys, values, table, ops)
     vals: list[np.ndarray] = []
     starts: list[np.ndarray] = []
     parent_of_row = np.zeros(n, dtype=np.int64)
@@ -226,6 +233,32 @@ def build_trie(table: Table, order: Sequence[str]) -> Trie:
     if keys and n_parent != n:
         raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
     return Trie(order, tuple(vals), tuple(starts), values, n)
+
+
+def _merge_repeats(
+    keys: list[np.ndarray], values: np.ndarray | None, table: Table, ops: LocalOps | None
+) -> tuple[list[np.ndarray], np.ndarray | None, int]:
+    """Sorted rows with equal keys ⊕-combined and zero annotations dropped."""
+    n = len(keys[0])
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    if change.all():
+        return keys, values, n
+    if ops is None:
+        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
+    starts = np.flatnonzero(change)
+    if values is None:
+        values = ops.ones(np.diff(np.append(starts, n)))
+    else:
+        values = ops.reduceat(values, starts)
+    keys = [k[starts] for k in keys]
+    alive = ops.nonzero(values)
+    if not alive.all():
+        idx = np.flatnonzero(alive)
+        keys, values = [k[idx] for k in keys], values[idx]
+    return keys, values, len(keys[0])
 
 
 # -- the compiled search ---------------------------------------------------------------------
@@ -341,7 +374,7 @@ def generic_join(
     order = tuple(order)
     keep = tuple(keep)
     if tries is None:
-        tries = index(tables, order)
+        tries = index(tables, order, ops)
     acc = _Accumulator(keep, ops)
     start = _start(tries, order, keep, ops, seed)
     if start is None:
@@ -356,11 +389,48 @@ def generic_join(
     return acc.result()
 
 
-def index(tables: Sequence[Table], order: Sequence[str]) -> list[Trie]:
+def generic_join_threads(
+    tables: Sequence[Table],
+    order: Sequence[str],
+    keep: Sequence[str],
+    ops: LocalOps,
+    threads: int,
+    *,
+    tries: Sequence[Trie] | None = None,
+    stats: JoinStats | None = None,
+) -> Table:
+    """:func:`generic_join` split into ``2 * threads`` slices run on ``threads`` threads.
+
+    The compiled searches release the GIL, so the slices run in parallel in
+    the driver; their results are ⊕-combined.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    if tries is None:
+        tries = index(tables, order, ops)
+    T = 2 * threads
+    parts: list[Table] = []
+    per = [JoinStats() for _ in range(T)]
+
+    def one(t: int) -> Table:
+        return generic_join(tables, order, keep, ops, tries=tries, part=(t, T), stats=per[t])
+
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(one, range(T)))
+    if stats is not None:
+        for s in per:
+            for level, (a, b) in enumerate(zip(s.proposed, s.kept, strict=True)):
+                stats.add(level, a, b)
+    keep = tuple(keep)
+    return group_reduce(_concat(parts, ops), keep, ops)
+
+
+def index(tables: Sequence[Table], order: Sequence[str], ops: LocalOps | None = None) -> list[Trie]:
     """One trie per table, by ``order`` restricted to its variables.
 
     Tables that are views of the same arrays (``E(a, b)`` and ``E(b, c)`` of
     one relation ``E``) indexed in the same column order share one trie.
+    ``ops`` consolidates tables whose keys may repeat.
     """
     made: dict[tuple[int, ...], Trie] = {}
     out = []
@@ -369,7 +439,7 @@ def index(tables: Sequence[Table], order: Sequence[str]) -> list[Trie]:
         key = (*(id(t.col(v)) for v in o), id(t.values), t.rows)
         hit = made.get(key)
         if hit is None:
-            hit = made[key] = build_trie(t, o)
+            hit = made[key] = build_trie(t, o, ops)
         out.append(hit if hit.order == o else replace(hit, order=o))
     return out
 
@@ -487,8 +557,10 @@ def _extend(
 ) -> Iterator[_Prefixes]:
     """Extend every prefix by ``x``: count, propose, intersect; batches of ≤ ``chunk``.
 
-    With ``fold`` (``x`` is bound last and not kept) the candidates of each
-    prefix are ⊕-reduced into it instead of becoming prefixes of their own.
+    Every trie containing ``x`` counts its candidates per prefix; the one with
+    the fewest proposes them and the others keep those they contain.  With
+    ``fold`` (``x`` is bound last and not kept) the candidates of each prefix
+    are ⊕-reduced into it instead of becoming prefixes of their own.
     """
     rel = [j for j, tr in enumerate(tries) if p.nodes[j] is not None and x in tr.order]
     depth = {j: sum(1 for v in tries[j].order if v in done) for j in rel}
@@ -503,17 +575,16 @@ def _extend(
     skip = np.zeros(p.n, dtype=np.int64)
     if part is not None:  # keep one slice of the flattened candidate list
         fewest, skip = _slice(fewest, part)
-    for g_pos, j in enumerate(rel):
-        members = np.flatnonzero((proposer == g_pos) & (fewest > 0))
-        if len(members) == 0:
-            continue
-        for sub in _batches(members, fewest[members], chunk):
-            yield _propose(
+    members = np.flatnonzero(fewest > 0)
+    compiled = NUMBA and all(tries[j].vals[depth[j]].dtype.kind in "iu" for j in rel)
+    for sub in _batches(members, fewest[members], chunk):
+        if compiled:
+            yield _intersect(
                 p,
                 sub,
-                j,
                 rel,
                 depth,
+                proposer[sub],
                 fewest[sub],
                 skip[sub],
                 x,
@@ -524,6 +595,26 @@ def _extend(
                 level,
                 stats,
             )
+            continue
+        for g_pos, j in enumerate(rel):
+            group = sub[proposer[sub] == g_pos]
+            if len(group):
+                yield _propose(
+                    p,
+                    group,
+                    j,
+                    rel,
+                    depth,
+                    fewest[group],
+                    skip[group],
+                    x,
+                    tries,
+                    keep,
+                    ops,
+                    fold,
+                    level,
+                    stats,
+                )
 
 
 def _slice(fewest: np.ndarray, part: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -552,6 +643,45 @@ def _batches(members: np.ndarray, counts: np.ndarray, chunk: int) -> Iterator[np
         begin = end
 
 
+def _intersect(
+    p: _Prefixes,
+    sub: np.ndarray,
+    rel: list[int],
+    depth: dict[int, int],
+    proposer: np.ndarray,
+    take: np.ndarray,
+    skip: np.ndarray,
+    x: str,
+    tries: Sequence[Trie],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    fold: bool,
+    level: int,
+    stats: JoinStats | None,
+) -> _Prefixes:
+    """The compiled extension: a k-way intersection of sorted child lists per prefix."""
+    vals = tuple(tries[j].vals[depth[j]] for j in rel)
+    starts = tuple(tries[j].starts[depth[j]] for j in rel)
+    nodes = tuple(np.ascontiguousarray(p.nodes[j][sub]) for j in rel)
+    proposer = proposer.astype(np.int64)
+    if fold and all(tries[j].values is None for j in rel):  # only how many: count them
+        counts = _count_compiled(vals, starts, nodes, proposer, skip, take)
+        if stats is not None:
+            stats.add(level, int(take.sum()), int(counts.sum()))
+        alive = np.flatnonzero(counts)
+        owners = sub[alive]
+        n = ops.ones(counts[alive])
+        w = n if p.w is None else ops.mul(p.w[owners], n)
+        return _Prefixes({v: c[owners] for v, c in p.cols.items()}, w, [], len(owners))
+    owner, pos = _intersect_compiled(vals, starts, nodes, proposer, skip, take, int(take.sum()))
+    if stats is not None:
+        stats.add(level, int(take.sum()), len(owner))
+    pidx = sub[owner]
+    found = {j: pos[i] for i, j in enumerate(rel)}
+    xv = vals[0][pos[0]]
+    return _grow(p, pidx, found, depth, x, xv, tries, keep, ops, fold)
+
+
 def _propose(
     p: _Prefixes,
     sub: np.ndarray,
@@ -568,7 +698,8 @@ def _propose(
     level: int,
     stats: JoinStats | None,
 ) -> _Prefixes:
-    """Candidates of prefixes ``sub`` from trie ``j``, kept where every other trie has them."""
+    """Candidates of prefixes ``sub`` from trie ``j``, kept where every other trie has them
+    (numpy: a binary search per candidate)."""
     tr = tries[j]
     d = depth[j]
     child = ranges(tr.starts[d][p.nodes[j][sub]] + skip, counts)
@@ -588,14 +719,30 @@ def _propose(
         found[k] = ck
     if stats is not None:
         stats.add(level, proposed, len(pidx))
+    return _grow(p, pidx, found, depth, x, xv, tries, keep, ops, fold)
+
+
+def _grow(
+    p: _Prefixes,
+    pidx: np.ndarray,
+    found: dict[int, np.ndarray],
+    depth: dict[int, int],
+    x: str,
+    xv: np.ndarray,
+    tries: Sequence[Trie],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    fold: bool,
+) -> _Prefixes:
+    """The prefixes extended by ``x = xv`` (``pidx``: the prefix each extends, sorted;
+    ``found``: each trie's child node): weights multiplied where a trie is complete."""
     w = None if p.w is None else p.w[pidx]
     nodes: list[np.ndarray | None] = []
     for r, tr_r in enumerate(tries):
         if p.nodes[r] is None:
             nodes.append(None)
         elif r in found:
-            complete = depth[r] + 1 == tr_r.depth
-            if complete:
+            if depth[r] + 1 == tr_r.depth:  # complete: multiply its annotation in
                 if tr_r.values is not None:
                     w = _times(w, tr_r.values[found[r]], ops)
                 nodes.append(None)
@@ -618,6 +765,129 @@ def _propose(
     if x in keep:
         cols[x] = xv
     return _Prefixes(cols, w, nodes, len(pidx))
+
+
+if NUMBA:
+
+    @_numba.njit(cache=True, nogil=True, inline="always")
+    def _gallop(vals, lo, hi, v):  # pragma: no cover - compiled
+        """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
+        step = 1
+        bound = lo
+        while bound < hi and vals[bound] < v:
+            lo = bound + 1
+            bound = lo + step
+            step <<= 1
+        if bound > hi:
+            bound = hi
+        while lo < bound:
+            mid = (lo + bound) >> 1
+            if vals[mid] < v:
+                lo = mid + 1
+            else:
+                bound = mid
+        return lo
+
+    @_numba.njit(cache=True, nogil=True)
+    def _intersect_compiled(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
+        k = len(vals)
+        owner = np.empty(total, np.int64)
+        pos = np.empty((k, total), np.int64)
+        cur = np.empty(k, np.int64)
+        end = np.empty(k, np.int64)
+        m = 0
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            for j in range(k):
+                cur[j] = starts[j][nodes[j][i]]
+                end[j] = starts[j][nodes[j][i] + 1]
+            first = cur[j0] + skip[i]
+            last = first + take[i]
+            for q in range(first, last):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
+                    owner[m] = i
+                    for j in range(k):
+                        pos[j, m] = q if j == j0 else cur[j]
+                    m += 1
+        return owner[:m], pos[:, :m]
+
+    @_numba.njit(cache=True, nogil=True)
+    def _count_compiled(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
+        k = len(vals)
+        if k == 2:
+            return _count_two(vals, starts, nodes, proposer, skip, take)
+        out = np.zeros(len(proposer), np.int64)
+        cur = np.empty(k, np.int64)
+        end = np.empty(k, np.int64)
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            for j in range(k):
+                cur[j] = starts[j][nodes[j][i]]
+                end[j] = starts[j][nodes[j][i] + 1]
+            first = cur[j0] + skip[i]
+            n = 0
+            for q in range(first, first + take[i]):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
+                    n += 1
+            out[i] = n
+        return out
+
+    @_numba.njit(cache=True, nogil=True)
+    def _count_two(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
+        """Two sorted lists per prefix: a merge when their sizes are close, else a gallop."""
+        out = np.zeros(len(proposer), np.int64)
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            j1 = 1 - j0
+            a = vals[j0]
+            b = vals[j1]
+            ia = starts[j0][nodes[j0][i]] + skip[i]
+            ea = ia + take[i]
+            ib = starts[j1][nodes[j1][i]]
+            eb = starts[j1][nodes[j1][i] + 1]
+            n = 0
+            if eb - ib <= 8 * (ea - ia):
+                while ia < ea and ib < eb:
+                    x = a[ia]
+                    y = b[ib]
+                    if x < y:
+                        ia += 1
+                    elif x > y:
+                        ib += 1
+                    else:
+                        n += 1
+                        ia += 1
+                        ib += 1
+            else:
+                while ia < ea:
+                    ib = _gallop(b, ib, eb, a[ia])
+                    if ib >= eb:
+                        break
+                    if b[ib] == a[ia]:
+                        n += 1
+                    ia += 1
+            out[i] = n
+        return out
 
 
 class _Accumulator:

@@ -22,7 +22,6 @@ as it goes (the executor, with actual sizes).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,8 +54,13 @@ pairwise join has at most this many times the rows of its inputs (no skew for Ge
 Join to beat, and binary joins cost fewer Spark jobs)."""
 
 TASK_WORK = 8_000_000
-"""A local step whose estimated work (candidate rows) is at least this runs inside Spark
-tasks, in parallel; below it, in the driver (a Spark job costs ~0.1-0.3 s)."""
+"""A local step whose estimated work (candidate rows) is at least this runs in parallel:
+inside Spark tasks when the cluster has more cores than the driver, else on the driver's
+threads.  Below it, one driver thread (a Spark job alone costs ~0.1-0.3 s)."""
+
+THREAD_WORK = 1_000_000
+"""A local step in the driver with at least this much estimated work uses all the
+driver's cores (the compiled kernel releases the GIL)."""
 
 TASK_SLICES = 2
 """Slices per core when a step runs in tasks (slices balance work, not cores)."""
@@ -78,7 +82,8 @@ class Choice:
 
     ``backend`` is ``"driver"``, ``"tasks"`` or ``"spark"``; ``method``
     ``"wcoj"`` or ``"binary"``; ``order`` the binding order (``"wcoj"``) over
-    the bag's variables; ``tasks`` the number of slices (``"tasks"``);
+    the bag's variables; ``tasks`` the number of slices (``"tasks"``) or of
+    driver threads (``"driver"``);
     ``pair_rows`` the cheapest pairwise join of the bag's atoms (exact, from
     the statistics) when known; ``why`` says what decided.
     """
@@ -108,8 +113,14 @@ def choose(
     backend: str = "auto",
     pair_rows: float | None = None,
     parallelism: int = 1,
+    driver_cores: int = 1,
 ) -> Choice:
-    """The physical choice for ``step`` given its ``inputs`` (in ``step.factors`` order)."""
+    """The physical choice for ``step`` given its ``inputs`` (in ``step.factors`` order).
+
+    ``parallelism`` is the cluster's (Spark's default parallelism) and
+    ``driver_cores`` the driver's own; in local mode they are the same cores,
+    and the driver's threads do the parallel work without a Spark job.
+    """
     rows = sum(i.rows for i in inputs)
     cyclic = step.cyclic and len(inputs) > 1
     fits = all(i.local or i.rows <= LOCAL_ROWS for i in inputs) and rows <= LOCAL_ROWS
@@ -119,15 +130,21 @@ def choose(
         why = "forced" if backend == "spark" else f"inputs hold {rows:,.0f} rows (> {LOCAL_ROWS:,})"
     elif backend in ("driver", "tasks"):
         where, why = backend, "forced"
-    elif work >= TASK_WORK and parallelism > 1:
-        where, why = "tasks", f"estimated work {work:,.0f} rows ≥ {TASK_WORK:,}"
+    elif work >= TASK_WORK and parallelism > driver_cores:
+        where = "tasks"
+        why = f"estimated work {work:,.0f} rows ≥ {TASK_WORK:,}; {parallelism} cluster cores"
     else:
         where, why = "driver", f"inputs fit ({rows:,.0f} rows), estimated work {work:,.0f}"
     method = _method(cyclic, join, where, pair_rows, rows)
     if method == "binary" and where == "spark" and join == "auto" and cyclic:
         why += f"; cheapest pairwise join {pair_rows:,.0f} rows: no skew"
     order = binding_order(inputs, _distinct(inputs))
-    tasks = max(1, parallelism * TASK_SLICES) if where == "tasks" else 1
+    if where == "tasks":
+        tasks = max(1, parallelism * TASK_SLICES)
+    elif where == "driver" and method == "wcoj" and work >= THREAD_WORK:
+        tasks = max(1, driver_cores)
+    else:
+        tasks = 1
     return Choice(where, method, tuple(order), tasks, work, pair_rows, why)
 
 
@@ -203,13 +220,3 @@ def join_order(inputs: Sequence[InputInfo], start: int | None = None) -> list[in
         order.append(nxt)
         vars_ |= set(inputs[nxt].vars)
     return order
-
-
-def slices(parallelism: int) -> int:
-    """Number of task slices for a step run in tasks."""
-    return max(1, parallelism * TASK_SLICES)
-
-
-def agm_hint(inputs: Sequence[InputInfo]) -> float:
-    """A loose upper bound of a bag's join: the product of input sizes, capped at 1e18."""
-    return min(math.prod(max(i.rows, 1.0) for i in inputs), 1e18)

@@ -275,7 +275,8 @@ def _atom_view(atom: Atom, rel: gather.Relation) -> Data:
             for i, v in enumerate(atom.vars):
                 mask &= t.cols[i] == t.cols[first[v]]
             t = t.take(np.flatnonzero(mask))
-        table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
+        cols = tuple(t.cols[i] for i in first.values())
+        table = Table(tuple(first), cols, t.values, unique=t.unique)
         dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
         return Data(tuple(first), float(table.rows), table=table, distinct=dist)
     assert rel.df is not None

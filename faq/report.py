@@ -55,7 +55,10 @@ def render(
         else:
             label = "worst-case optimal (Generic Join)" if c.method == "wcoj" else "binary"
             lines.append(f"  method   {label} ({shape} bag)")
-            lines.append(f"  runs on  {_WHERE[c.backend].format(n=c.tasks)}   [{c.why}]")
+            where = _WHERE[c.backend].format(n=c.tasks)
+            if c.backend == "driver" and c.tasks > 1:
+                where += f" ({c.tasks} threads)"
+            lines.append(f"  runs on  {where}   [{c.why}]")
             if c.method == "wcoj":
                 lines.append(f"  binding  {', '.join(c.order)}")
             if c.pair_rows is not None:

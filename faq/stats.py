@@ -21,6 +21,7 @@ RelationStats(rows=3, distinct=(2, 2), exact=True)
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,18 +59,36 @@ class RelationStats:
 
 
 def table_stats(t: Table) -> RelationStats:
-    """Exact statistics of a local table (numpy; ``O(n log n)``)."""
-    distinct = tuple(int(len(np.unique(c))) for c in t.cols)
-    rows = t.rows
-    if not t.unique and t.cols:
-        perm, starts = group_starts(list(t.cols))
-        rows = len(starts)
-    return RelationStats(rows, distinct, True)
+    """Statistics of a local table (numpy; ``O(n log n)``): exact for a consolidated one,
+    ``rows`` an upper bound when keys may repeat."""
+    distinct = tuple(len(degrees(t, (v,))[1]) for v in t.vars)
+    return RelationStats(t.rows, distinct, t.unique)
+
+
+_DEGREES: dict[tuple[int, ...], tuple[Any, list[np.ndarray], np.ndarray]] = {}
+"""Recent degree vectors, by the ids of their columns (held weakly: a column that is gone
+takes its entry's validity with it)."""
 
 
 def degrees(t: Table, vars_: Sequence[str]) -> tuple[list[np.ndarray], np.ndarray]:
-    """The distinct values of ``vars_`` in ``t`` (one array per variable) and their counts."""
+    """The distinct values of ``vars_`` in ``t`` (one array per variable) and their counts.
+
+    Remembered for the columns' arrays (the last few), so that the several
+    pairs of atoms over one relation cost one pass per column.
+    """
     cols = [t.col(v) for v in vars_]
+    key = tuple(id(c) for c in cols)
+    hit = _DEGREES.get(key)
+    if hit is not None and all(r() is c for r, c in zip(hit[0], cols, strict=True)):
+        return hit[1], hit[2]
+    out = _degrees(t, cols)
+    if len(_DEGREES) > 64:
+        _DEGREES.clear()
+    _DEGREES[key] = ([weakref.ref(c) for c in cols], *out)
+    return out
+
+
+def _degrees(t: Table, cols: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
     if not cols:
         return [], np.array([t.rows], dtype=np.int64)
     if len(cols) == 1:

@@ -69,6 +69,22 @@ def parallelism(spark: SparkSession) -> int:
     return os.cpu_count() or 1 if master == "local" else 2
 
 
+def driver_cores(spark: SparkSession | None) -> int:
+    """Cores the driver's own threads may use: the local master's in local mode (the
+    executors are the driver then), else this machine's."""
+    cores = os.cpu_count() or 1
+    if spark is None:
+        return cores
+    try:
+        master = spark.conf.get("spark.master", None) or ""
+    except Exception:
+        return cores
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if m and m.group(1) != "*":
+        return max(1, min(cores, int(m.group(1))))
+    return 1 if master == "local" else cores
+
+
 def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

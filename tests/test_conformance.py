@@ -1,0 +1,59 @@
+"""Conformance: every backend and join method computes the same answers.
+
+Oracle: ``faq.reference_solve`` (brute-force enumeration).  Hypothesis draws
+random rules (2-5 variables, 1-4 atoms of arity 1-3, cyclic and acyclic,
+repeated relations, free variables) with random relations, and each is
+solved through one backend — the local kernel in the driver (one thread, or
+split over threads), the local kernel inside Spark tasks, Spark DataFrame
+joins — with a join method drawn from auto, wcoj and binary, for every
+built-in semiring and a user-defined one.  Spark runs cost seconds each, so
+those backends draw fewer examples; ``HYPOTHESIS_PROFILE=long`` draws more.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import semirings
+from faq import physical, query, reference_solve
+from faq.testing import random_relations, random_rule
+from semirings import Semiring
+from tests.helpers import assert_same, factors_from
+
+BOTTLENECK = Semiring(name="bottleneck", zero=-math.inf, one=math.inf, add=max, mul=min)
+ALL = [*semirings.BUILTINS, BOTTLENECK]
+EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2}
+
+
+@pytest.mark.parametrize("backend", list(EXAMPLES))
+@pytest.mark.parametrize("S", ALL, ids=lambda s: s.name)
+def test_random_plans_match_reference(spark, monkeypatch, S, backend):
+    if backend == "threads":  # every local step splits over the driver's threads
+        monkeypatch.setattr(physical, "THREAD_WORK", 0)
+    forced = "driver" if backend == "threads" else backend
+    scale = settings().max_examples / 10  # the "long" profile draws 20 times more
+
+    @settings(max_examples=max(1, round(EXAMPLES[backend] * scale)))
+    @given(
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+        st.sampled_from(["auto", "wcoj", "binary"]),
+        st.sampled_from(["auto", "textual"]),
+    )
+    def check(rule_seed, data_seed, join, order):
+        rule = random_rule(rule_seed)
+        rels = random_relations(rule, S, data_seed, domain=4, density=0.6)
+        want = reference_solve(rule, S, rels)
+        q = query(str(rule), semiring=S)
+        got = q.solve(order=order, join=join, backend=forced, **factors_from(rels, S))
+        assert_same(got.to_dict(), want, S, f"{rule} backend={backend} join={join}")
+        for t in q.last_trace.steps:
+            assert t.choice.backend == forced
+            if backend == "threads" and t.choice.method == "wcoj":
+                assert t.choice.tasks > 1
+
+    check()
