@@ -530,7 +530,8 @@ def _descend(
         part if level == split_at else None,
         last and x not in keep,
         level,
-        stats,
+        # the levels above the split are the same in every slice: slice 0 counts them
+        stats if part is None or level >= split_at or part[0] == 0 else None,
     ):
         if nxt.n == 0:
             continue

@@ -170,3 +170,18 @@ def test_annotations_and_output_dtype():
     total = functools.reduce(semirings.LOG.add, [0.0, 0.0, 0.0])
     logt = generic_join([ones], ("i",), (), local_ops(semirings.LOG))
     assert math.isclose(as_dict(logt)[()], total)
+
+
+def test_slices_count_the_shared_levels_once():
+    """Regression: every slice recomputes the levels above the split, and each counted
+    them, so a run split over T threads reported up to T times the candidates."""
+    e = hub_graph(500)
+    E = Table(("s", "d"), (e[:, 0], e[:, 1]))
+    ab, bc, ac = (Table(v, E.cols) for v in [("a", "b"), ("b", "c"), ("a", "c")])
+    o = local_ops(semirings.COUNTING)
+    whole = JoinStats()
+    generic_join([ab, bc, ac], ("a", "b", "c"), (), o, stats=whole)
+    split = JoinStats()
+    out = kernel.generic_join_threads([ab, bc, ac], ("a", "b", "c"), (), o, 2, stats=split)
+    assert out.values.tolist() == [2 * 500 + 1]
+    assert split.proposed == whole.proposed and split.kept == whole.kept
