@@ -8,10 +8,11 @@ this module decides *how*, from statistics only (no Spark job):
   (:mod:`faq.kernel`): in the driver when its estimated work is small, else
   inside ``T`` Spark tasks that share the index and split the candidates
   (:data:`TASK_WORK`).  Larger steps run as Spark DataFrame operations;
-* **join method**: Generic Join for a cyclic bag, binary joins for an
-  acyclic one; on Spark, under ``join="auto"``, a cyclic bag whose cheapest
-  pairwise join is small (no skew to beat) uses binary joins too
-  (:data:`SKEW_FACTOR`);
+* **join method**: the local kernel joins every bag by Generic Join (for
+  two relations that is a merge join; eliminated variables bound last are
+  ⊕-folded as they are found); on Spark, binary joins for an acyclic bag
+  and Generic Join for a cyclic one, unless, under ``join="auto"``, its
+  cheapest pairwise join is small (no skew to beat: :data:`SKEW_FACTOR`);
 * **binding order** of Generic Join (:func:`binding_order`) and **join
   order** of binary joins (:func:`join_order`).
 
@@ -138,7 +139,7 @@ def choose(
     method = _method(cyclic, join, where, pair_rows, rows)
     if method == "binary" and where == "spark" and join == "auto" and cyclic:
         why += f"; cheapest pairwise join {pair_rows:,.0f} rows: no skew"
-    order = binding_order(inputs, _distinct(inputs))
+    order = binding_order(inputs, _distinct(inputs), keep=step.output.vars, join=step.est_join)
     if where == "tasks":
         tasks = max(1, parallelism * TASK_SLICES)
     elif where == "driver" and method == "wcoj" and work >= THREAD_WORK:
@@ -156,9 +157,13 @@ def _work(step: Step, pair_rows: float | None) -> float:
 
 
 def _method(cyclic: bool, join: str, where: str, pair_rows: float | None, rows: float) -> str:
-    if join == "binary" or not cyclic:
+    if join == "binary":
         return "binary"
-    if join == "wcoj" or where != "spark":
+    if where != "spark":  # the local kernel joins any bag in one pass, folding as it goes
+        return "wcoj"
+    if not cyclic:
+        return "binary"
+    if join == "wcoj":
         return "wcoj"
     if pair_rows is not None and pair_rows <= SKEW_FACTOR * max(rows, 1.0):
         return "binary"
@@ -178,6 +183,8 @@ def binding_order(
     inputs: Sequence[InputInfo],
     distinct: dict[str, float] | None = None,
     bound: Sequence[str] = (),
+    keep: Sequence[str] | None = None,
+    join: float | None = None,
 ) -> list[str]:
     """Binding order for Generic Join, from distinct counts.
 
@@ -186,6 +193,13 @@ def binding_order(
     broken by fewer distinct values.  Connected variables come before
     unconnected ones, so prefixes never grow by a Cartesian product when a
     join exists.  Variables in ``bound`` come first, in their given order.
+
+    When the step keeps the variables ``keep``, binding them first lets the
+    eliminated ones, bound last, be ⊕-folded into each prefix as they are
+    found, with no sort of the join; that order is taken when its estimated
+    candidates (the kept variables' combinations times the fewest candidates
+    a relation offers each) are at most twice the step's estimated ``join``
+    (a dense product: yes; a sparse one whose kept variables rarely meet: no).
     """
     vars_: list[str] = []
     for f in inputs:
@@ -199,10 +213,36 @@ def binding_order(
         constrained = sum(1 for f in inputs if v in f.vars and done & set(f.vars))
         return (-constrained, dist[v], vars_.index(v))
 
-    while len(order) < len(vars_):
-        done = set(order)
-        order.append(min((v for v in vars_ if v not in done), key=lambda v: score(v, done)))
+    def extend(among: list[str]) -> None:
+        while any(v not in order for v in among):
+            done = set(order)
+            order.append(min((v for v in among if v not in done), key=lambda v: score(v, done)))
+
+    kept = [v for v in vars_ if keep is not None and v in keep]
+    partial = kept and len(kept) < len(vars_) and join is not None
+    if partial and _fold_work(inputs, dist, kept) <= 2 * max(join or 0.0, 1.0):
+        extend(kept)
+    extend(vars_)
     return order
+
+
+def _fold_work(inputs: Sequence[InputInfo], dist: dict[str, float], kept: list[str]) -> float:
+    """Estimated candidates when ``kept`` is bound first: their combinations times, for
+    each other variable, the fewest candidates one of its relations offers a prefix."""
+    work = 1.0
+    for v in kept:
+        work *= max(dist[v], 1.0)
+    for v in {u for f in inputs for u in f.vars} - set(kept):
+        offers = []
+        for f in inputs:
+            if v in f.vars:
+                known = 1.0
+                for u in f.vars:
+                    if u in kept:
+                        known *= max(f.distinct.get(u, dist[u]), 1.0)
+                offers.append(max(f.rows, 1.0) / known)
+        work *= min(offers)
+    return work
 
 
 def join_order(inputs: Sequence[InputInfo], start: int | None = None) -> list[int]:
