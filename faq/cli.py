@@ -25,9 +25,9 @@ import logging
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["main", "CliError"]
 
 TRIANGLE_RULE = "Q() :- E(a, b), E(b, c), E(a, c)"
+"""The rule of ``sparkfaq triangles`` (over the oriented edges u < v: each triangle once)."""
+
+T = TypeVar("T")
 
 log = logging.getLogger("faq.cli")
 
@@ -436,7 +439,7 @@ def _atom(q: Query, name: str) -> str:
     return str(next(a for a in q.rule.atoms if a.relation == name))
 
 
-def _checked(read: Any, path: str, prefix: str, atom: str | None = None) -> Any:
+def _checked(read: Callable[[], T], path: str, prefix: str, atom: str | None = None) -> T:
     """Call a reader; turn its errors into one-line CliErrors with hints."""
     from faq.io import ArityError, BadLineError
 
