@@ -1,13 +1,26 @@
-"""Edge-list reading: the quirks real SNAP files have (see shared data README)."""
+"""Readers: the quirks real SNAP files have (see shared data README), strict parsing, CSV,
+Parquet and Matrix Market.  Everything here but the last test runs without Spark."""
 
 from __future__ import annotations
 
+import gzip
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from faq.io import load_edge_array, undirected_simple
+from faq.io import (
+    ArityError,
+    BadLineError,
+    detect_format,
+    load_edge_array,
+    load_matrix_market,
+    load_table,
+    undirected_simple,
+)
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_quirky_edge_list(tmp_path):
@@ -33,3 +46,258 @@ def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_edge_array(tmp_path / "nope.txt")
     assert undirected_simple(np.empty((0, 2))).shape == (0, 2)
+
+
+# -- strict edge lists ----------------------------------------------------------------------------
+def test_load_edge_array_strict_names_file_and_line(tmp_path):
+    p = tmp_path / "g.txt"
+    p.write_bytes(b"# c\r\n1 2\r\n\r\n2 3 4\r\n")
+    with pytest.raises(BadLineError, match=r"g\.txt, line 4: expected two integer ids.*'2 3 4'"):
+        load_edge_array(p, strict=True)
+    p.write_text("% c\n7\n")
+    with pytest.raises(BadLineError, match="line 2"):
+        load_edge_array(p, strict=True)
+    p.write_bytes(b"# ok\n1 2\r\n2 3")
+    assert load_edge_array(p, strict=True).tolist() == [[1, 2], [2, 3]]
+
+
+def test_gzipped_edge_list(tmp_path):
+    p = tmp_path / "g.txt.gz"
+    p.write_bytes(gzip.compress(b"# c\n1 2\n2 3\n"))
+    assert load_edge_array(p).tolist() == [[1, 2], [2, 3]]
+    t = load_table(p, 2)
+    assert t.format == "edgelist" and t.keys[1].tolist() == [2, 3]
+
+
+def test_load_table_edge_list_formatting_is_tolerated(tmp_path):
+    p = tmp_path / "g.txt"
+    # CRLF, blank lines, both comment styles, tabs and runs of spaces, no final newline
+    p.write_bytes(b"# c\r\n%c\r\n\r\n1\t2\r\n  2   3  \r\n\r\n3 1")
+    t = load_table(p, 2)
+    assert [k.tolist() for k in t.keys] == [[1, 2, 3], [2, 3, 1]]
+    assert t.keys[0].dtype == np.int64 and t.values is None and t.skipped == 0
+    assert t.where(1) == "line 5"
+    # the arity defaults to the first data line's
+    assert load_table(p).columns == ("c0", "c1")
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "found"),
+    [(b"1 2\n2 3 4\n3 4\n", 2, "found 3 token"), (b"1 2\n# c\n5\n3 4\n", 3, "found 1 token")],
+)
+def test_load_table_strict_and_skip(tmp_path, content, line, found):
+    p = tmp_path / "g.txt"
+    p.write_bytes(content)
+    with pytest.raises(BadLineError, match=rf"g\.txt, line {line}: expected 2 .*{found}") as err:
+        load_table(p, 2)
+    assert err.value.where == f"line {line}" and err.value.path == str(p)
+    t = load_table(p, 2, strict=False)
+    assert t.rows == 2 and t.skipped == 1
+    assert t.first_skipped.startswith(f"line {line}: ")
+
+
+def test_header_that_lost_its_hash(tmp_path):
+    p = tmp_path / "g.txt"
+    p.write_text("# Nodes: 3\nFromNodeId\tToNodeId\n1\t2\n2\t3\n")
+    with pytest.raises(BadLineError, match="line 2: 'FromNodeId ToNodeId' looks like a header"):
+        load_table(p, 2)
+    t = load_table(p, 2, strict=False)
+    assert t.keys[0].tolist() == [1, 2] and t.keys[0].dtype == np.int64
+    assert t.skipped == 1 and t.first_skipped.startswith("line 2")
+    assert t.where(0) == "line 3"
+
+
+def test_arity_mismatch_is_not_a_bad_line(tmp_path):
+    p = tmp_path / "w.txt"
+    p.write_text("1 2 0.5\n2 3 0.25\n")
+    for strict in (True, False):
+        with pytest.raises(ArityError, match="has 3 column.*but 2 are expected.*CSV") as err:
+            load_table(p, 2, strict=strict)
+        assert (err.value.found, err.value.expected) == (3, 2)
+
+
+def test_string_ids(tmp_path):
+    t = load_table(DATA / "named.txt", 2)
+    assert t.string_ids and t.keys[0].dtype.kind == "U"
+    assert t.keys[0].tolist()[:2] == ["alice", "bob"]
+    # integers mixed with words: every id of the file is a string then
+    p = tmp_path / "g.txt"
+    p.write_text("1 x\n2 1\n")
+    t = load_table(p, 2)
+    assert [k.tolist() for k in t.keys] == [["1", "2"], ["x", "1"]]
+    p.write_bytes(b"1 2\n\xff\xfe 3\n")
+    with pytest.raises(BadLineError, match="line 2: the line is not UTF-8"):
+        load_table(p, 2)
+
+
+def test_empty_edge_list(tmp_path):
+    p = tmp_path / "g.txt"
+    p.write_text("# only a comment\n\n")
+    t = load_table(p, 2)
+    assert t.rows == 0 and [k.tolist() for k in t.keys] == [[], []]
+
+
+def test_detect_format(tmp_path):
+    assert detect_format("a.csv") == "csv"
+    assert detect_format("a.CSV.gz") == "csv"
+    assert detect_format("a.parquet") == "parquet"
+    assert detect_format(tmp_path) == "parquet"  # a directory of part files
+    assert detect_format("a.mtx") == "mtx"
+    assert detect_format("a.txt") == detect_format("a.tsv.gz") == "edgelist"
+
+
+def test_unknown_format_and_missing_files(tmp_path):
+    with pytest.raises(ValueError, match="unknown format 'xls'"):
+        load_table(tmp_path / "a", format="xls")
+    for name in ("a.txt", "a.csv", "a.mtx", "a.parquet"):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            load_table(tmp_path / name, 2)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        load_table(tmp_path, 2, format="edgelist")
+
+
+# -- CSV ------------------------------------------------------------------------------------------
+def test_csv_keys_and_value(tmp_path):
+    t = load_table(DATA / "named_weights.csv", 1)
+    assert t.columns == ("node",) and t.keys[0].tolist() == ["bob", "carol", "dave"]
+    assert t.values.tolist() == [10, 100, 1000] and t.values.dtype == np.int64
+    p = tmp_path / "m.csv"
+    p.write_bytes(b"value,i,j\r\n0.5,0,1\r\n2.0,1,1")  # value may come first; CRLF
+    t = load_table(p, 2)
+    assert t.columns == ("i", "j") and t.values.tolist() == [0.5, 2.0]
+    assert t.keys[0].dtype == np.int64
+
+
+def test_csv_bad_rows_name_the_physical_line(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("a,b\n1,2\n\n2,3,4\n3,4\n,5\n")
+    with pytest.raises(BadLineError, match=r"e\.csv, line 4: expected 2 comma-separated"):
+        load_table(p, 2)
+    t = load_table(p, 2, strict=False)
+    assert t.keys[0].tolist() == [1, 3] and t.skipped == 2
+    assert t.first_skipped.startswith("line 4")
+    assert t.where(1) == "line 5"
+    p.write_text("a,b\n1,2\n\n,5\n")
+    with pytest.raises(BadLineError, match=r"line 4: empty 'a'"):
+        load_table(p, 2)
+
+
+def test_csv_arity_value_and_type_errors(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("a,b,w\n1,2,3\n")
+    with pytest.raises(ArityError, match=r"3 key column\(s\) \['a', 'b', 'w'\] but 2.*'value'"):
+        load_table(p, 2)
+    p.write_text("a,b,value\n1,2,3\n2,3,lots\n")
+    with pytest.raises(BadLineError, match="line 3: 'value' is 'lots'"):
+        load_table(p, 2)
+    p.write_text("a,b\n1.5,2\n")
+    with pytest.raises(ValueError, match="key column 'a' has type double"):
+        load_table(p, 2)
+    p.write_text("")
+    with pytest.raises(ValueError, match="is empty: a CSV file needs a header"):
+        load_table(p, 2)
+    p.write_text("a,b\n")
+    assert load_table(p, 2).rows == 0
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+def test_parquet_file_and_directory(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({"src": ["x", "y"], "dst": pa.array([1, 2], pa.int32()), "value": [0.5, 1.5]})
+    pq.write_table(table, tmp_path / "e.parquet")
+    t = load_table(tmp_path / "e.parquet", 2)
+    assert t.keys[0].tolist() == ["x", "y"] and t.keys[1].dtype == np.int64
+    assert t.values.tolist() == [0.5, 1.5] and t.where(1) == "row 2"
+    d = tmp_path / "parts"
+    d.mkdir()
+    pq.write_table(table.slice(0, 1), d / "part-0.parquet")
+    pq.write_table(table.slice(1, 1), d / "part-1.parquet")
+    (d / "_SUCCESS").write_bytes(b"")
+    assert sorted(load_table(d, 2).keys[0].tolist()) == ["x", "y"]
+    pq.write_table(pa.table({"a": [1, None]}), tmp_path / "n.parquet")
+    with pytest.raises(BadLineError, match="row 2: empty 'a'"):
+        load_table(tmp_path / "n.parquet", 1)
+    assert load_table(tmp_path / "n.parquet", 1, strict=False).skipped == 1
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(ValueError, match="cannot read as Parquet"):
+        load_table(tmp_path / "bad.parquet", 2)
+
+
+# -- Matrix Market --------------------------------------------------------------------------------
+def _mtx(tmp_path, text: str) -> Path:
+    p = tmp_path / "m.mtx"
+    p.write_text(text)
+    return p
+
+
+def test_matrix_market_pattern_symmetric():
+    mm = load_matrix_market(DATA / "tri.mtx")
+    assert (mm.field, mm.symmetry, mm.shape, len(mm.rows)) == ("pattern", "symmetric", (5, 5), 7)
+    assert mm.values is None and (mm.rows.min(), mm.rows.max()) == (0, 4)  # 0-based
+    full = mm.expanded()
+    assert len(full.rows) == 7 + 6  # the diagonal entry is not mirrored
+    assert set(zip(full.rows.tolist(), full.cols.tolist(), strict=True)) >= {(0, 1), (1, 0)}
+    assert mm.graph_edges().tolist() == [[0, 1], [0, 2], [1, 2], [2, 3], [2, 4], [3, 4]]
+    t = load_table(DATA / "tri.mtx", 2)
+    assert t.format == "mtx" and t.field == "pattern" and t.rows == 13 and t.values is None
+
+
+def test_matrix_market_real_integer_skew(tmp_path):
+    real = "%%MatrixMarket matrix coordinate real general\n% c\n2 3 2\n1 3 0.5\n2 1 -2e1\n"
+    mm = load_matrix_market(_mtx(tmp_path, real))
+    assert mm.rows.tolist() == [0, 1] and mm.cols.tolist() == [2, 0]
+    assert mm.values.tolist() == [0.5, -20.0] and mm.expanded() is mm
+    assert load_table(tmp_path / "m.mtx", 2).where(1) == "line 5"
+    skew = "%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 1\n3 1 4\n"
+    full = load_matrix_market(_mtx(tmp_path, skew)).expanded()
+    assert full.values.dtype == np.int64
+    assert sorted(
+        zip(full.rows.tolist(), full.cols.tolist(), full.values.tolist(), strict=True)
+    ) == [
+        (0, 2, -4),
+        (2, 0, 4),
+    ]
+    sym = "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1.5\n2 1 3\n"
+    t = load_table(_mtx(tmp_path, sym), 2)
+    assert sorted(zip(*(k.tolist() for k in t.keys), t.values.tolist(), strict=True)) == [
+        (0, 0, 1.5),
+        (0, 1, 3.0),
+        (1, 0, 3.0),
+    ]
+    with pytest.raises(ArityError, match="is a matrix"):
+        load_table(tmp_path / "m.mtx", 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("1 2\n", "line 1: not a Matrix Market file"),
+        ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", "only the 'coordinate'"),
+        ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "'complex'"),
+        ("%%MatrixMarket matrix coordinate real general\n2 x 1\n", "line 2: expected the size"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n", "line 3: index"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1\n", "line 3: expected 3"),
+        ("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 0.5\n", "64-bit integer"),
+        ("%%MatrixMarket matrix coordinate pattern general\n2 2 2\n1 1\n", "declares 2 entries"),
+    ],
+)
+def test_matrix_market_errors(tmp_path, text, match):
+    with pytest.raises(ValueError, match=match):
+        load_matrix_market(_mtx(tmp_path, text))
+
+
+def test_matrix_market_skip_bad_entries(tmp_path):
+    p = _mtx(tmp_path, "%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 1\n9 9\n2 2\n")
+    mm = load_matrix_market(p, strict=False)
+    assert mm.rows.tolist() == [0, 1] and mm.skipped == 1
+    assert mm.first_skipped == "line 4: '9 9'"
+
+
+def test_read_matrix_market_dataframes(spark):
+    from faq.io import read_matrix_market
+
+    df = read_matrix_market(DATA / "tri.mtx", spark)
+    assert df.columns == ["i", "j"] and df.count() == 13
+    g = read_matrix_market(DATA / "tri.mtx", spark, graph=True, names=("u", "v"))
+    assert sorted(tuple(r) for r in g.collect())[:2] == [(0, 1), (0, 2)]
