@@ -146,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--join", default="auto", choices=["auto", "wcoj", "binary"], help="join method"
     )
+    common.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "driver", "tasks", "spark"],
+        help="where steps run: by size (default), the local kernel in the driver or in "
+        "Spark tasks, or Spark joins",
+    )
     common.add_argument("--explain", action="store_true", help="print the plan report to stderr")
     common.add_argument(
         "--progress",
@@ -294,14 +301,24 @@ def _run(args: argparse.Namespace) -> int:
     keys, values, dictionary = _read_inputs(q, specs, args, triangles)
     t_read = time.perf_counter()
 
+    from faq.gather import LOCAL_ROWS
     from faq.session import local_session
 
-    log.info("starting Spark (%s)", args.master)
-    spark = local_session(args.master)
+    rows = sum(len(keys[n][0]) for n in specs)
+    if (
+        args.backend in ("tasks", "spark")
+        or not args.master.startswith("local")
+        or (rows > LOCAL_ROWS)
+    ):
+        log.info("starting Spark (%s)", args.master)
+        spark = local_session(args.master)
+        rels = {n: _dataframe(spark, keys[n], values[n]) for n in specs}
+    else:  # it fits in the driver: the local kernel needs no Spark session
+        log.info("%s rows fit in the driver: the local kernel runs them", f"{rows:,}")
+        rels = {n: _factor(keys[n], values[n], q.semiring, n) for n in specs}
     t_spark = time.perf_counter()
-    rels = {n: _dataframe(spark, keys[n], values[n]) for n in specs}
     log.info("solving %s over %s", q.rule, q.semiring.name)
-    out = q.solve(join=args.join, **rels)
+    out = q.solve(join=args.join, backend=args.backend, **rels)
     if output is None and not out.vars:
         print(out.scalar())
     if output is not None:
@@ -312,9 +329,9 @@ def _run(args: argparse.Namespace) -> int:
     t_solve = time.perf_counter()
     log.info("done")
     if args.explain:
-        print(q.explain(join=args.join, **rels), file=sys.stderr)
+        print(q.explain(join=args.join, backend=args.backend, **rels), file=sys.stderr)
     print(
-        f"# read {t_read - t0:.2f} s, start Spark {t_spark - t_read:.2f} s, "
+        f"# read {t_read - t0:.2f} s, start {t_spark - t_read:.2f} s, "
         f"solve {t_solve - t_spark:.2f} s",
         file=sys.stderr,
     )
@@ -548,6 +565,18 @@ def _dataframe(spark: SparkSession, keys: list[np.ndarray], values: np.ndarray |
     return spark.createDataFrame(pd.DataFrame(cols), schema=schema)
 
 
+def _factor(keys: list[np.ndarray], values: np.ndarray | None, S: Semiring, name: str) -> Factor:
+    """A local factor ``k0, k1, ...[, value]`` (keys bind to the atom by position)."""
+    import pandas as pd
+
+    from faq import Factor
+
+    cols: dict[str, np.ndarray] = {f"k{i}": k for i, k in enumerate(keys)}
+    if values is not None:
+        cols["value"] = values
+    return Factor.from_pandas(pd.DataFrame(cols), semiring=S, name=name)
+
+
 # -- results ------------------------------------------------------------------------------------
 def _decode(column: Any, dictionary: np.ndarray | None) -> Any:
     if dictionary is None:
@@ -558,15 +587,19 @@ def _decode(column: Any, dictionary: np.ndarray | None) -> Any:
 def _print_rows(out: Factor, dictionary: np.ndarray | None, limit: int) -> None:
     """A header line, then the rows sorted by key; a last line says when ``limit`` cut them."""
     head = list(out.vars)
-    n = len(head)
-    ordered = out.df.orderBy(*head)
-    rows = (ordered.limit(limit) if limit else ordered).collect()
-    total = len(rows) if not limit or len(rows) < limit else out.df.count()
+    if out.is_local:
+        pdf = out.to_pandas().sort_values(head, kind="stable")
+        total = len(pdf)
+        shown = pdf.head(limit) if limit else pdf
+    else:  # a result that stayed in Spark: sort and cut there
+        ordered = out.df.orderBy(*head)
+        shown = (ordered.limit(limit) if limit else ordered).toPandas()
+        total = len(shown) if not limit or len(shown) < limit else out.df.count()
     print("\t".join([*head, "value"]))
-    if rows:
-        cols = [_decode([r[i] for r in rows], dictionary) for i in range(n)]
-        for j, r in enumerate(rows):
-            print("\t".join([*(str(c[j]) for c in cols), str(r[n])]))
+    cols = [_decode(shown[v].to_numpy(), dictionary) for v in head]
+    for j, value in enumerate(shown["value"].tolist()):
+        print("\t".join([*(str(c[j]) for c in cols), str(value)]))
+    rows = shown
     if not total:
         print("# no rows: every result is the semiring's zero")
     elif total > len(rows):
@@ -579,7 +612,10 @@ def _write(out: Factor, dictionary: np.ndarray | None, path: Path) -> None:
 
     head = list(out.vars)
     if head:
-        pdf = out.df.orderBy(*head).toPandas()
+        if out.is_local:
+            pdf = out.to_pandas().sort_values(head, kind="stable").reset_index(drop=True)
+        else:
+            pdf = out.df.orderBy(*head).toPandas()
         for v in head:
             pdf[v] = _decode(pdf[v].to_numpy(), dictionary)
     else:

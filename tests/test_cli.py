@@ -224,12 +224,18 @@ def test_triangles_string_ids_with_progress(spark, capsys):
     out, err = capsys.readouterr()
     assert out.strip() == "2"
     assert "FAQ plan" not in err  # the plan only with --explain
-    for phase in ("reading", "string ids", "starting Spark", "solving", "done"):
+    for phase in ("reading", "string ids", "fit in the driver", "solving", "step 1/1", "done"):
         assert phase in err
     assert "s] reading" in err  # elapsed time on each line
     import logging
 
     assert not logging.getLogger("faq").handlers  # the handler is gone afterwards
+
+
+def test_spark_backend_starts_spark_and_agrees(spark, capsys):
+    assert main(["triangles", NAMED, "--backend", "spark", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "2" and "starting Spark" in err and "on spark" in err
 
 
 def test_triangles_matrix_market(spark, capsys):
