@@ -14,6 +14,7 @@ Connect session from ``SparkSession.builder.remote(...)``).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_CONFIG", "get_spark", "local_session"]
+__all__ = ["LOCAL_CONFIG", "get_spark", "local_session", "show_progress"]
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 """The JVM's logging configuration in local sessions: warnings and errors, one line each."""
@@ -82,6 +83,28 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     for k, v in settings.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+def show_progress(enabled: bool = True) -> None:
+    """Print one line per step of every solve, tick and load to stderr (or stop).
+
+    The engine logs each InsideOut step (what it joins, where it runs, rows
+    and seconds) and each incremental load and tick at INFO level on the
+    ``"faq"`` logger; this attaches a plain stderr handler to it, as the
+    ``sparkfaq --progress`` option does.  Equivalent to configuring
+    ``logging.getLogger("faq")`` yourself.
+    """
+    logger = logging.getLogger("faq")
+    for h in [h for h in logger.handlers if getattr(h, "_faq_progress", False)]:
+        logger.removeHandler(h)
+    if not enabled:
+        logger.setLevel(logging.NOTSET)
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler._faq_progress = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def get_spark() -> SparkSession:

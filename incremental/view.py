@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -47,6 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["IncrementalView"]
+
+log = logging.getLogger("faq.incremental")
 
 MANIFEST = "manifest.json"
 """Name of the manifest file in a view's ``state_dir``."""
@@ -226,7 +230,14 @@ class IncrementalView:
                 self._empty_relation(name) if given is None else self._load(name, given, arity)
             )
         self._rels = rels
+        t0 = time.perf_counter()
         self._out, self._out_rows = self._initial_output()
+        log.info(
+            "view of %s: initial output %s rows in %.2f s",
+            self.rule,
+            f"{self._out_rows:,}",
+            time.perf_counter() - t0,
+        )
         if self._store is not None:
             self._persist(set(self._rels), True)
 
@@ -276,6 +287,7 @@ class IncrementalView:
             weights outside the semiring, or (counting) a negative
             multiplicity.  The view is then left unchanged.
         """
+        t_step = time.perf_counter()
         unknown = [n for n in deltas if n not in self.rule.relations]
         if unknown:
             raise ValueError(self._unknown_message(unknown))
@@ -347,6 +359,14 @@ class IncrementalView:
             self._rels, self._out, self._out_rows = new_rels, out_df, out_rows
             self._tick += 1
         self.last_step = {"tick": self._tick, "terms": report, "rows": term_rows}
+        log.info(
+            "tick %d: %s -> change of %s rows (%s) in %.2f s",
+            self._tick,
+            ", ".join(f"Δ{n} {d.count():,} rows" for n, (d, _) in checked.items()) or "no change",
+            f"{term_rows:,}",
+            result.where if result is not None else "nothing to do",
+            time.perf_counter() - t_step,
+        )
         if dq_factor is not None:
             return dq_factor
         return Factor.trusted(dq, self.rule.head, self._S, rows=0, name=f"Δ{self.rule.name}")
@@ -458,6 +478,7 @@ class IncrementalView:
         """An initial relation: validated, consolidated, materialised, exact statistics."""
         from pyspark.sql import functions as F
 
+        t0 = time.perf_counter()
         f = self._as_factor(name, given, arity, "initial contents")
         label = f"initial contents of relation {name!r}"
         checked = f.validated(self._S, label)
@@ -470,6 +491,9 @@ class IncrementalView:
         )
         df = self._materialise(zset.consolidate(zset.partition(df, self._P), self._S))
         rows, distinct = self._statistics(df, keys, label)
+        log.info(
+            "loaded relation %s: %s rows in %.2f s", name, f"{rows:,}", time.perf_counter() - t0
+        )
         return _Relation(df, keys, tuple(types), rows, distinct, exact=True)
 
     def _empty_relation(self, name: str, types: tuple[str, ...] | None = None) -> _Relation:

@@ -276,3 +276,56 @@ def test_duplicate_rows_of_a_dataframe_are_added_on_every_backend(spark, backend
     assert query("Q(a, b) :- E(a, b)", semiring="counting").solve(
         E=df, backend=backend
     ).to_dict() == {(1, 2): 2, (2, 3): 1, (1, 3): 3}
+
+
+def test_explain_after_a_solve_is_never_stale(spark):
+    """Regression: explain() after a solve returned that solve's report even when asked
+    about another order, join method or backend."""
+    edges = read_edge_list(DATA / "karate.txt", spark)
+    q = query(TRIANGLE, semiring="counting")
+    q.solve(E=edges, join="wcoj", backend="driver")
+    ran = "  actual   output"
+    same = q.explain(E=edges, join="wcoj", backend="driver")
+    assert ran in same and "worst-case optimal" in same
+    other = q.explain(E=edges, join="binary", backend="spark")
+    assert ran not in other and "binary (cyclic bag)" in other and "Spark DataFrame" in other
+    forced = q.explain(E=edges, order=["c", "b", "a"], join="wcoj", backend="driver")
+    assert ran not in forced and "variable order (eliminated first to last): c, b, a" in forced
+    assert ran not in q.explain(E=read_edge_list(DATA / "karate.txt", spark))
+    assert q.last_plan is not None and q.last_trace is not None  # the solve's own record
+
+
+def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
+    """The physical choices read exact pairwise join sizes (Σ deg·deg), from numpy for
+    local relations and from one Spark job otherwise: on a skewed graph a uniform estimate
+    from distinct counts is off by orders of magnitude."""
+    from faq.graphs import pairwise_join_sizes, power_law_graph
+    from faq.io import edges_dataframe
+
+    e = power_law_graph(2_000, 12_000, seed=4)
+    want = pairwise_join_sizes(e)
+    cheapest = min(want.values())
+    df = edges_dataframe(e, spark)
+    q = query(TRIANGLE, semiring="counting")
+    for backend in ("driver", "spark"):
+        q.solve(E=df, backend=backend, join="wcoj")
+        (step,) = q.last_trace.steps
+        assert step.choice.pair_rows == cheapest, (backend, step.choice.pair_rows, want)
+    plan = q.plan(E=df)
+    assert plan.steps[0].est_join < cheapest / 10  # what distinct counts alone would say
+
+
+def test_show_progress_prints_one_line_per_step(spark, capsys):
+    from faq.session import show_progress
+
+    A = Factor.from_numpy(np.ones((3, 2)), vars=("i", "j"))
+    B = Factor.from_numpy(np.ones((2, 4)), vars=("j", "k"))
+    show_progress()
+    try:
+        query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
+    finally:
+        show_progress(False)
+    err = capsys.readouterr().err
+    assert "step 1/1: eliminate j: wcoj join on driver -> 12 rows" in err
+    query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
+    assert "step 1/1" not in capsys.readouterr().err

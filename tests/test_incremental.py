@@ -445,3 +445,16 @@ def test_insert_only_views_match_batch(spark, semiring, data):
         )
         state = {n: add(S, state[n], tick.get(n, {})) for n in state}
         before = check_tick(view, rule, S, state, before, out)
+
+
+def test_progress_lines_for_loads_and_ticks(spark, caplog):
+    import logging
+
+    edges = spark.createDataFrame([(1, 2), (2, 3), (1, 3)], "src long, dst long")
+    with caplog.at_level(logging.INFO, logger="faq"):
+        view = IncrementalView(query(TRIANGLE, semiring="counting"), E=edges)
+        view.step(E=spark.createDataFrame([(3, 4, 1)], "src long, dst long, value long"))
+    text = caplog.text
+    assert "loaded relation E: 3 rows" in text and "initial output 1 rows" in text
+    assert "step 1/1" in text  # the engine's own step line
+    assert "tick 1: ΔE 1 rows -> change of 0 rows (driver)" in text
