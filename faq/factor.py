@@ -126,6 +126,7 @@ class Factor:
         self._table: Table | None = None  # local rows: consolidated, valid, zero-free
         self._trusted = False  # the DataFrame is valid for the semiring (no check needed)
         self._consolidated = True  # with _trusted: no key occurs twice
+        self._count: int | None = None
         self._stats: RelationStats | None = None
         self._array: np.ndarray | None = None  # from_numpy without a semiring
         self._raw: Table | None = None  # from_pandas without a semiring: checked per query
@@ -592,13 +593,18 @@ class Factor:
         return d.get((), S.zero)
 
     def count(self) -> int:
-        """Number of rows (of the stored DataFrame, for a distributed factor)."""
+        """Number of rows (of the stored DataFrame, for a distributed factor).
+
+        A trusted distributed factor counts once and remembers it.
+        """
         t = self._local_table(required=False)
         if t is not None:
             return t.rows
         if self._trusted and self._stats is not None and self._stats.exact:
             return self._stats.rows
-        return self.df.count()
+        if self._count is None or not self._trusted:
+            self._count = self.df.count()
+        return self._count
 
     def unpersist(self) -> None:
         """Release the cached data behind a query result."""

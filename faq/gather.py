@@ -51,6 +51,10 @@ LOCAL_BYTES = 512 * 2**20
 """Without a row estimate, a relation whose estimated size (Spark's ``sizeInBytes``, for
 files the file size) is at most this is read into the driver."""
 
+UNKNOWN_BYTES = 2**60
+"""Spark's ``sizeInBytes`` for data it knows nothing about (an RDD) is ``Long.MaxValue``
+(shown as 8 EiB): such a relation is read with a bound of ``LOCAL_ROWS + 1`` rows."""
+
 
 @dataclass
 class Relation:
@@ -84,7 +88,13 @@ def prepare(f: Factor, S: Semiring, label: str, *, local: bool = True) -> Relati
         return Relation(f.name or label, f.vars, f.stats or table_stats(t), table=t)
     if f._has_value:
         check_value_type(f.df, S, label)
-    if local and _fits(f):
+    fits = _fits(f) if local else False
+    if fits is None:  # no estimate (data built from an RDD, say): read at most LOCAL_ROWS + 1
+        at = f.df.limit(LOCAL_ROWS + 1).toArrow()
+        if at.num_rows <= LOCAL_ROWS:
+            table = _collected(f, at, S, label, consolidate=False)
+            return Relation(f.name or label, f.vars, table_stats(table), table=table)
+    elif fits:
         table = collect_factor(f, S, label, consolidate=False)
         return Relation(f.name or label, f.vars, table_stats(table), table=table)
     df, stats = spark_prepared(f, S, label)
@@ -96,7 +106,8 @@ _SEEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
 
 
-def _fits(f: Factor) -> bool:
+def _fits(f: Factor) -> bool | None:
+    """Whether ``f`` fits in the driver, from what is known without a job (None: unknown)."""
     if f._trusted and f._stats is not None:
         return f._stats.rows <= LOCAL_ROWS
     seen = _SEEN.get(f._source) if f._source is not None else None
@@ -105,7 +116,9 @@ def _fits(f: Factor) -> bool:
     rows, size = size_hint(f.df)
     if rows is not None:
         return rows <= LOCAL_ROWS
-    return size is not None and size <= LOCAL_BYTES
+    if size is None or size >= UNKNOWN_BYTES:
+        return None
+    return size <= LOCAL_BYTES
 
 
 def collect_factor(f: Factor, S: Semiring, label: str, *, consolidate: bool = True) -> Table:
@@ -114,12 +127,16 @@ def collect_factor(f: Factor, S: Semiring, label: str, *, consolidate: bool = Tr
     With ``consolidate`` False equal keys are left for the kernel's index to
     ⊕-combine (its sort finds them; the table says ``unique=False``).
     """
-    check = not (f._trusted and f._semiring is S)
     if f._has_value:
         check_value_type(f.df, S, label)
-    at = f.df.toArrow()
+    return _collected(f, f.df.toArrow(), S, label, consolidate=consolidate)
+
+
+def _collected(f: Factor, at: pa.Table, S: Semiring, label: str, *, consolidate: bool) -> Table:
+    """The Arrow rows read from ``f`` as a local table (checked unless ``f`` is trusted)."""
     if f._source is not None:
         _SEEN[f._source] = at.num_rows
+    check = not (f._trusted and f._semiring is S)
     unique = f._trusted and f._consolidated
     return arrow_to_table(at, f.vars, S, label, check=check, unique=unique, consolidate=consolidate)
 
