@@ -208,7 +208,7 @@ class IncrementalView:
         self._query = Query(self.rule, self._S)
         self._keys = {name: _key_names(self.rule, name) for name in self.rule.relations}
         self._spark = _spark()
-        self._P = _partitions(self._spark)
+        self._P = _partitions(self._spark, 0)
         self._store = _Store(Path(state_dir)) if state_dir is not None else None
         self._tick = 0
         self.last_step: dict[str, Any] = {}
@@ -223,12 +223,18 @@ class IncrementalView:
         unknown = [n for n in initial if n not in self.rule.relations]
         if unknown:
             raise ValueError(self._unknown_message(unknown))
+        checked = {
+            name: self._as_factor(
+                name, given, self.rule.relations[name], "initial contents"
+            ).validated(self._S, f"initial contents of relation {name!r}")
+            for name, given in initial.items()
+            if given is not None
+        }
+        self._P = _partitions(self._spark, sum(f.count() for f in checked.values()))
         rels: dict[str, _Relation] = {}
-        for name, arity in self.rule.relations.items():
-            given = initial.get(name)
-            rels[name] = (
-                self._empty_relation(name) if given is None else self._load(name, given, arity)
-            )
+        for name in self.rule.relations:
+            f = checked.get(name)
+            rels[name] = self._empty_relation(name) if f is None else self._load(name, f)
         self._rels = rels
         t0 = time.perf_counter()
         self._out, self._out_rows = self._initial_output()
@@ -474,14 +480,12 @@ class IncrementalView:
             )
         return f
 
-    def _load(self, name: str, given: Any, arity: int) -> _Relation:
-        """An initial relation: validated, consolidated, materialised, exact statistics."""
+    def _load(self, name: str, checked: Factor) -> _Relation:
+        """An initial relation (validated): partitioned, materialised, exact statistics."""
         from pyspark.sql import functions as F
 
         t0 = time.perf_counter()
-        f = self._as_factor(name, given, arity, "initial contents")
         label = f"initial contents of relation {name!r}"
-        checked = f.validated(self._S, label)
         types = _key_types(checked)
         keys = self._keys[name]
         df = checked.df
@@ -645,6 +649,7 @@ class IncrementalView:
                 f"{m['semiring']!r}, not of {self.rule} over {self.semiring.name!r}"
             )
         value_type = sops.ops(self._S).type
+        self._P = _partitions(self._spark, sum(int(r["rows"]) for r in m["relations"].values()))
         rels = {}
         for name, r in m["relations"].items():
             keys, types = tuple(r["keys"]), tuple(r["types"])
@@ -786,9 +791,20 @@ def _spark() -> SparkSession:
     return get_spark()
 
 
-def _partitions(spark: SparkSession) -> int:
-    """Partitions of a materialised state: the session's shuffle partitions (at least 1)."""
+ROWS_PER_PARTITION = 1_000_000
+"""Rows of state per partition the view aims at (a view's partition count is fixed when it
+is created or reopened, from its rows, and never above the session's shuffle partitions)."""
+
+
+def _partitions(spark: SparkSession, rows: int) -> int:
+    """Partitions of a view's materialised state: one per ``ROWS_PER_PARTITION`` rows, at
+    least the cores Spark runs on and at most the session's shuffle partitions (so a
+    session left at Spark's 200 does not spread a small view over 200 tasks a tick)."""
+    from faq.tasks import parallelism
+
     try:
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        most = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     except (ValueError, TypeError):
-        return 1
+        most = 1
+    want = max(parallelism(spark), -(-rows // ROWS_PER_PARTITION))
+    return max(1, min(most, want))

@@ -476,3 +476,19 @@ def test_a_small_tick_runs_a_handful_of_spark_jobs(spark):
         sc.setJobGroup("rest", "rest of the tests")
     assert d.scalar() == 3 and view.result().scalar() == 4  # K4 on 1..4, one triangle before
     assert len(jobs) <= 5, len(jobs)
+
+
+def test_a_small_view_in_a_session_left_at_200_partitions(spark):
+    """Regression: a view's state took the session's shuffle partitions (Spark's default
+    200: a 4-edge view ran 200 tasks per merge).  It is sized by its rows now."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        edges = spark.createDataFrame([(1, 2), (2, 3), (1, 3), (3, 4)], "src long, dst long")
+        view = IncrementalView(query(TRIANGLE, semiring="counting"), E=edges)
+        view.step(E=spark.createDataFrame([(2, 4, 1)], "src long, dst long, value long"))
+        assert view.result().scalar() == 2
+        assert view._P <= 2
+        assert view._rels["E"].df.rdd.getNumPartitions() <= 2
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
