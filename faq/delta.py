@@ -30,10 +30,9 @@ import numpy as np
 
 from faq.executor import Data, Executor
 from faq.factor import Factor
-from faq.kernel import Table, group_reduce
+from faq.kernel import Table, concat, group_reduce
 from faq.planner import AtomStats, make_plan
 from faq.rule import VALUE, Atom, Rule
-from faq.stats import RelationStats
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import group_starts, local_ops
@@ -215,7 +214,7 @@ class _Driver:
             )
         head = self.rule.head
         if results:
-            change = group_reduce(_concat(results, head, self.ops), head, self.ops)
+            change = group_reduce(concat(results, self.ops), head, self.ops)
         else:
             change = _empty(head, self.ops)
         return DeltaResult(
@@ -262,7 +261,7 @@ class _Driver:
                 b = self.rule.atoms[j]
                 if j < t.atom and b.relation in self.deltas:  # R' = R ⊕ ΔR at these keys
                     d = _filter(self.deltas[b.relation], _conds(b, t.known))
-                    rows = _consolidated(_concat([rows, d], rows.vars, self.ops), self.ops)
+                    rows = _consolidated(concat([rows, d], self.ops), self.ops)
                 t.fetched[j] = rows
                 for k, v in enumerate(b.vars):
                     have = np.unique(rows.cols[k])
@@ -306,7 +305,7 @@ class _Driver:
             return local.take(np.flatnonzero(mask))
         f = self.relations[name]
         if self._rows(name) == 0 or not conds:
-            return _empty(f.vars, self.ops, like=None)
+            return _empty(f.vars, self.ops)
         literals = sum(len(v) for c in conds for v in c.values())
         if literals > MAX_LITERALS:
             raise NeedsSpark(f"{literals:,} lookup keys for relation {name!r}")
@@ -465,19 +464,7 @@ def _at_keys(rows: Table, keys: Table) -> Table:
     return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
 
 
-def _concat(parts: list[Table], vars_: tuple[str, ...], ops: Any) -> Table:
-    cols = tuple(np.concatenate([p.cols[i] for p in parts]) for i in range(len(vars_)))
-    values = np.concatenate([_value_array(p, ops) for p in parts])
-    return Table(vars_, cols, values, unique=False)
-
-
-def _value_array(t: Table, ops: Any) -> np.ndarray:
-    if t.values is not None:
-        return np.asarray(t.values, dtype=ops.dtype)
-    return ops.ones(np.ones(t.rows, dtype=np.int64))
-
-
-def _empty(vars_: tuple[str, ...], ops: Any, like: Table | None = None) -> Table:
+def _empty(vars_: tuple[str, ...], ops: Any) -> Table:
     return Table(vars_, tuple(np.empty(0, dtype=np.int64) for _ in vars_), np.empty(0, ops.dtype))
 
 
@@ -496,10 +483,3 @@ def _all(conds: list[Column]) -> Column:
     for c in conds[1:]:
         out = out & c
     return out
-
-
-def stats_of(t: Table) -> RelationStats:
-    """Exact statistics of a local table (a helper for callers of :func:`solve_delta`)."""
-    from faq.stats import table_stats
-
-    return table_stats(t)

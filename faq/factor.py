@@ -51,6 +51,16 @@ def _check_vars(vars_: Sequence[str], where: str) -> tuple[str, ...]:
     return out
 
 
+def _array_vars(arr: np.ndarray, vars_: Sequence[str], label: str) -> tuple[str, ...]:
+    """The variables of an array, one per dimension."""
+    out = _check_vars(vars_, label)
+    if arr.ndim != len(out):
+        raise ValueError(
+            f"{label}: array has {arr.ndim} dimensions {arr.shape} but {len(out)} variables {out!r}"
+        )
+    return out
+
+
 def _label(name: str | None) -> str:
     return f"factor {name!r}" if name else "factor"
 
@@ -238,12 +248,7 @@ class Factor:
         arr = np.asarray(matrix)
         if semiring is None:
             label = _label(name)
-            vars_ = _check_vars(vars, label)
-            if arr.ndim != len(vars_):
-                raise ValueError(
-                    f"{label}: array has {arr.ndim} dimensions {arr.shape} but {len(vars_)} "
-                    f"variables {vars_!r}"
-                )
+            vars_ = _array_vars(arr, vars, label)
             if arr.dtype.kind == "f" and np.isnan(arr).any():
                 raise ValueError(f"{label}: NaN is not a value of any semiring")
             if arr.dtype.kind not in "biuf":
@@ -260,12 +265,7 @@ class Factor:
         cls, arr: np.ndarray, vars: Sequence[str], S: Semiring, name: str | None
     ) -> Factor:
         label = _label(name)
-        vars_ = _check_vars(vars, label)
-        if arr.ndim != len(vars_):
-            raise ValueError(
-                f"{label}: array has {arr.ndim} dimensions {arr.shape} but {len(vars_)} "
-                f"variables {vars_!r}"
-            )
+        vars_ = _array_vars(arr, vars, label)
         values = _numpy_values(arr, S, label)
         mask = values != S.zero
         if arr.ndim == 0:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from faq.kernel import ranges
+
 __all__ = [
-    "ranges",
     "hub_graph",
     "random_graph",
     "power_law_graph",
@@ -223,21 +224,6 @@ def power_law_graph(n_nodes: int, n_edges: int, seed: int = 0, exponent: float =
     e = _sample_edges(n_nodes, n_edges, rng, w / w.sum(), "power_law_graph")
     perm = rng.permutation(n_nodes).astype(np.int64)
     return _finish(perm[e[:, 0]], perm[e[:, 1]]) if len(e) else e
-
-
-def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, s + c)`` for every ``(s, c)``, vectorised.
-
-    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
-    [5, 6, 0, 1, 2]
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
-    return shift + np.arange(total, dtype=np.int64)
 
 
 def triangle_count_numpy(edges: np.ndarray, block_paths: int = 20_000_000) -> int:

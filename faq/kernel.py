@@ -422,7 +422,7 @@ def generic_join_threads(
             for level, (a, b) in enumerate(zip(s.proposed, s.kept, strict=True)):
                 stats.add(level, a, b)
     keep = tuple(keep)
-    return group_reduce(_concat(parts, ops), keep, ops)
+    return group_reduce(concat(parts, ops), keep, ops)
 
 
 def index(tables: Sequence[Table], order: Sequence[str], ops: LocalOps | None = None) -> list[Trie]:
@@ -577,45 +577,16 @@ def _extend(
     if part is not None:  # keep one slice of the flattened candidate list
         fewest, skip = _slice(fewest, part)
     members = np.flatnonzero(fewest > 0)
+    L = _Level(x, rel, depth, tries, keep, ops, fold, level, stats)
     compiled = NUMBA and all(tries[j].vals[depth[j]].dtype.kind in "iu" for j in rel)
     for sub in _batches(members, fewest[members], chunk):
         if compiled:
-            yield _intersect(
-                p,
-                sub,
-                rel,
-                depth,
-                proposer[sub],
-                fewest[sub],
-                skip[sub],
-                x,
-                tries,
-                keep,
-                ops,
-                fold,
-                level,
-                stats,
-            )
+            yield _intersect(p, sub, proposer[sub], fewest[sub], skip[sub], L)
             continue
         for g_pos, j in enumerate(rel):
             group = sub[proposer[sub] == g_pos]
             if len(group):
-                yield _propose(
-                    p,
-                    group,
-                    j,
-                    rel,
-                    depth,
-                    fewest[group],
-                    skip[group],
-                    x,
-                    tries,
-                    keep,
-                    ops,
-                    fold,
-                    level,
-                    stats,
-                )
+                yield _propose(p, group, j, fewest[group], skip[group], L)
 
 
 def _slice(fewest: np.ndarray, part: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -644,28 +615,37 @@ def _batches(members: np.ndarray, counts: np.ndarray, chunk: int) -> Iterator[np
         begin = end
 
 
+@dataclass(frozen=True)
+class _Level:
+    """What extending by one variable needs: the variable, the tries that hold it (``rel``)
+    and how deep each trie is bound (``depth``), and what the step keeps and counts."""
+
+    x: str
+    rel: list[int]
+    depth: dict[int, int]
+    tries: Sequence[Trie]
+    keep: tuple[str, ...]
+    ops: LocalOps
+    fold: bool
+    level: int
+    stats: JoinStats | None
+
+
 def _intersect(
     p: _Prefixes,
     sub: np.ndarray,
-    rel: list[int],
-    depth: dict[int, int],
     proposer: np.ndarray,
     take: np.ndarray,
     skip: np.ndarray,
-    x: str,
-    tries: Sequence[Trie],
-    keep: tuple[str, ...],
-    ops: LocalOps,
-    fold: bool,
-    level: int,
-    stats: JoinStats | None,
+    L: _Level,
 ) -> _Prefixes:
     """The compiled extension: a k-way intersection of sorted child lists per prefix."""
+    rel, depth, tries, ops, stats, level = L.rel, L.depth, L.tries, L.ops, L.stats, L.level
     vals = tuple(tries[j].vals[depth[j]] for j in rel)
     starts = tuple(tries[j].starts[depth[j]] for j in rel)
     nodes = tuple(np.ascontiguousarray(p.nodes[j][sub]) for j in rel)
     proposer = proposer.astype(np.int64)
-    if fold and all(tries[j].values is None for j in rel):  # only how many: count them
+    if L.fold and all(tries[j].values is None for j in rel):  # only how many: count them
         counts = _count_compiled(vals, starts, nodes, proposer, skip, take)
         if stats is not None:
             stats.add(level, int(take.sum()), int(counts.sum()))
@@ -677,30 +657,16 @@ def _intersect(
     owner, pos = _intersect_compiled(vals, starts, nodes, proposer, skip, take, int(take.sum()))
     if stats is not None:
         stats.add(level, int(take.sum()), len(owner))
-    pidx = sub[owner]
     found = {j: pos[i] for i, j in enumerate(rel)}
-    xv = vals[0][pos[0]]
-    return _grow(p, pidx, found, depth, x, xv, tries, keep, ops, fold)
+    return _grow(p, sub[owner], found, vals[0][pos[0]], L)
 
 
 def _propose(
-    p: _Prefixes,
-    sub: np.ndarray,
-    j: int,
-    rel: list[int],
-    depth: dict[int, int],
-    counts: np.ndarray,
-    skip: np.ndarray,
-    x: str,
-    tries: Sequence[Trie],
-    keep: tuple[str, ...],
-    ops: LocalOps,
-    fold: bool,
-    level: int,
-    stats: JoinStats | None,
+    p: _Prefixes, sub: np.ndarray, j: int, counts: np.ndarray, skip: np.ndarray, L: _Level
 ) -> _Prefixes:
     """Candidates of prefixes ``sub`` from trie ``j``, kept where every other trie has them
     (numpy: a binary search per candidate)."""
+    rel, depth, tries = L.rel, L.depth, L.tries
     tr = tries[j]
     d = depth[j]
     child = ranges(tr.starts[d][p.nodes[j][sub]] + skip, counts)
@@ -718,25 +684,17 @@ def _propose(
             pidx, xv, ck = pidx[idx], xv[idx], ck[idx]
             found = {r: a[idx] for r, a in found.items()}
         found[k] = ck
-    if stats is not None:
-        stats.add(level, proposed, len(pidx))
-    return _grow(p, pidx, found, depth, x, xv, tries, keep, ops, fold)
+    if L.stats is not None:
+        L.stats.add(L.level, proposed, len(pidx))
+    return _grow(p, pidx, found, xv, L)
 
 
 def _grow(
-    p: _Prefixes,
-    pidx: np.ndarray,
-    found: dict[int, np.ndarray],
-    depth: dict[int, int],
-    x: str,
-    xv: np.ndarray,
-    tries: Sequence[Trie],
-    keep: tuple[str, ...],
-    ops: LocalOps,
-    fold: bool,
+    p: _Prefixes, pidx: np.ndarray, found: dict[int, np.ndarray], xv: np.ndarray, L: _Level
 ) -> _Prefixes:
     """The prefixes extended by ``x = xv`` (``pidx``: the prefix each extends, sorted;
     ``found``: each trie's child node): weights multiplied where a trie is complete."""
+    depth, tries, ops = L.depth, L.tries, L.ops
     w = None if p.w is None else p.w[pidx]
     nodes: list[np.ndarray | None] = []
     for r, tr_r in enumerate(tries):
@@ -751,7 +709,7 @@ def _grow(
                 nodes.append(found[r])
         else:
             nodes.append(p.nodes[r][pidx])
-    if fold:  # ⊕ the candidates of each prefix into it (pidx is sorted)
+    if L.fold:  # ⊕ the candidates of each prefix into it (pidx is sorted)
         if len(pidx) == 0:
             return _Prefixes({}, None, [], 0)
         starts = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])
@@ -763,8 +721,8 @@ def _grow(
         cols = {v: c[owners] for v, c in p.cols.items()}
         return _Prefixes(cols, w, [], len(owners))
     cols = {v: c[pidx] for v, c in p.cols.items()}
-    if x in keep:
-        cols[x] = xv
+    if L.x in L.keep:
+        cols[L.x] = xv
     return _Prefixes(cols, w, nodes, len(pidx))
 
 
@@ -789,6 +747,25 @@ if NUMBA:
                 bound = mid
         return lo
 
+    @_numba.njit(cache=True, nogil=True, inline="always")
+    def _open(starts, nodes, i, cur, end):  # pragma: no cover - compiled
+        """Point each list's cursor at the start of prefix ``i``'s children, and its end."""
+        for j in range(len(starts)):
+            cur[j] = starts[j][nodes[j][i]]
+            end[j] = starts[j][nodes[j][i] + 1]
+
+    @_numba.njit(cache=True, nogil=True, inline="always")
+    def _others_have(vals, cur, end, j0, v):  # pragma: no cover - compiled
+        """True when every list but ``j0`` holds ``v`` at or after its cursor (cursors move)."""
+        for j in range(len(vals)):
+            if j == j0:
+                continue
+            c = _gallop(vals[j], cur[j], end[j], v)
+            cur[j] = c
+            if c >= end[j] or vals[j][c] != v:
+                return False
+        return True
+
     @_numba.njit(cache=True, nogil=True)
     def _intersect_compiled(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
         k = len(vals)
@@ -799,23 +776,11 @@ if NUMBA:
         m = 0
         for i in range(len(proposer)):
             j0 = proposer[i]
-            for j in range(k):
-                cur[j] = starts[j][nodes[j][i]]
-                end[j] = starts[j][nodes[j][i] + 1]
+            _open(starts, nodes, i, cur, end)
             first = cur[j0] + skip[i]
             last = first + take[i]
             for q in range(first, last):
-                v = vals[j0][q]
-                ok = True
-                for j in range(k):
-                    if j == j0:
-                        continue
-                    c = _gallop(vals[j], cur[j], end[j], v)
-                    cur[j] = c
-                    if c >= end[j] or vals[j][c] != v:
-                        ok = False
-                        break
-                if ok:
+                if _others_have(vals, cur, end, j0, vals[j0][q]):
                     owner[m] = i
                     for j in range(k):
                         pos[j, m] = q if j == j0 else cur[j]
@@ -832,23 +797,11 @@ if NUMBA:
         end = np.empty(k, np.int64)
         for i in range(len(proposer)):
             j0 = proposer[i]
-            for j in range(k):
-                cur[j] = starts[j][nodes[j][i]]
-                end[j] = starts[j][nodes[j][i] + 1]
+            _open(starts, nodes, i, cur, end)
             first = cur[j0] + skip[i]
             n = 0
             for q in range(first, first + take[i]):
-                v = vals[j0][q]
-                ok = True
-                for j in range(k):
-                    if j == j0:
-                        continue
-                    c = _gallop(vals[j], cur[j], end[j], v)
-                    cur[j] = c
-                    if c >= end[j] or vals[j][c] != v:
-                        ok = False
-                        break
-                if ok:
+                if _others_have(vals, cur, end, j0, vals[j0][q]):
                     n += 1
             out[i] = n
         return out
@@ -910,7 +863,7 @@ class _Accumulator:
         self.parts.append(t)
         self.rows += t.rows
         if self.rows > 4 * CHUNK and len(self.parts) > 1:
-            self.parts = [group_reduce(_concat(self.parts, self.ops), self.keep, self.ops)]
+            self.parts = [group_reduce(concat(self.parts, self.ops), self.keep, self.ops)]
             self.rows = self.parts[0].rows
 
     def result(self) -> Table:
@@ -920,7 +873,7 @@ class _Accumulator:
                 tuple(np.empty(0, dtype=np.int64) for _ in self.keep),
                 _empty_values(self.ops),
             )
-        return group_reduce(_concat(self.parts, self.ops), self.keep, self.ops)
+        return group_reduce(concat(self.parts, self.ops), self.keep, self.ops)
 
 
 def _scalar_table(p: _Prefixes, ops: LocalOps) -> Table:
@@ -932,7 +885,8 @@ def _scalar_table(p: _Prefixes, ops: LocalOps) -> Table:
     return Table((), (), np.asarray(total, dtype=ops.dtype), unique=True)
 
 
-def _concat(parts: list[Table], ops: LocalOps) -> Table:
+def concat(parts: list[Table], ops: LocalOps) -> Table:
+    """Tables over the same variables, one after the other (keys may repeat then)."""
     if len(parts) == 1:
         return parts[0]
     keep = parts[0].vars

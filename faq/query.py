@@ -326,9 +326,6 @@ def query_error(exc: Exception, q: Query) -> Exception:
     return exc
 
 
-spark_error = query_error  # the name incremental used
-
-
 def query(rule: str, semiring: str | Semiring = "real") -> Query:
     """A query from a rule such as ``"Q(i, l) :- A(i, j), B(j, k), C(k, l)"``.
 
