@@ -117,11 +117,14 @@ class Factor:
                 f"{len(keys)} key columns {keys!r} (columns found: {cols!r}; "
                 f"the annotation column must be named {VALUE!r})"
             )
-        selected = [df[k].alias(v) for k, v in zip(keys, vars_, strict=True)]
-        if has_value:
-            selected.append(df[VALUE])
         self._init(vars_, semiring, name, has_value)
-        self._df = df.select(*selected)
+        if cols == [*vars_, *([VALUE] if has_value else [])]:
+            self._df = df  # already in shape: no select (each costs JVM round trips)
+        else:
+            selected = [df[k].alias(v) for k, v in zip(keys, vars_, strict=True)]
+            if has_value:
+                selected.append(df[VALUE])
+            self._df = df.select(*selected)
         self._source = df
 
     def _init(

@@ -109,8 +109,12 @@ def pair_join_size(a: Table, a_vars: Sequence[str], b: Table, b_vars: Sequence[s
     vb, cb = degrees(b, b_vars)
     if not va:
         return int(ca[0]) * int(cb[0])
-    if len(va) == 1:
-        _, ia, ib = np.intersect1d(va[0], vb[0], assume_unique=True, return_indices=True)
+    if len(va) == 1:  # both sorted and distinct: a binary search of one in the other
+        if len(vb[0]) == 0:
+            return 0
+        pos = np.minimum(np.searchsorted(vb[0], va[0]), len(vb[0]) - 1)
+        ia = np.flatnonzero(vb[0][pos] == va[0])
+        ib = pos[ia]
     else:
         both = [np.concatenate([x, y]) for x, y in zip(va, vb, strict=True)]
         perm, starts = group_starts(both)

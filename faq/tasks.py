@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +51,31 @@ class TaskError(RuntimeError):
     """A task of the local kernel failed; the message is the task's own error."""
 
 
+_KNOWN: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+"""(parallelism, driver cores) of the sessions asked already: a session's do not change."""
+
+
 def parallelism(spark: SparkSession) -> int:
     """How many tasks can run at once: Spark's default parallelism, or the local cores."""
+    return _figures(spark)[0]
+
+
+def driver_cores(spark: SparkSession | None) -> int:
+    """Cores the driver's own threads may use: the local master's in local mode (the
+    executors are the driver then), else this machine's."""
+    if spark is None:
+        return os.cpu_count() or 1
+    return _figures(spark)[1]
+
+
+def _figures(spark: SparkSession) -> tuple[int, int]:
+    hit = _KNOWN.get(spark)
+    if hit is None:
+        hit = _KNOWN[spark] = (_parallelism(spark), _driver_cores(spark))
+    return hit
+
+
+def _parallelism(spark: SparkSession) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
@@ -69,12 +93,8 @@ def parallelism(spark: SparkSession) -> int:
     return os.cpu_count() or 1 if master == "local" else 2
 
 
-def driver_cores(spark: SparkSession | None) -> int:
-    """Cores the driver's own threads may use: the local master's in local mode (the
-    executors are the driver then), else this machine's."""
+def _driver_cores(spark: SparkSession) -> int:
     cores = os.cpu_count() or 1
-    if spark is None:
-        return cores
     try:
         master = spark.conf.get("spark.master", None) or ""
     except Exception:
