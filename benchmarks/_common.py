@@ -377,12 +377,26 @@ def jobs_in_group(sc: SparkContext, group: str, settle: float = 1.0) -> int:
     return n
 
 
-def counted_jobs(sc: SparkContext, fn: Callable[[], Any], description: str) -> tuple[Any, int]:
-    """Run ``fn`` in this thread under a fresh job group: ``(its value, Spark jobs)``."""
+def timed_jobs(sc: SparkContext, fn: Callable[[], Any], description: str) -> tuple[float, Any, int]:
+    """Run ``fn`` in this thread under a fresh job group: ``(seconds, value, Spark jobs)``.
+
+    Only ``fn`` is timed (not the reading of the job count).
+    """
     group = new_job_group()
     with job_group(sc, group, description):
+        t0 = time.perf_counter()
         value = fn()
-    return value, jobs_in_group(sc, group)
+        seconds = time.perf_counter() - t0
+    return seconds, value, jobs_in_group(sc, group)
+
+
+def stop_spark() -> None:
+    """Stop the active SparkSession, if any (scripts call it on exit; ``main`` does not)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
 
 
 # -- formatting ------------------------------------------------------------------------------

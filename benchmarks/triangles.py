@@ -103,6 +103,7 @@ from benchmarks._common import (
     run_info,
     run_limited,
     set_ratios,
+    stop_spark,
     write_results,
 )
 from faq.graphs import (
@@ -561,7 +562,7 @@ class Runner:
         res.extra["correct"] = None
         why = self.c.unavailable(name, query, w.m)
         if why is None and (v := self.dominated_by(w, query, name)) is not None:
-            why = f"timed out on {v.name}, which is no larger"
+            why = f"timed out on the no larger {v.name}"
         if why is not None:
             res.status, res.note = "skipped", why
             return res
@@ -834,9 +835,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     status = main()
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    stop_spark()
     sys.exit(status)
