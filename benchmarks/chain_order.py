@@ -20,10 +20,26 @@ prints
 Eliminating an inner index multiplies the two blocks adjacent to it, so an
 elimination order is a parenthesization: for A·B·C·D, the order k, j, l is
 (A(BC))D.  A final section checks the planner alone (statistics only, no
-Spark) against multi_dot's optimum on random dense chains of 3 to 10 matrices.
+Spark) against multi_dot's optimum on random dense chains of 3 to 10 matrices
+(it uses the planner's internal ``faq.planner.make_plan``; when the engine no
+longer has it, that section is skipped with a note).
+
+Every solve is tagged with a Spark job group and its Spark jobs are counted.
+The summary is also written as CSV and JSON (``benchmarks/results/chain_order.csv``
+and ``.json``, or under ``--out DIR``): per chain the contenders ``planner (auto)``
+and ``left to right``, with their order, parenthesization, dense cost, joined
+rows, and the time ratio to the planner.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import ``benchmarks`` from the repository
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
 
 import argparse
 import itertools
@@ -37,8 +53,17 @@ from dataclasses import dataclass
 import numpy as np
 
 import faq
-from faq.planner import EXHAUSTIVE_LIMIT, AtomStats, make_plan
-from faq.rule import parse_rule
+from benchmarks._common import (
+    Result,
+    add_out_argument,
+    missing_note,
+    optional_import,
+    run_info,
+    set_ratios,
+    stop_spark,
+    timed_jobs,
+    write_results,
+)
 from faq.session import local_session
 
 LETTERS = "ijklmnopqrst"  # chain indices: A(i, j), B(j, k), ...
@@ -177,10 +202,12 @@ def replay(order: Sequence[str], dims: Sequence[int], patterns: list | None = No
 
 
 def sparsity_patterns(mats: list[np.ndarray]) -> list:
-    """0/1 patterns of the matrices, as scipy CSR matrices when scipy is installed."""
-    try:
-        from scipy import sparse
-    except ImportError:  # pragma: no cover - scipy is in the "bench" extra
+    """0/1 patterns of the matrices, as scipy CSR matrices when scipy is installed.
+
+    Without scipy they are dense numpy arrays (same counts, more memory).
+    """
+    sparse = optional_import("scipy.sparse")
+    if sparse is None:
         return [(m != 0).astype(np.int64) for m in mats]
     return [sparse.csr_matrix((m != 0).astype(np.int64)) for m in mats]
 
@@ -196,10 +223,9 @@ def dense_result(out: faq.Factor, shape: tuple[int, int]) -> np.ndarray:
     return arr
 
 
-def solve_timed(q: faq.Query, order: str, factors: dict) -> tuple[float, faq.Factor]:
-    t0 = time.perf_counter()
-    out = q.solve(order=order, **factors)
-    return time.perf_counter() - t0, out
+def solve_timed(q: faq.Query, order: str, factors: dict, sc) -> tuple[float, faq.Factor, int]:
+    """``q.solve(order=order)``: seconds, the result and the Spark jobs it launched."""
+    return timed_jobs(sc, lambda: q.solve(order=order, **factors), f"chain order={order}")
 
 
 def fmt_int(x: float | None) -> str:
@@ -220,9 +246,13 @@ class Row:
     t_textual: float
     agree: bool
     best_joined: int
+    textual: tuple[str, ...] = ()
+    textual_paren: str = ""
+    times: dict[str, list[float]] | None = None
+    jobs: dict[str, int] | None = None
 
 
-def bench_chain(chain: Chain, rng: np.random.Generator, repeat: int) -> Row:
+def bench_chain(chain: Chain, rng: np.random.Generator, repeat: int, sc) -> Row:
     n = chain.n
     rule = chain_rule(n)
     q = faq.query(rule, semiring="real")
@@ -275,10 +305,11 @@ def bench_chain(chain: Chain, rng: np.random.Generator, repeat: int) -> Row:
     )
 
     times: dict[str, list[float]] = {"auto": [], "textual": []}
+    jobs: dict[str, int] = {}
     outs: dict[str, faq.Factor] = {}
     for _ in range(repeat):
         for order in ("auto", "textual"):  # interleaved, so background load hits both
-            seconds, outs[order] = solve_timed(q, order, factors)
+            seconds, outs[order], jobs[order] = solve_timed(q, order, factors, sc)
             times[order].append(seconds)
     t_auto = statistics.median(times["auto"])
     t_text = statistics.median(times["textual"])
@@ -288,7 +319,7 @@ def bench_chain(chain: Chain, rng: np.random.Generator, repeat: int) -> Row:
         + ", ".join(f"{x:.2f}" for x in times["auto"])
         + "; left to right "
         + ", ".join(f"{x:.2f}" for x in times["textual"])
-        + ")"
+        + f"; Spark jobs per solve: planner {jobs['auto']}, left to right {jobs['textual']})"
     )
 
     shape = (chain.dims[0], chain.dims[-1])
@@ -313,6 +344,10 @@ def bench_chain(chain: Chain, rng: np.random.Generator, repeat: int) -> Row:
         t_text,
         agree,
         best_joined,
+        replays["left to right"][0],
+        replays["left to right"][1],
+        times,
+        jobs,
     )
 
 
@@ -331,6 +366,12 @@ def warm_up(rng: np.random.Generator) -> None:
 
 def planner_only(count: int, rng: np.random.Generator) -> None:
     """The planner's cost vs multi_dot's optimum on random dense chains (no Spark)."""
+    try:  # the planner's internals: not public API, may change with the engine
+        from faq.planner import EXHAUSTIVE_LIMIT, AtomStats, make_plan
+        from faq.rule import parse_rule
+    except ImportError as exc:
+        print(f"\n== planner alone vs multi_dot: skipped (planner internals changed: {exc})")
+        return
     print(
         f"\n== planner alone vs multi_dot on {count} random dense chains "
         "(3-10 matrices, dims 2-1000 log-uniform; statistics only, no Spark)"
@@ -371,6 +412,54 @@ def planner_only(count: int, rng: np.random.Generator) -> None:
         )
 
 
+def results_of(rows: list[Row]) -> list[Result]:
+    """Two result cells per chain, ``planner (auto)`` and ``left to right`` (ratio to the first)."""
+    out = []
+    for r in rows:
+        assert r.times is not None and r.jobs is not None
+        for label, key, order, paren, dense, joined in (
+            (
+                "planner (auto)",
+                "auto",
+                r.planner,
+                r.planner_paren,
+                r.planner_dense,
+                r.joined_planner,
+            ),
+            (
+                "left to right",
+                "textual",
+                r.textual,
+                r.textual_paren,
+                r.textual_dense,
+                r.joined_textual,
+            ),
+        ):
+            out.append(
+                Result(
+                    r.chain.name,
+                    label,
+                    times=r.times[key],
+                    spark_jobs=r.jobs[key],
+                    status="ok",
+                    note="" if r.agree else "results differ from numpy multi_dot",
+                    extra={
+                        "shapes": r.chain.shapes(),
+                        "density": r.chain.density,
+                        "order": ",".join(order),
+                        "parenthesization": paren,
+                        "dense_cost": dense,
+                        "optimal_dense_cost": r.optimal_dense,
+                        "joined_rows": joined,
+                        "least_joined_rows": r.best_joined,
+                        "agree": r.agree,
+                    },
+                )
+            )
+    set_ratios(out, "planner (auto)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Compare the FAQ planner's matrix-chain order with numpy.linalg.multi_dot "
@@ -389,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -396,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     chains = QUICK if args.quick else FULL
 
     rng = np.random.default_rng(args.seed)
+    meta = run_info("chain_order", argv)
+    if optional_import("scipy.sparse") is None:
+        print(missing_note("scipy", "sparse counting of joined rows (dense numpy instead)"))
     _, _, source = multi_dot_order((2, 3, 4))
     print(f"multi_dot order from: {source}")
     spark = local_session(args.master)
@@ -407,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     warm_up(rng)
     print(f"(warm-up solve: {time.perf_counter() - t0:.1f} s, not counted)")
 
-    rows = [bench_chain(c, rng, repeat) for c in chains]
+    rows = [bench_chain(c, rng, repeat, spark.sparkContext) for c in chains]
 
     print(f"\n== summary (solve wall time: median of {repeat}; speed-up = left to right / planner)")
     head = (
@@ -433,10 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     planner_only(400 if not args.quick else 80, rng)
-    spark.stop()
+    meta.update(spark=spark.version, master=args.master, repeat=repeat)
+    csv_path, json_path = write_results(results_of(rows), args.out, "chain_order", meta)
+    print(f"\nwritten: {csv_path} and {json_path}")
     ok = all(r.agree and r.joined_planner == r.best_joined for r in rows)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    status = main()
+    stop_spark()
+    raise SystemExit(status)

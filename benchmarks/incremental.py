@@ -14,6 +14,12 @@ deletions of present ones) and prints, as Markdown tables:
 * what the physical plans of one step shuffle (``--plans FILE`` writes them).
 
 Every view's count is checked against :func:`faq.graphs.triangle_count_numpy`.
+The Spark jobs of the build, of each step and of the recompute are counted
+with the status tracker.  The rows are also written as CSV and JSON
+(``benchmarks/results/incremental.csv`` and ``.json``, or under ``--out DIR``):
+contenders ``initial build``, ``full recompute``, ``step Δ=d`` and, when
+Pathway runs, ``Pathway initial`` and ``Pathway step Δ=d``, each with its
+ratio to the full recompute on the same graph.
 
 Usage::
 
@@ -25,6 +31,16 @@ Usage::
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # run as a script, this file's folder comes first on sys.path and its name would
+    # shadow the ``incremental`` package; import ``benchmarks`` from the repository
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
+
 import argparse
 import contextlib
 import io
@@ -33,19 +49,21 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# run as a script, this file's folder comes first on sys.path and its name would
-# shadow the ``incremental`` package
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from benchmarks._common import (
+    NOT_INSTALLED,
+    Result,
+    add_out_argument,
+    run_info,
+    set_ratios,
+    stop_spark,
+    timed_jobs,
+    write_results,
+)
 
 PATHWAY_SCRIPT = r"""
 import json, sys, time
@@ -74,12 +92,6 @@ pw.run(monitoring_level=pw.MonitoringLevel.NONE)
 print(json.dumps({"seconds": time.perf_counter() - t0,
                   "final": counts[max(counts)] if counts else 0}))
 """
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
 
 
 def make_delta(
@@ -224,31 +236,50 @@ def bench_graph(
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     n_nodes = int(edges_np.max()) + 1
     edges = {(int(u), int(v)) for u, v in edges_np}
-    build, view = timed(
-        lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark))
+    sc = spark.sparkContext
+    build, view, build_jobs = timed_jobs(
+        sc,
+        lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark)),
+        f"incremental build {label}",
     )
     view.local = not args.spark_delta
-    row: dict[str, Any] = {"graph": label, "edges": len(edges), "build": build, "steps": {}}
+    row: dict[str, Any] = {
+        "graph": label,
+        "edges": len(edges),
+        "build": build,
+        "build_jobs": build_jobs,
+        "steps": {},
+        "step_times": {},
+        "step_jobs": {},
+    }
     for size in sizes:
-        times = []
+        times, jobs = [], []
         for t in range(ticks):
             d = make_delta(edges, n_nodes, size, rng)
             df = delta_frame(spark, d)
+            what = f"incremental step {label} delta={size}"
             if recorder is not None and size == sizes[0] and t == ticks - 1:
                 with recorder.active(spark):
-                    secs, _ = timed(lambda df=df: view.step(E=df))
+                    secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
             else:
-                secs, _ = timed(lambda df=df: view.step(E=df))
+                secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
             times.append(secs)
+            jobs.append(n_jobs)
             apply(edges, d)
         row["steps"][size] = statistics.median(times)
+        row["step_times"][size] = times
+        row["step_jobs"][size] = int(statistics.median(jobs))
     current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
     expected = int(triangle_count_numpy(current))
     got = view.result().scalar()
     if got != expected:
         raise AssertionError(f"{label}: view counts {got} triangles, numpy {expected}")
     row["triangles"] = got
-    row["recompute"], count = timed(lambda: tri.solve(E=edges_dataframe(current, spark)).scalar())
+    row["recompute"], count, row["recompute_jobs"] = timed_jobs(
+        sc,
+        lambda: tri.solve(E=edges_dataframe(current, spark)).scalar(),
+        f"incremental recompute {label}",
+    )
     assert count == expected, (count, expected)
     row["where"] = sorted({t.get("where", "?") for t in view.last_step["terms"]})
     if args.pathway and len(edges) > args.pathway_max_edges:
@@ -264,7 +295,80 @@ def fmt(x: float) -> str:
     return f"{x:.2f} s" if x >= 0.1 else f"{x * 1000:.0f} ms"
 
 
-def main(argv: list[str] | None = None) -> None:
+def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> list[Result]:
+    """The measured rows as result cells (ratio: time / full recompute on the same graph)."""
+    out: list[Result] = []
+    for r in rows:
+        common = {"workload": r["graph"], "edges": r["edges"], "count": r["triangles"]}
+        where = ", ".join(r["where"])
+        out.append(
+            Result(
+                contender="initial build",
+                times=[r["build"]],
+                spark_jobs=r["build_jobs"],
+                extra={"delta": None, "where": ""},
+                **common,
+            )
+        )
+        out.append(
+            Result(
+                contender="full recompute",
+                times=[r["recompute"]],
+                spark_jobs=r["recompute_jobs"],
+                extra={"delta": None, "where": ""},
+                **common,
+            )
+        )
+        for d in deltas:
+            out.append(
+                Result(
+                    contender=f"step Δ={d}",
+                    times=r["step_times"][d],
+                    spark_jobs=r["step_jobs"][d],
+                    note=f"median of {ticks} ticks",
+                    extra={"delta": d, "where": where},
+                    **common,
+                )
+            )
+        pw = r.get("pathway")
+        labels = ["Pathway initial"] + [f"Pathway step Δ={d}" for d in deltas]
+        if not isinstance(pw, dict):
+            # not importable, over --pathway-max-edges: skipped; it failed: error
+            status = "skipped" if pw is None or pw.startswith("not run (over") else "error"
+            for label, d in zip(labels, [None, *deltas], strict=True):
+                out.append(
+                    Result(
+                        contender=label,
+                        status=status,
+                        note=pw or NOT_INSTALLED,
+                        extra={"delta": d, "where": ""},
+                        **{**common, "count": None},
+                    )
+                )
+            continue
+        out.append(
+            Result(
+                contender="Pathway initial",
+                times=[pw["initial"]],
+                extra={"delta": None, "where": ""},
+                **common,
+            )
+        )
+        for d in deltas:
+            out.append(
+                Result(
+                    contender=f"Pathway step Δ={d}",
+                    times=[pw["steps"][d]],
+                    note="(run with the ticks - run without) / ticks",
+                    extra={"delta": d, "where": "Pathway"},
+                    **common,
+                )
+            )
+    set_ratios(out, "full recompute")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", help="SNAP edge lists to add to the graphs")
     parser.add_argument("--quick", action="store_true", help="one small graph, 2 ticks per size")
@@ -288,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run every delta rule as Spark delta queries (view.local = False)",
     )
+    add_out_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [10, 100], 5
@@ -299,6 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = local_session()
     spark.sparkContext.setCheckpointDir(tempfile.mkdtemp(prefix="faq-bench-"))
     args.pathway = pathway_available(args.pathway_python)
+    meta = run_info("incremental", argv)
     gen = graphs.power_law_graph if args.graph == "power-law" else graphs.random_graph
     cases = [(f"{args.graph} m={m:,}", gen(max(m // 5, 100), m, args.seed)) for m in args.sizes]
     for p in args.paths:
@@ -310,7 +416,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     where = "Spark delta queries" if args.spark_delta else "the driver for small deltas"
     print(f"Delta queries use join={args.join!r}, in {where}.\n")
-    print(f"command: `python benchmarks/incremental.py {' '.join(sys.argv[1:])}`\n")
+    print(f"command: `{meta['command']}`\n")
+    if not args.pathway:
+        print(
+            f"pathway is not importable by {args.pathway_python} (pip install pathway): "
+            "the Pathway comparison is skipped\n"
+        )
     recorder = PlanRecorder()
     rows = []
     for n, (label, e) in enumerate(cases):
@@ -341,8 +452,15 @@ def main(argv: list[str] | None = None) -> None:
         ]
         for d in args.deltas:
             s = r["steps"][d]
-            cells += [fmt(s), f"{r['recompute'] / s:.1f}×"]
+            cells += [f"{fmt(s)}, {r['step_jobs'][d]} jobs", f"{r['recompute'] / s:.1f}×"]
         print("| " + " | ".join(cells) + " |")
+    print(
+        "\n'N jobs': Spark jobs of one step (median over the ticks); the initial build took "
+        + ", ".join(f"{r['build_jobs']}" for r in rows)
+        + " and the full recompute "
+        + ", ".join(f"{r['recompute_jobs']}" for r in rows)
+        + " jobs (per graph, in table order)."
+    )
 
     print("\n## Pathway on the same ticks\n")
     if not args.pathway:
@@ -390,6 +508,23 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.plans).write_text("\n\n".join(recorder.plans))
         print(f"\n(plans written to {args.plans})")
 
+    meta.update(
+        spark=spark.version,
+        master=spark.sparkContext.master,
+        join=args.join,
+        delta_rule_in="Spark" if args.spark_delta else "driver for small deltas",
+        ticks=args.ticks,
+        deltas=args.deltas,
+        pathway=args.pathway,
+    )
+    csv_path, json_path = write_results(
+        results_of(rows, args.deltas, args.ticks), args.out, "incremental", meta
+    )
+    print(f"\nwritten: {csv_path} and {json_path}")
+    return 0
+
 
 if __name__ == "__main__":
-    main()
+    status = main()
+    stop_spark()
+    raise SystemExit(status)

@@ -1,0 +1,258 @@
+"""Smoke tests of the benchmark scripts: reference counters, the GraphFrames algorithm,
+the result files, missing optional packages and the plots.  No timing is asserted."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import _common, triangles
+from faq.graphs import hub_graph, power_law_graph, random_graph, triangle_count_numpy
+from faq.io import load_edge_array, undirected_simple
+
+ROOT = Path(__file__).resolve().parent.parent
+KARATE = ROOT / "tests" / "data" / "karate.txt"
+
+
+def brute_force_cliques(edges: np.ndarray, k: int) -> int:
+    """k-cliques by trying every k-subset of the vertices."""
+    adj = {(int(u), int(v)) for u, v in edges} | {(int(v), int(u)) for u, v in edges}
+    nodes = sorted({int(x) for x in edges.ravel()})
+    return sum(
+        all((a, b) in adj for a, b in itertools.combinations(c, 2))
+        for c in itertools.combinations(nodes, k)
+    )
+
+
+# -- reference counts ------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_clique_count_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 13))
+    m = int(rng.integers(1, n * (n - 1) // 2 + 1))
+    e = random_graph(n, m, seed=seed)
+    for k in (3, 4, 5):
+        assert triangles.clique_count_numpy(e, k) == brute_force_cliques(e, k), (n, m, k)
+
+
+def test_clique_count_ignores_orientation_loops_and_duplicates():
+    k4 = np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]])
+    messy = np.concatenate([k4, k4[:, ::-1], [[2, 2], [0, 1]]])
+    assert triangles.clique_count_numpy(messy, 4) == 1
+    assert triangles.clique_count_numpy(messy, 3) == 4
+    assert triangles.clique_count_numpy(np.empty((0, 2), dtype=np.int64), 4) == 0
+    # small blocks exercise the blocked loops
+    e = power_law_graph(200, 1200, seed=3)
+    assert triangles.clique_count_numpy(e, 4, block=50) == triangles.clique_count_numpy(e, 4)
+
+
+def test_clique_count_matches_networkx_and_triangle_oracle():
+    nx = pytest.importorskip("networkx")
+    e = undirected_simple(load_edge_array(KARATE))
+    G = nx.Graph(e.tolist())
+    by_size: dict[int, int] = {}
+    for c in nx.enumerate_all_cliques(G):
+        by_size[len(c)] = by_size.get(len(c), 0) + 1
+    for k in (3, 4, 5):
+        assert triangles.clique_count_numpy(e, k) == by_size.get(k, 0)
+    assert triangles.reference_count(e, "triangle") == 45
+    h = hub_graph(50)
+    assert triangles.reference_count(h, "4clique") == 0
+    assert triangles.clique_count_numpy(h, 3) == triangle_count_numpy(h) == 101
+
+
+def test_in_memory_contenders_agree():
+    args = triangles.parse_args(["--quick"])
+    c = triangles.Contenders(args)
+    c.load(power_law_graph(300, 2000, seed=1))
+    for query in ("triangle", "4clique"):
+        want = triangles.reference_count(c.edges, query)
+        for name in ("scipy", "networkx", "graphblas"):
+            if c.unavailable(name, query, len(c.edges)) is None:
+                assert c.run(name, query, 60) == (want, None), (name, query)
+
+
+# -- Spark: the GraphFrames algorithm and the job count --------------------------------------
+def test_graphframes_algorithm_and_job_count(spark):
+    """One tiny Spark run: the algorithm on a messy edge list, through the job counter."""
+    e = undirected_simple(load_edge_array(KARATE))
+    messy = np.concatenate([e, e[:5, ::-1], [[3, 3]]])  # reversed duplicates, a self-loop
+    args = triangles.parse_args(["--quick", "--contenders", "graphframes"])
+    c = triangles.Contenders(args)
+    c.spark = spark
+    c.df = spark.createDataFrame([(int(u), int(v)) for u, v in messy], "src bigint, dst bigint")
+    count, jobs = c.run("graphframes", "triangle", 300)
+    assert count == 45
+    assert jobs is not None and jobs >= 1
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
+
+
+# -- result files ----------------------------------------------------------------------------
+def test_write_results_csv_and_json(tmp_path):
+    rows = [
+        _common.Result(
+            "g", "engine (auto)", edges=10, times=[2.0, 1.0, 3.0], count=5, spark_jobs=7
+        ),
+        _common.Result("g", "DuckDB", edges=10, times=[0.5], count=5, extra={"query": "triangle"}),
+        _common.Result("g", "GraphBLAS", edges=10, status="skipped", note="not installed"),
+        _common.Result("g", "Spark SQL", edges=10, status="timeout", note="cancelled at 3 s"),
+    ]
+    _common.set_ratios(rows, "engine (auto)")
+    csv_path, json_path = _common.write_results(rows, tmp_path / "new", "demo", {"x": 1})
+    with csv_path.open() as fh:
+        got = list(csv.DictReader(fh))
+    header = list(got[0])
+    assert header[: len(_common.COLUMNS)] == list(_common.COLUMNS) and header[-1] == "query"
+    assert got[0]["median_s"] == "2" and got[0]["runs"] == "3" and got[0]["spark_jobs"] == "7"
+    assert got[1]["ratio"] == "0.25" and got[1]["baseline"] == "engine (auto)"
+    assert [r["status"] for r in got] == ["ok", "ok", "skipped", "timeout"]
+    assert got[3]["median_s"] == "" and got[3]["ratio"] == ""
+    data = json.loads(json_path.read_text())
+    assert data["meta"] == {"x": 1} and len(data["rows"]) == 4
+    with pytest.raises(ValueError, match="status"):
+        _common.Result("g", "x", status="n/a").as_row()
+
+
+def run_triangles_without_spark(tmp_path: Path, contenders: str) -> list[dict[str, str]]:
+    argv = [
+        *("--contenders", contenders, "--hub-n", "5", "--random-edges", "0", "--power-edges"),
+        *("--query", "both", "--no-warmup", "--repeat", "2", "--warmups", "1"),
+        *("--out", str(tmp_path), str(KARATE)),
+    ]
+    assert triangles.main(argv) == 0
+    with (tmp_path / "triangles.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_missing_peer_is_skipped_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # makes ``import duckdb`` fail
+    monkeypatch.setitem(sys.modules, "networkx", None)
+    rows = run_triangles_without_spark(tmp_path, "duckdb,networkx,numpy")
+    out = capsys.readouterr().out
+    assert "duckdb is not installed" in out and "networkx is not installed" in out
+    assert "skipped: not installed" in out
+    by = {(r["workload"], r["query"], r["contender"]): r for r in rows}
+    assert len(rows) == 2 * 2 * 3
+    for w in ("hub n=5", "karate"):
+        for q in ("triangle", "4clique"):
+            assert by[(w, q, "DuckDB")]["status"] == "skipped"
+            assert by[(w, q, "DuckDB")]["note"] == "not installed"
+            ref = by[(w, q, "numpy reference")]
+            assert ref["status"] == "ok" and ref["runs"] == "2" and ref["correct"] == "True"
+    assert by[("karate", "triangle", "numpy reference")]["count"] == "45"
+    assert by[("hub n=5", "triangle", "numpy reference")]["count"] == "11"
+
+
+def test_snap_folder_and_quick_arguments(tmp_path):
+    (tmp_path / "b.txt").write_text("# c\r\n1 2\r\n2 3\r\n1 3")  # CRLF, no final newline
+    (tmp_path / "a.txt").write_text("0 1\n")
+    (tmp_path / "notes.md").write_text("not an edge list\n")
+    args = triangles.parse_args(["--quick", "--snap", str(tmp_path), "--query", "4clique"])
+    assert [Path(p).name for p in args.paths] == ["a.txt", "b.txt"]
+    assert args.queries == ["4clique"] and args.repeat == 1 and args.timeout == 60
+    args.hub_n, args.random_edges, args.power_edges = [], 0, []
+    loads = triangles.workloads(args)
+    assert [(w.name, w.m) for w in loads] == [("a", 1), ("b", 3)]
+
+
+# -- the other scripts -----------------------------------------------------------------------
+def test_chain_order_and_incremental_pure_parts():
+    from benchmarks import chain_order, incremental
+
+    s, cost, _ = chain_order.multi_dot_order((10, 100, 5, 50))
+    assert chain_order.split_to_order(s, 3) == ("j", "k")  # (AB)C
+    assert cost == 10 * 100 * 5 + 10 * 5 * 50
+    row = {
+        "graph": "g",
+        "edges": 6,
+        "triangles": 1,
+        "build": 1.0,
+        "build_jobs": 3,
+        "recompute": 2.0,
+        "recompute_jobs": 4,
+        "step_times": {10: [0.4, 0.5, 0.6]},
+        "step_jobs": {10: 2},
+        "where": ["driver"],
+    }
+    got = {r.contender: r for r in incremental.results_of([row], [10], 3)}
+    assert got["step Δ=10"].median_s == 0.5 and got["step Δ=10"].ratio == 0.25
+    assert got["Pathway step Δ=10"].status == "skipped"
+    rng = np.random.default_rng(0)
+    edges = {(0, 1), (1, 2), (0, 2)}
+    d = incremental.make_delta(edges, 10, 4, rng)
+    assert len(d) == 4 and sorted(d[:, 2].tolist()) == [-1, -1, 1, 1]
+
+
+def test_script_runs_as_a_file(tmp_path):
+    """``python benchmarks/triangles.py`` finds ``benchmarks._common`` (no Spark contender)."""
+    cmd = [
+        *(sys.executable, str(ROOT / "benchmarks" / "triangles.py")),
+        *("--contenders", "numpy", "--hub-n", "3", "--random-edges", "0", "--power-edges"),
+        *("--query", "triangle", "--no-warmup", "--out", str(tmp_path)),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "All counts agree" in proc.stdout and (tmp_path / "triangles.json").is_file()
+    helps = [sys.executable, str(ROOT / "benchmarks" / "incremental.py"), "--help"]
+    assert subprocess.run(helps, capture_output=True, timeout=300).returncode == 0
+
+
+# -- plots -----------------------------------------------------------------------------------
+def load_plots():
+    spec = importlib.util.spec_from_file_location("docs_plots", ROOT / "docs" / "plots.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plots_from_whatever_csv_exists(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    plots = load_plots()
+    res = [
+        _common.Result(f"hub n={n}", "engine (auto)", edges=4 * n + 3, times=[t], extra=x)
+        for n, t, x in ((10, 1.0, {}), (100, 2.0, {}))
+    ]
+    for r in res:
+        r.extra.update(query="triangle", family="hub", timeout_s=3.0)
+    res.append(
+        _common.Result(
+            "hub n=100",
+            "Spark SQL",
+            edges=403,
+            status="timeout",
+            extra={"query": "triangle", "family": "hub", "timeout_s": 3.0},
+        )
+    )
+    res.append(
+        _common.Result("CA", "DuckDB", edges=50, status="skipped", extra={"query": "4clique"})
+    )
+    _common.write_results(res, tmp_path, "triangles", {})
+    inc = [
+        _common.Result(f"g{m}", c, edges=m, times=[t])
+        for m in (100, 1000)
+        for c, t in (("full recompute", 2.0), ("step Δ=10", 0.1))
+    ]
+    _common.write_results(inc, tmp_path, "incremental", {})
+    assert plots.main(["--results", str(tmp_path), "--out", str(tmp_path / "img")]) == 0
+    out = capsys.readouterr().out
+    assert "missing:" in out and "chain_order.csv" in out
+    assert "no measured cell for 4clique" in out
+    made = sorted(p.name for p in (tmp_path / "img").iterdir())
+    assert made == ["incremental.png", "triangles-triangle.png"]
+    assert plots.main(["--results", str(tmp_path / "none"), "--out", str(tmp_path)]) == 1
+
+
+def test_quick_arguments_are_an_argparse_namespace():
+    args = triangles.parse_args(["--quick", "--hub-n", "100", "1000"])
+    assert isinstance(args, argparse.Namespace)
+    assert args.hub_n == [100] and args.power_edges == [10_000] and args.warmups == 0
