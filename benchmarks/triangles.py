@@ -584,6 +584,23 @@ class Runner:
         return None
 
     def measure(self, w: Workload, query: str, name: str) -> Result:
+        """Warm-up and timed runs of contender ``name`` on ``query`` over ``w``: one cell.
+
+        Parameters
+        ----------
+        w : Workload
+            The graph, already loaded (:meth:`Contenders.load`).
+        query : {"triangle", "4clique"}
+            The query.
+        name : str
+            The contender, one of :data:`CONTENDERS`.
+
+        Returns
+        -------
+        Result
+            Status ``ok`` (with times, count and Spark jobs), ``timeout``,
+            ``skipped`` (with the reason) or ``error`` (with the exception).
+        """
         args = self.args
         res = Result(
             w.name,
@@ -594,7 +611,7 @@ class Runner:
         res.extra["correct"] = None
         why = self.c.unavailable(name, query, w.m)
         if why is None and (v := self.dominated_by(w, query, name)) is not None:
-            why = f"timed out on the no larger {v.name}"
+            why = f"timed out on {v.name} (no larger)"
         if why is not None:
             res.status, res.note = "skipped", why
             return res
@@ -641,10 +658,12 @@ class Runner:
         return res
 
     def check(self, w: Workload, query: str, name: str, got: int, res: Result) -> None:
+        """Record ``got`` in the cell; a count that differs from the reference is flagged once."""
         res.count = got
         ok = got == w.truth[query]
+        first_wrong = not ok and res.extra["correct"] is not False
         res.extra["correct"] = ok if res.extra["correct"] is None else res.extra["correct"] and ok
-        if not ok:
+        if first_wrong:
             msg = (
                 f"{w.name}: {LABELS[name]} counted {got:,} {QUERY_LABELS[query]}, "
                 f"reference {w.truth[query]:,}"

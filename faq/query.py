@@ -15,6 +15,7 @@ from faq.kernel import Table
 from faq.planner import AtomStats, Pairs, Plan, is_acyclic, make_plan
 from faq.report import render
 from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
+from faq.session import current_session
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
 
@@ -289,9 +290,7 @@ def _session(atoms: Sequence[Data]) -> SparkSession | None:
     for a in atoms:
         if a.df is not None:
             return a.df.sparkSession
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
+    return current_session()
 
 
 def _factor(d: Data, rule: Rule, S: Semiring, ex: Executor) -> Factor:

@@ -69,7 +69,7 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     """
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = current_session()
     if active is not None:
         return active
     settings = {**LOCAL_CONFIG, **config}
@@ -107,9 +107,23 @@ def show_progress(enabled: bool = True) -> None:
     logger.setLevel(logging.INFO)
 
 
-def get_spark() -> SparkSession:
-    """The active SparkSession (classic or Spark Connect), or a new :func:`local_session`."""
+def current_session() -> SparkSession | None:
+    """The session in use (classic or Spark Connect), or None when there is none.
+
+    The thread's active session, else the process's default one: PySpark keeps
+    the active session per thread, so a solve in a worker thread of the user's
+    still finds the session the user built (never starts a second Spark).
+    """
+    from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    try:
+        return SparkSession.active()
+    except PySparkException:
+        return None
+
+
+def get_spark() -> SparkSession:
+    """The session in use (classic or Spark Connect), or a new :func:`local_session`."""
+    active = current_session()
     return active if active is not None else local_session()

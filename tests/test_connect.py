@@ -142,6 +142,26 @@ def test_connect_session_is_the_one_in_use(connect):
     assert connect.session.conf.get("spark.master") == "local[2]"  # the server's, not ours
 
 
+def test_session_in_another_thread(connect):
+    """PySpark keeps the active session per thread; another thread gets the process's
+    Connect session, not an error or a local session (a second Spark)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faq import physical
+    from faq.session import get_spark
+
+    edges = connect.session.createDataFrame([(0, 1), (1, 2), (0, 2)], "src bigint, dst bigint")
+    tri = query(TRIANGLE, semiring="counting")
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(get_spark).result() is connect.session
+        df = pool.submit(lambda: Factor.from_numpy(np.eye(2), vars=("i", "j")).df).result()
+        assert is_connect(df)
+        local = Factor.from_pandas(edges.toPandas(), vars=("a", "b"))
+        assert pool.submit(lambda: tri.solve(E=local, backend="tasks").scalar()).result() == 1
+    # the tasks were sized by the server's cores (local[2]), not run without a session
+    assert [s.choice.tasks for s in tri.last_trace.steps] == [2 * physical.TASK_SLICES]
+
+
 def test_classic_session_unaffected(connect, spark):
     """Back in classic mode the run's session is the one in use, and works."""
     from pyspark.sql import SparkSession
