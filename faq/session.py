@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_CONFIG", "get_spark", "local_session", "show_progress"]
+__all__ = ["LOCAL_CONFIG", "current_session", "get_spark", "local_session", "show_progress"]
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 """The JVM's logging configuration in local sessions: warnings and errors, one line each."""

@@ -221,3 +221,80 @@ class ConnectServer:
     def stop(self) -> None:
         """Stop the server and every process of its group."""
         stop(self.proc)
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker (``spark-class``), each in its own JVM.
+
+    Parameters
+    ----------
+    workdir : Path
+        Logs and the worker's work directory.
+    cores, memory : int, str
+        What the worker offers to executors.
+    timeout : float
+        Seconds to wait until the worker is registered with the master.
+    """
+
+    MASTER = "org.apache.spark.deploy.master.Master"
+    WORKER = "org.apache.spark.deploy.worker.Worker"
+
+    def __init__(
+        self, workdir: Path, cores: int = 2, memory: str = "2g", timeout: float = 180.0
+    ) -> None:
+        self.workdir = workdir
+        self.port, self.ui_port = free_port(), free_port()
+        env = spark_env(
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=str(workdir),
+            SPARK_DAEMON_JAVA_OPTS=java_options(),
+            SPARK_WORKER_OPTS=java_options(),
+        )
+        spark_class = str(SPARK_HOME / "bin" / "spark-class")
+        self.master_log = workdir / "master.log"
+        self.worker_log = workdir / "worker.log"
+        self.master = launch(
+            [spark_class, self.MASTER, "--host", "127.0.0.1", "--port", str(self.port),
+             "--webui-port", str(self.ui_port)],
+            self.master_log, env=env, cwd=workdir,
+        )  # fmt: skip
+        self.worker: subprocess.Popen[bytes] | None = None
+        procs = [("Spark master", self.master, self.master_log)]
+        try:
+            wait_until(lambda: port_open(self.port), procs, "the master listened", timeout)
+            self.worker = launch(
+                [spark_class, self.WORKER, "--host", "127.0.0.1", "--cores", str(cores),
+                 "--memory", memory, "--webui-port", str(free_port()),
+                 "--work-dir", str(workdir / "work"), self.url],
+                self.worker_log, env=env, cwd=workdir,
+            )  # fmt: skip
+            procs.append(("Spark worker", self.worker, self.worker_log))
+            wait_until(self.worker_alive, procs, "the worker registered", timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        """The ``spark://`` address of the master."""
+        return f"spark://127.0.0.1:{self.port}"
+
+    def worker_alive(self) -> bool:
+        """True once the master's status page lists an ALIVE worker."""
+        import json
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
+                status = json.load(r)
+        except (OSError, ValueError):
+            return False
+        return any(w.get("state") == "ALIVE" for w in status.get("workers", []))
+
+    def stop(self) -> None:
+        """Stop the worker (and its executors), then the master."""
+        try:
+            if self.worker is not None:
+                stop(self.worker)
+        finally:
+            stop(self.master)
