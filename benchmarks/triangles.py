@@ -407,10 +407,15 @@ class Contenders:
             self.duck.execute("CREATE OR REPLACE TABLE e AS SELECT * FROM e_in").fetchall()
             self.duck.unregister("e_in")
 
-    def run(self, name: str, query: str, timeout: float) -> tuple[int, int | None]:
-        """One run: ``(count, Spark jobs or None)``; raises :class:`Timeout` past ``timeout``.
+    def run(self, name: str, query: str, timeout: float) -> tuple[int, int | None, float]:
+        """One run: ``(count, Spark jobs or None, seconds)``; raises :class:`Timeout` past
+        ``timeout``.
 
-        A Spark run that timed out raises ``Timeout(jobs launched before it was cancelled)``.
+        The seconds are those of the contender's own call alone: not the thread
+        that enforces the timeout, the job group or the reading of the job count
+        (which waits for Spark's listener bus), so a 50 ms query is not billed
+        for 50 ms of bookkeeping.  A Spark run that timed out raises
+        ``Timeout(jobs launched before it was cancelled)``.
         """
         if name in SPARK:
             fns: dict[str, Callable[[], int]] = {
@@ -421,29 +426,32 @@ class Contenders:
             }
             return self._spark_run(fns[name], f"{LABELS[name]}: {query}", timeout)
         if name == "duckdb":
-            got = run_limited(
-                lambda: int(self.duck.execute(SQL[query]).fetchall()[0][0]),
+            got, seconds = run_limited(
+                lambda: _timed(lambda: int(self.duck.execute(SQL[query]).fetchall()[0][0])),
                 timeout,
                 self.duck.interrupt,
             )
-            return got, None
-        return getattr(self, f"_{name}")(query), None
+            return got, None, seconds
+        got, seconds = _timed(lambda: getattr(self, f"_{name}")(query))
+        return got, None, seconds
 
-    def _spark_run(self, fn: Callable[[], int], what: str, timeout: float) -> tuple[int, int]:
+    def _spark_run(
+        self, fn: Callable[[], int], what: str, timeout: float
+    ) -> tuple[int, int, float]:
         sc = self.spark.sparkContext
         group = new_job_group("triangles")
 
-        def target() -> int:
+        def target() -> tuple[int, float]:
             with job_group(sc, group, what):
-                return fn()
+                return _timed(fn)
 
         try:
-            got = run_limited(target, timeout, lambda: sc.cancelJobGroup(group))
+            got, seconds = run_limited(target, timeout, lambda: sc.cancelJobGroup(group))
         except Timeout:
             jobs = jobs_in_group(sc, group)
             self.spark.catalog.clearCache()  # what the cancelled run cached (not our input)
             raise Timeout(jobs) from None
-        return got, jobs_in_group(sc, group)
+        return got, jobs_in_group(sc, group), seconds
 
     def _engine(self, query: str, join: str) -> int:
         from faq import query as make_query
@@ -564,6 +572,13 @@ def workloads(args: argparse.Namespace) -> list[Workload]:
 
 
 # -- measuring one cell ----------------------------------------------------------------------
+def _timed(fn: Callable[[], int]) -> tuple[int, float]:
+    """``(fn(), seconds it took)``."""
+    t0 = time.perf_counter()
+    got = fn()
+    return got, time.perf_counter() - t0
+
+
 class Runner:
     """Measures cells, checks counts and remembers timeouts for the skip rule."""
 
@@ -619,9 +634,8 @@ class Runner:
         runs = args.warmups + args.repeat
         for i in range(runs):
             warm = i < args.warmups
-            t0 = time.perf_counter()
             try:
-                got, jobs = self.c.run(name, query, args.timeout)
+                got, jobs, dt = self.c.run(name, query, args.timeout)
             except Timeout as exc:
                 jobs_before = exc.args[0] if exc.args else None
                 after = f" after {jobs_before} Spark jobs" if jobs_before is not None else ""
@@ -637,7 +651,6 @@ class Runner:
                 self.errors.append(f"{w.name} {query}: {LABELS[name]}: {res.note}")
                 print(f"\n  {LABELS[name]}: ERROR {exc!r}"[:2000], file=sys.stderr)
                 break
-            dt = time.perf_counter() - t0
             spent += dt
             self.check(w, query, name, got, res)
             if warm:

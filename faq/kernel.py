@@ -747,25 +747,6 @@ if NUMBA:
                 bound = mid
         return lo
 
-    @_numba.njit(cache=True, nogil=True, inline="always")
-    def _open(starts, nodes, i, cur, end):  # pragma: no cover - compiled
-        """Point each list's cursor at the start of prefix ``i``'s children, and its end."""
-        for j in range(len(starts)):
-            cur[j] = starts[j][nodes[j][i]]
-            end[j] = starts[j][nodes[j][i] + 1]
-
-    @_numba.njit(cache=True, nogil=True, inline="always")
-    def _others_have(vals, cur, end, j0, v):  # pragma: no cover - compiled
-        """True when every list but ``j0`` holds ``v`` at or after its cursor (cursors move)."""
-        for j in range(len(vals)):
-            if j == j0:
-                continue
-            c = _gallop(vals[j], cur[j], end[j], v)
-            cur[j] = c
-            if c >= end[j] or vals[j][c] != v:
-                return False
-        return True
-
     @_numba.njit(cache=True, nogil=True)
     def _intersect_compiled(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
         k = len(vals)
@@ -776,11 +757,23 @@ if NUMBA:
         m = 0
         for i in range(len(proposer)):
             j0 = proposer[i]
-            _open(starts, nodes, i, cur, end)
+            for j in range(k):  # each list's cursor at prefix i's children (written out:
+                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
+                end[j] = starts[j][nodes[j][i] + 1]
             first = cur[j0] + skip[i]
             last = first + take[i]
             for q in range(first, last):
-                if _others_have(vals, cur, end, j0, vals[j0][q]):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):  # every other list holds v at or after its cursor
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
                     owner[m] = i
                     for j in range(k):
                         pos[j, m] = q if j == j0 else cur[j]
@@ -797,11 +790,23 @@ if NUMBA:
         end = np.empty(k, np.int64)
         for i in range(len(proposer)):
             j0 = proposer[i]
-            _open(starts, nodes, i, cur, end)
+            for j in range(k):  # each list's cursor at prefix i's children (written out:
+                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
+                end[j] = starts[j][nodes[j][i] + 1]
             first = cur[j0] + skip[i]
             n = 0
             for q in range(first, first + take[i]):
-                if _others_have(vals, cur, end, j0, vals[j0][q]):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):  # every other list holds v at or after its cursor
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
                     n += 1
             out[i] = n
         return out
