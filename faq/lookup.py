@@ -97,8 +97,13 @@ class KeyedTable:
             return self.table()
         if not conds:
             return self.base.take(np.empty(0, np.int64))
-        picks = [self._base_rows(c) for c in conds]
-        pos = np.unique(np.concatenate(picks)) if len(picks) > 1 else picks[0]
+        if len(conds) == 1:
+            pos = np.sort(self._base_rows(conds[0]))
+        else:  # a mask over the base: cheaper than sorting the union of large picks
+            hit = np.zeros(self.base.rows, dtype=bool)
+            for c in conds:
+                hit[self._base_rows(c)] = True
+            pos = np.flatnonzero(hit)
         base = self.base.take(pos)
         if self.over.rows == 0:
             return base
@@ -111,22 +116,25 @@ class KeyedTable:
         return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def _base_rows(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
-        """Positions in ``base`` of the rows meeting ``cond`` (sorted)."""
-        best: tuple[int, np.ndarray] | None = None
+        """Positions in ``base`` of the rows meeting ``cond`` (in no particular order).
+
+        The column whose values match the fewest rows is read by binary search in
+        its sorted copy; the other conditions filter those rows.
+        """
+        best: tuple[int, np.ndarray, np.ndarray] | None = None
         for k, values in cond.items():
-            order, sorted_col = self._sorted(k)
+            _, sorted_col = self._sorted(k)
             v = np.asarray(values)
             lo = np.searchsorted(sorted_col, v, side="left")
             hi = np.searchsorted(sorted_col, v, side="right")
-            n = int((hi - lo).sum())
-            if best is None or n < len(best[1]):
-                best = (k, order[ranges(lo, hi - lo)])
+            if best is None or int((hi - lo).sum()) < int((best[2] - best[1]).sum()):
+                best = (k, lo, hi)
         assert best is not None
-        k0, pos = best
-        pos = np.sort(pos)
-        rest = {k: v for k, v in cond.items() if k != k0}
-        if rest:
-            pos = pos[_mask(self.base.take(pos), rest)]
+        k0, lo, hi = best
+        pos = self._sorted(k0)[0][ranges(lo, hi - lo)]
+        for k, values in cond.items():
+            if k != k0 and len(pos):
+                pos = pos[np.isin(self.base.cols[k][pos], values)]
         return pos
 
     def _sorted(self, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -55,7 +55,9 @@ class Rows:
         return Table(vars_, self.cols, self.values, unique=False)
 
 
-def read_delta(given: Any, arity: int, S: Semiring, label: str, atom: str) -> Rows:
+def read_delta(
+    given: Any, arity: int, S: Semiring, label: str, atom: str, most: int | None = None
+) -> Rows | None:
     """Check a delta and read it into the driver (one Spark job for a DataFrame).
 
     Parameters
@@ -70,6 +72,8 @@ def read_delta(given: Any, arity: int, S: Semiring, label: str, atom: str) -> Ro
         How messages name the delta, e.g. ``"delta of relation 'E'"``.
     atom : str
         An atom of the relation, for arity messages.
+    most : int, optional
+        Read at most this many rows; None (nothing read) when there are more.
 
     Raises
     ------
@@ -84,7 +88,11 @@ def read_delta(given: Any, arity: int, S: Semiring, label: str, atom: str) -> Ro
     if isinstance(given, Factor):
         if len(given.vars) != arity:
             raise ValueError(_arity_message(label, atom, arity, list(given.vars)))
+        if most is not None and given.stats is not None and given.stats.rows > most:
+            return None
         t = given.validated(S, label).to_table()
+        if most is not None and t.rows > most:
+            return None
         return Rows(t.cols, t.values, np.ones(t.rows, dtype=np.int64))
     connect = type(given).__module__.startswith("pyspark.sql.connect")
     if not isinstance(given, SparkDataFrame) and not connect:
@@ -102,7 +110,9 @@ def read_delta(given: Any, arity: int, S: Semiring, label: str, atom: str) -> Ro
                 f"{label}: column {WEIGHT!r} holds multiplicities and must be an integer "
                 f"column, not {t}"
             )
-    at = given.toArrow()
+    at = (given if most is None else given.limit(most + 1)).toArrow()
+    if most is not None and at.num_rows > most:
+        return None
     return _from_arrow(at, keys, S, label)
 
 

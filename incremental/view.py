@@ -153,10 +153,21 @@ class IncrementalView:
         unknown = [n for n in initial if n not in self.rule.relations]
         if unknown:
             raise ValueError(self._unknown_message(unknown))
+        rows: dict[str, Rows] = {}
         if manifest is not None:
             state = manifest.get("state", "driver")
-        elif state == "auto":
-            state = "driver" if self._initial_rows(initial) <= LOCAL_ROWS else "spark"
+        elif state != "spark":
+            t0 = time.perf_counter()
+            most = LOCAL_ROWS if state == "auto" else None
+            for n, given in initial.items():
+                if given is None:
+                    continue
+                got = self._read(n, given, "initial contents", most)
+                if got is None:  # more rows than the driver holds: the state goes to Spark
+                    state = "spark"
+                    break
+                rows[n] = got
+                most = None if most is None else most - got.rows
         if state == "spark":
             self._spark = SparkView(
                 query,
@@ -172,12 +183,6 @@ class IncrementalView:
         if manifest is not None:
             self._resume(manifest)
             return
-        t0 = time.perf_counter()
-        rows = {
-            n: self._read(n, given, "initial contents")
-            for n, given in initial.items()
-            if given is not None
-        }
         empty = LocalState.empty(self.rule, self.semiring, self._keys)
         self._local = empty.load(rows, order, join)
         log.info(
@@ -291,8 +296,11 @@ class IncrementalView:
             self.last_step = {**self._spark.last_step, "batch_id": batch_id, "skipped": False}
             return out
         assert self._local is not None
-        rows = {n: self._read(n, d, "delta") for n, d in deltas.items() if d is not None}
-        rows = {n: r for n, r in rows.items() if r.rows}
+        rows = {}
+        for n, d in deltas.items():
+            r = self._read(n, d, "delta") if d is not None else None
+            if r is not None and r.rows:
+                rows[n] = r
         new, change = self._local.apply(rows, self.order, self.join, self._local_rule)
         if self._store is not None:
             self._persist(new, self._tick + 1, batch_id if batch_id is not None else self._batch)
@@ -356,23 +364,11 @@ class IncrementalView:
             f"its relations are: {', '.join(self.rule.relations)}"
         )
 
-    def _read(self, name: str, given: Any, what: str) -> Rows:
+    def _read(self, name: str, given: Any, what: str, most: int | None = None) -> Rows | None:
         atom = next(a for a in self.rule.atoms if a.relation == name)
         label = f"{what} of relation {name!r}"
         S = self._change_semiring()  # counting deltas are signed: read in ℤ
-        return read_delta(given, self.rule.relations[name], S, label, str(atom))
-
-    def _initial_rows(self, initial: dict[str, Any]) -> int:
-        total = 0
-        for given in initial.values():
-            if isinstance(given, Factor) and given.stats is not None:
-                total += given.stats.rows
-            elif given is not None:
-                from faq.gather import size_hint
-
-                rows, _ = size_hint(given.df if isinstance(given, Factor) else given)
-                total += int(rows) if rows is not None else 0
-        return total
+        return read_delta(given, self.rule.relations[name], S, label, str(atom), most)
 
     def _change_semiring(self) -> Semiring:
         import semirings
