@@ -6,6 +6,7 @@
 """
 
 from incremental import zset
+from incremental.changes import changes
 from incremental.view import IncrementalView
 
-__all__ = ["IncrementalView", "zset"]
+__all__ = ["IncrementalView", "changes", "zset"]
