@@ -6,6 +6,8 @@
 """
 
 from incremental import zset
+from incremental.changes import changes
+from incremental.store import StateError
 from incremental.view import IncrementalView
 
-__all__ = ["IncrementalView", "zset"]
+__all__ = ["IncrementalView", "StateError", "changes", "zset"]
