@@ -24,6 +24,7 @@ Asked Frequently" (PODS 2016).
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import time
@@ -50,6 +51,9 @@ __all__ = ["SparkView"]
 log = logging.getLogger("faq.incremental")
 
 _FORMAT = 2
+
+GC_TICKS = 10
+"""Every this many ticks a Spark-resident view runs Python's cycle collector."""
 
 BROADCAST_ROWS = 500_000
 """Deltas up to this many rows carry a broadcast hint into their delta queries."""
@@ -361,6 +365,11 @@ class SparkView:
         if batch_id is not None:
             self.batch_id = batch_id
         self.last_step = {"tick": self._tick, "terms": report, "rows": term_rows}
+        if self._tick % GC_TICKS == 0:
+            # the checkpoints of earlier ticks are released by Spark's cleaner once no
+            # Python proxy holds them, and some proxies sit in reference cycles: without
+            # this, cached blocks grew by ~0.4 a tick (135 after 300 ticks)
+            gc.collect()
         log.info(
             "tick %d: %s -> change of %s rows (%s) in %.2f s",
             self._tick,

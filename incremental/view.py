@@ -342,6 +342,11 @@ class IncrementalView:
         """
         if relation not in self.rule.relations:
             raise ValueError(self._unknown_message([relation]))
+        if kind is not None:
+            from incremental.changes import KINDS
+
+            if kind not in KINDS:
+                raise ValueError(f"unknown change kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
         def apply(df: DataFrame, batch_id: int) -> None:
             delta = df

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from typing import Any
 
@@ -247,23 +248,50 @@ def _plan_text(df) -> str:
     return re.sub(r"#\d+L?|plan_id=\d+|\[\d+\]", "#", buf.getvalue())
 
 
-def test_plan_and_lineage_stay_bounded_over_100_ticks(spark):
+def _cached_blocks(spark) -> int:
+    return sum(i.numCachedPartitions() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo())
+
+
+def test_plan_lineage_and_cached_blocks_stay_bounded_over_300_ticks(spark):
+    """A Spark-resident view: plans, lineage and cached RDD blocks do not grow with ticks.
+
+    Regression: cached blocks grew with every tick (14 at tick 10, 135 at tick 300):
+    checkpoints of earlier ticks stayed referenced from Python reference cycles."""
     q = query("Q(a, b) :- E(a, b)", semiring="integer")
     E = Factor.from_dict({(0, 0): 1}, ("a", "b"), "integer")
     view = IncrementalView(q, state="spark", E=E)
-    plans = {}
+    plans, blocks = {}, {}
     expected = {(0, 0): 1}
-    for t in range(1, 101):
+    for t in range(1, 301):
         # insert (t, t % 7) with weight 2, delete one copy of the tuple of t - 1
         delta = {(t, t % 7): 2, (t - 1, (t - 1) % 7): -1}
         view.step(E=Factor.from_dict(delta, ("a", "b"), "integer"))
         expected = add(semirings.INTEGER, expected, delta)
-        if t in (2, 100):
+        if t in (2, 300):
             plans[t] = (_plan_text(view.result().df), _plan_text(view.relation("E").df))
-    assert view.tick == 100
-    assert plans[2] == plans[100]  # the plans of the state do not grow with the ticks
-    assert "ExistingRDD" in plans[100][0]  # a scan of the checkpoint, no lineage
+        if t in (30, 300):
+            blocks[t] = _cached_blocks(spark)
+    assert view.tick == 300
+    assert plans[2] == plans[300]  # the plans of the state do not grow with the ticks
+    assert "ExistingRDD" in plans[300][0]  # a scan of the checkpoint, no lineage
     assert view.result().to_dict() == expected
+    assert blocks[300] <= blocks[30] + 12, blocks
+
+
+def test_a_durable_driver_view_keeps_few_files_over_300_ticks(spark, tmp_path):
+    """Old tick folders are collected: the folder holds the last commit's files only."""
+    q = query("Q(a) :- E(a, b)", semiring="integer")
+    E = Factor.from_dict({(0, 0): 1}, ("a", "b"), "integer")
+    view = IncrementalView(q, state_dir=tmp_path, E=E)
+    counts = {}
+    for t in range(1, 301):
+        d = {(t, t % 5): 1, (t - 1, (t - 1) % 5): -1}
+        view.step(E=Factor.from_dict(d, ("a", "b"), "integer"))
+        if t in (30, 300):
+            counts[t] = sum(len(files) for _, _, files in os.walk(tmp_path))
+    assert view.result().to_dict() == {(300,): 1}
+    assert counts[300] <= counts[30] <= 6, counts
+    assert len(list(tmp_path.glob("tick-*"))) <= 3
 
 
 def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypatch):
