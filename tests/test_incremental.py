@@ -504,7 +504,8 @@ def test_a_small_tick_runs_a_handful_of_spark_jobs(spark):
     finally:
         sc.setJobGroup("rest", "rest of the tests")
     assert d.scalar() == 3 and view.result().scalar() == 4  # K4 on 1..4, one triangle before
-    assert len(jobs) <= 5, len(jobs)
+    # the delta is data the client holds: read without a job; the state is in the driver
+    assert len(jobs) == 0, len(jobs)
 
 
 def test_a_small_view_in_a_session_left_at_200_partitions(spark):
