@@ -287,6 +287,13 @@ class _Driver:
         answers: list[Table] = [None] * len(requests)  # type: ignore[list-item]
         touched: dict[str, Table] = {}
         for name, idx in by_rel.items():
+            keyed = self.keyed.get(name)
+            if keyed is not None:  # binary searches per request: no scan, no filtering
+                for n in idx:
+                    answers[n] = keyed.lookup([requests[n][2]])
+                if name in probes:
+                    touched[name] = keyed.at(probes[name].cols)
+                continue
             conds = [requests[n][2] for n in idx]
             probe = probes.get(name)
             if probe is not None:
