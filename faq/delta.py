@@ -178,7 +178,10 @@ class _Driver:
         self.join = join
         self.deltas = {n: _consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
         self.keys = {n: relations[n].vars for n in self.rule.relations}
-        self.local = {n: f._local_table(required=False) for n, f in relations.items()}
+        self.keyed = {n: f._keyed for n, f in relations.items() if f._keyed is not None}
+        self.local = {
+            n: f._local_table(required=False) for n, f in relations.items() if n not in self.keyed
+        }
 
     def run(self) -> DeltaResult:
         terms = []
@@ -297,6 +300,9 @@ class _Driver:
 
     def _read(self, name: str, conds: list[dict[int, np.ndarray]]) -> Table:
         """The rows of relation ``name`` matching any of ``conds`` (consolidated)."""
+        keyed = self.keyed.get(name)
+        if keyed is not None:
+            return keyed.lookup(conds) if conds else _empty(keyed.vars, self.ops)
         local = self.local.get(name)
         if local is not None:
             mask = np.zeros(local.rows, dtype=bool)

@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from faq.lookup import KeyedTable
+
 __all__ = ["Factor", "RelationStats"]
 
 
@@ -145,6 +147,7 @@ class Factor:
         self._raw: Table | None = None  # from_pandas without a semiring: checked per query
         self._plain: Semiring | None = None  # how such entries are read by default
         self._by_semiring: dict[int, Factor] = {}
+        self._keyed: KeyedTable | None = None  # local rows held as a keyed table (lookups)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -161,6 +164,31 @@ class Factor:
         f._table = table
         f._trusted = True
         f._stats = stats
+        return f
+
+    @classmethod
+    def from_table(cls, table: Table, semiring: str | Semiring, name: str | None = None) -> Factor:
+        """A local factor over ``table`` (consolidated, annotations valid, no zeros).
+
+        Nothing is checked: for tables the engine itself produced (a query's
+        result, a keyed table's rows).
+        """
+        return cls._local(table, semirings.get(semiring), name)
+
+    @classmethod
+    def keyed(cls, table: KeyedTable, semiring: str | Semiring, name: str | None = None) -> Factor:
+        """A local factor over a :class:`faq.lookup.KeyedTable` (trusted, no checks).
+
+        The delta rule (:meth:`Query.solve_delta`) reads such a factor by lookups
+        in its sorted columns instead of scanning it; everything else sees its
+        rows as one table (built once, on first use).
+        """
+        S = semirings.get(semiring)
+        f = cls.__new__(cls)
+        f._init(table.vars, S, name, True)
+        f._keyed = table
+        f._trusted = True
+        f._stats = RelationStats(table.rows, (table.rows,) * len(table.vars), exact=False)
         return f
 
     @classmethod
@@ -508,6 +536,9 @@ class Factor:
     def _local_table(self, required: bool = True) -> Table | None:
         if self._table is not None:
             return self._table
+        if self._keyed is not None:
+            self._table = self._keyed.table()
+            return self._table
         if self._array is not None or self._raw is not None:
             return self.for_semiring(self._semiring_or_plain())._table
         if required:
@@ -600,6 +631,8 @@ class Factor:
 
         A trusted distributed factor counts once and remembers it.
         """
+        if self._keyed is not None:
+            return self._keyed.rows
         t = self._local_table(required=False)
         if t is not None:
             return t.rows

@@ -6,6 +6,7 @@
 """
 
 from incremental import zset
+from incremental.store import StateError
 from incremental.view import IncrementalView
 
-__all__ = ["IncrementalView", "zset"]
+__all__ = ["IncrementalView", "StateError", "zset"]

@@ -1,0 +1,257 @@
+"""Keyed tables: a relation held in the driver that answers lookups without a scan.
+
+A :class:`KeyedTable` is a consolidated relation (distinct keys, no zero
+annotations) stored as a *base* table plus a small table of *overrides*: the
+current annotation of the keys changed since the base was last rewritten (the
+semiring's zero for a key that is gone).  Reading the rows whose column ``k``
+takes one of a few values costs a binary search in a sorted copy of that column
+of the base (built once per rewrite) and a scan of the overrides; changing a
+few keys copies only the overrides.  Once the overrides outgrow
+:data:`OVERRIDE_ROWS` and :data:`OVERRIDE_FRACTION` of the base, they are folded
+into a new base (one sort, amortised over the changes that filled them).
+
+The delta rule (:mod:`faq.delta`) reads a relation held this way
+(:meth:`faq.Factor.keyed`) by these lookups, so an incremental view whose state
+lives in the driver answers a tick in time proportional to the rows the change
+reaches, not to the relation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from faq.kernel import Table, concat, group_reduce, ranges
+from semirings.local import LocalOps, group_starts
+
+__all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "match_keys"]
+
+OVERRIDE_ROWS = 50_000
+"""Overrides are folded into the base once they hold more than this many rows and more than
+``OVERRIDE_FRACTION`` of the base's rows."""
+
+OVERRIDE_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class KeyedTable:
+    """A consolidated relation in the driver: ``base`` with ``over`` replacing its keys.
+
+    Attributes
+    ----------
+    base : Table
+        Distinct keys, no zero annotations (``values`` always present).
+    over : Table
+        Distinct keys; the current annotation of each (zero: the key is gone).
+    ops : LocalOps
+        The semiring's local operations (for zero tests and ⊕).
+    rows : int
+        The exact number of rows of the current contents.
+    """
+
+    base: Table
+    over: Table
+    ops: LocalOps
+    rows: int
+    _index: dict[int, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @classmethod
+    def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
+        """A keyed table holding ``table`` (consolidated, no zeros)."""
+        base = _with_values(table, ops)
+        return cls(base, _empty(base.vars, base.cols, ops), ops, base.rows)
+
+    @property
+    def vars(self) -> tuple[str, ...]:
+        """The key columns."""
+        return self.base.vars
+
+    # -- reading ------------------------------------------------------------------------------
+    def table(self) -> Table:
+        """The current contents as one consolidated table (copies the relation)."""
+        if self.over.rows == 0:
+            return self.base
+        if not self.vars:
+            return _drop_zeros(self.over, self.ops)
+        in_over, _ = match_keys(self.base.cols, self.over.cols)
+        kept = self.base.take(np.flatnonzero(~in_over))
+        return Table(self.vars, *_cat(kept, _drop_zeros(self.over, self.ops)))
+
+    def at(self, keys: Sequence[np.ndarray]) -> Table:
+        """The current rows whose whole key is one of ``keys`` (one array per column)."""
+        if not self.vars:
+            return self.table()
+        conds = {k: np.unique(c) for k, c in enumerate(keys)}
+        rows = self.lookup([conds])
+        hit, _ = match_keys(rows.cols, keys)
+        return rows.take(np.flatnonzero(hit))
+
+    def lookup(self, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
+        """The current rows matching any of ``conds`` (each: column -> allowed values, all
+        of which must hold), consolidated."""
+        if not self.vars or any(not c for c in conds):
+            return self.table()
+        if not conds:
+            return self.base.take(np.empty(0, np.int64))
+        picks = [self._base_rows(c) for c in conds]
+        pos = np.unique(np.concatenate(picks)) if len(picks) > 1 else picks[0]
+        base = self.base.take(pos)
+        if self.over.rows == 0:
+            return base
+        mask = np.zeros(self.over.rows, dtype=bool)
+        for c in conds:
+            mask |= _mask(self.over, c)
+        over = self.over.take(np.flatnonzero(mask))
+        in_over, _ = match_keys(base.cols, self.over.cols)
+        base = base.take(np.flatnonzero(~in_over))
+        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+
+    def _base_rows(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
+        """Positions in ``base`` of the rows meeting ``cond`` (sorted)."""
+        best: tuple[int, np.ndarray] | None = None
+        for k, values in cond.items():
+            order, sorted_col = self._sorted(k)
+            v = np.asarray(values)
+            lo = np.searchsorted(sorted_col, v, side="left")
+            hi = np.searchsorted(sorted_col, v, side="right")
+            n = int((hi - lo).sum())
+            if best is None or n < len(best[1]):
+                best = (k, order[ranges(lo, hi - lo)])
+        assert best is not None
+        k0, pos = best
+        pos = np.sort(pos)
+        rest = {k: v for k, v in cond.items() if k != k0}
+        if rest:
+            pos = pos[_mask(self.base.take(pos), rest)]
+        return pos
+
+    def _sorted(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        got = self._index.get(k)
+        if got is None:
+            col = self.base.cols[k]
+            order = np.argsort(col, kind="stable")
+            got = (order, col[order])
+            self._index[k] = got
+        return got
+
+    def build_index(self) -> None:
+        """Sort every column of the base now (otherwise each is sorted at its first lookup)."""
+        for k in range(len(self.vars)):
+            self._sorted(k)
+
+    # -- changing -----------------------------------------------------------------------------
+    def replace(self, new: Table) -> KeyedTable:
+        """A keyed table whose annotation at each key of ``new`` is ``new``'s (zero: removed).
+
+        ``new`` has distinct keys.  Other keys keep their annotations.
+        """
+        new = _with_values(Table(self.vars, new.cols, new.values), self.ops)
+        if new.rows == 0:
+            return self
+        old = self.at(new.cols)
+        rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
+        if not self.vars:
+            return KeyedTable(self.base, new, self.ops, rows)
+        if self.over.rows:
+            stale, _ = match_keys(self.over.cols, new.cols)
+            kept = self.over.take(np.flatnonzero(~stale))
+            over = Table(self.vars, *_cat(kept, new))
+        else:
+            over = new
+        if over.rows > max(OVERRIDE_ROWS, OVERRIDE_FRACTION * self.base.rows):
+            folded = KeyedTable(self.base, over, self.ops, rows).table()
+            return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+        return KeyedTable(self.base, over, self.ops, rows, self._index)
+
+    def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
+        """``self ⊕ delta`` and, at ``delta``'s keys, the rows before and after.
+
+        Returns the new keyed table, the old rows at the keys (no zeros) and the new
+        annotation of every key of ``delta`` (zero where ⊕ cancelled it).
+        """
+        delta = _consolidated(delta, self.ops)
+        if delta.rows == 0:
+            empty = _empty(self.vars, delta.cols, self.ops)
+            return self, empty, empty
+        old = self.at(delta.cols)
+        both = concat([_with_values(old, self.ops), _with_values(delta, self.ops)], self.ops)
+        summed = _reduce_keep_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
+        return self.replace(summed), old, summed
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def match_keys(
+    cols: Sequence[np.ndarray], keys: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``cols``: whether its whole key is a row of ``keys``, and which.
+
+    Returns a bool array over the rows of ``cols`` and, for the rows found, the
+    position in ``keys`` (-1 elsewhere; ``keys`` has distinct rows).
+    """
+    n = len(cols[0]) if cols else 0
+    m = len(keys[0]) if keys else 0
+    if not cols:
+        found = np.full(n, m > 0)
+        return found, np.where(found, 0, -1)
+    if n == 0 or m == 0:
+        return np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
+    both = [np.concatenate([a, b]) for a, b in zip(cols, keys, strict=True)]
+    perm, starts = group_starts(both)
+    group = np.empty(len(perm), dtype=np.int64)
+    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
+    where = np.full(len(starts), -1, dtype=np.int64)
+    where[group[n:]] = np.arange(m)
+    at = where[group[:n]]
+    return at >= 0, at
+
+
+def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
+    mask = np.ones(t.rows, dtype=bool)
+    for k, values in conds.items():
+        mask &= np.isin(t.cols[k], values)
+    return mask
+
+
+def _with_values(t: Table, ops: LocalOps) -> Table:
+    if t.values is not None:
+        return t
+    return Table(t.vars, t.cols, ops.ones(np.ones(t.rows, dtype=np.int64)), t.unique)
+
+
+def _empty(vars_: tuple[str, ...], like: Sequence[np.ndarray], ops: LocalOps) -> Table:
+    cols = tuple(c[:0] for c in like) if like else tuple(np.empty(0, np.int64) for _ in vars_)
+    return Table(vars_, cols, np.empty(0, dtype=ops.dtype))
+
+
+def _cat(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
+    assert a.values is not None and b.values is not None
+    return cols, np.concatenate([a.values, b.values])
+
+
+def _drop_zeros(t: Table, ops: LocalOps) -> Table:
+    if t.values is None or t.rows == 0:
+        return t
+    keep = ops.nonzero(t.values)
+    return t if keep.all() else t.take(np.flatnonzero(keep))
+
+
+def _consolidated(t: Table, ops: LocalOps) -> Table:
+    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
+
+
+def _reduce_keep_zeros(t: Table, ops: LocalOps) -> Table:
+    """⊕ of equal keys, keeping keys whose ⊕ is zero (they mark removals)."""
+    if not t.vars:
+        v = t.values if t.values is not None else ops.ones(np.ones(t.rows, np.int64))
+        total = ops.reduceat(v, np.zeros(1, dtype=np.int64)) if t.rows else v
+        return Table((), (), np.asarray(total, dtype=ops.dtype))
+    perm, starts = group_starts(list(t.cols))
+    assert t.values is not None
+    sums = ops.reduceat(t.values[perm], starts)
+    first = perm[starts]
+    return Table(t.vars, tuple(c[first] for c in t.cols), sums)

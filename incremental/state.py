@@ -1,0 +1,478 @@
+"""A view's state held in the driver: keyed relations, the output, and one tick's change.
+
+:class:`LocalState` is immutable: :meth:`LocalState.apply` returns a new state
+and the change of the output, or raises and leaves the old one as it was, so
+a view commits a tick by replacing one reference.  The relations are
+:class:`faq.lookup.KeyedTable` s, which answer the delta rule's lookups by
+binary search and take a change by copying only a small table of overrides;
+see :mod:`incremental.maintain` for how each kind of semiring is maintained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+import semirings
+from faq import Factor, Query
+from faq.kernel import Table, group_reduce
+from faq.lookup import KeyedTable, match_keys
+from faq.rule import Rule
+from incremental import maintain
+from incremental.deltas import Rows
+from semirings import Semiring
+from semirings.local import LocalOps, local_ops
+
+__all__ = ["ANNOTATION", "LocalState"]
+
+ANNOTATION = "__value__"
+"""The key column that holds a row's annotation in a multiset (``general`` regime)."""
+
+_INT64 = 2**63
+
+
+@dataclass(frozen=True)
+class LocalState:
+    """Relations and output of a view, in the driver.
+
+    Attributes
+    ----------
+    rule, semiring
+        The view's query and semiring.
+    keys : dict
+        Key column names of each relation.
+    rels : dict of str to KeyedTable
+        Each relation's annotation per tuple, in :func:`maintain.stored_semiring`
+        (counts for counting and boolean).
+    rows : dict of str to KeyedTable
+        ``general`` regime only: each relation's multiset of annotated rows, over
+        its keys plus :data:`ANNOTATION`, with integer multiplicities.
+    out : KeyedTable
+        The output (derivation counts for boolean).
+    """
+
+    rule: Rule
+    semiring: Semiring
+    keys: dict[str, tuple[str, ...]]
+    rels: dict[str, KeyedTable]
+    rows: dict[str, KeyedTable]
+    out: KeyedTable
+
+    @property
+    def regime(self) -> str:
+        """How the semiring is maintained (see :func:`maintain.regime`)."""
+        return maintain.regime(self.semiring)
+
+    @property
+    def stored(self) -> Semiring:
+        """The semiring of the stored annotations."""
+        return maintain.stored_semiring(self.semiring)
+
+    @classmethod
+    def empty(cls, rule: Rule, S: Semiring, keys: dict[str, tuple[str, ...]]) -> LocalState:
+        """A view state with empty relations and output."""
+        W = maintain.stored_semiring(S)
+        o = local_ops(W)
+        rels = {n: _empty_keyed(k, o) for n, k in keys.items()}
+        rows = {}
+        if maintain.regime(S) == "general":
+            io = local_ops(semirings.INTEGER)
+            ann = np.empty(0, dtype=local_ops(S).dtype)
+            rows = {
+                n: _empty_keyed((*k, ANNOTATION), io, (*_int_cols(k), ann)) for n, k in keys.items()
+            }
+        return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o))
+
+    # -- reading ------------------------------------------------------------------------------
+    def result(self) -> Factor:
+        """The output in the view's semiring."""
+        return self._present(self.out, self.rule.name)
+
+    def relation(self, name: str) -> Factor:
+        """Relation ``name`` in the view's semiring."""
+        return self._present(self.rels[name], name)
+
+    def _present(self, kt: KeyedTable, name: str) -> Factor:
+        if self.regime == "boolean":
+            t = kt.table()
+            return Factor.from_table(
+                Table(t.vars, t.cols, np.ones(t.rows, dtype=bool)), self.semiring, name
+            )
+        return Factor.keyed(kt, self.semiring, name)
+
+    def total_rows(self) -> int:
+        """Rows of all relations."""
+        return sum(r.rows for r in self.rels.values())
+
+    # -- one tick -----------------------------------------------------------------------------
+    def apply(
+        self,
+        deltas: Mapping[str, Rows],
+        order: str | Sequence[str],
+        join: str,
+        local: bool = True,
+    ) -> tuple[LocalState, maintain.Change]:
+        """The state after ``deltas``, and the change of the output (``local``: see
+        :meth:`faq.Query.solve_delta`).
+
+        Raises
+        ------
+        ValueError
+            A key type that differs from the relation's, a retraction of a row
+            that is not there, or (counting, boolean) a negative multiplicity.
+            ``self`` is unchanged.
+        """
+        state = self
+        for name, d in deltas.items():
+            state = state._typed(name, d)
+        how = (order, join, local)
+        if state.regime == "general":
+            return state._apply_general(deltas, how)
+        return state._apply_additive(deltas, how)
+
+    def _typed(self, name: str, d: Rows) -> LocalState:
+        """Check ``d``'s key types against the relation's; an empty relation takes them."""
+        rel = self.rels[name]
+        want = [_kind(c) for c in rel.base.cols]
+        got = [_kind(c) for c in d.cols]
+        if got == want or not d.rows:
+            return self
+        if rel.rows == 0 and rel.base.rows == 0:
+            like = tuple(c[:0] for c in d.cols)
+            rels = {**self.rels, name: _empty_keyed(rel.vars, rel.ops, like)}
+            rows = dict(self.rows)
+            if name in rows:
+                ann = rows[name].base.cols[-1][:0]
+                rows[name] = _empty_keyed(rows[name].vars, rows[name].ops, (*like, ann))
+            return replace(self, rels=rels, rows=rows)
+        i = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+        raise ValueError(
+            f"delta of relation {name!r}: key column at position {i} holds {_kind_name(got[i])} "
+            f"values but relation {name!r} has {_kind_name(want[i])} keys"
+        )
+
+    # ring, counting, boolean: ⊕ of counts or annotations, then the delta rule
+    def _apply_additive(
+        self, deltas: Mapping[str, Rows], how: tuple[Any, str, bool]
+    ) -> tuple[LocalState, maintain.Change]:
+        W = self.stored
+        o = local_ops(W)
+        tables: dict[str, Table] = {}
+        rels = dict(self.rels)
+        for name, d in deltas.items():
+            t = _annotation_delta(self, name, d, o)
+            if not t.rows:
+                continue
+            new_rel, _, after = self.rels[name].plus(t)
+            if self.regime in ("counting", "boolean"):
+                _refuse_negative(name, after, self.semiring.name)
+            tables[name], rels[name] = t, new_rel
+        dq, terms, where = maintain.delta_rule(self.rule, W, self.rels, tables, *how)
+        out, before, after = self.out.plus(dq)
+        if self.regime != "boolean":
+            change = _drop_zeros(dq, o)
+        else:
+            bo = local_ops(semirings.BOOLEAN)
+            present = Table(before.vars, before.cols, np.ones(before.rows, dtype=bool))
+            assert after.values is not None
+            now = Table(after.vars, after.cols, after.values > 0)
+            change, _ = maintain.changed_rows(present, now, bo)
+        new = replace(self, rels=rels, out=out)
+        return new, maintain.Change(change, out, terms, where)
+
+    # every other semiring: multisets of annotated rows; ⊕ when only inserting, else the
+    # affected output groups are recomputed
+    def _apply_general(
+        self, deltas: Mapping[str, Rows], how: tuple[Any, str, bool]
+    ) -> tuple[LocalState, maintain.Change]:
+        S = self.semiring
+        o = local_ops(S)
+        io = local_ops(semirings.INTEGER)
+        rels, rows = dict(self.rels), dict(self.rows)
+        changed: dict[str, Table] = {}
+        inserted: dict[str, Table] = {}
+        retracting = False
+        for name, d in deltas.items():
+            keys = self.keys[name]
+            values = d.values if d.values is not None else _ones(o, d.rows)
+            ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
+            ms = group_reduce(ms, ms.vars, io)
+            if not ms.rows:
+                continue
+            new_rows, _, counts = self.rows[name].plus(ms)
+            _refuse_missing(name, counts, S)
+            key_cols = ms.cols[:-1]
+            at = _distinct(key_cols)
+            now = _annotations(new_rows, at, keys, o)
+            old = self.rels[name].at(at)
+            diff, _ = maintain.changed_rows(old, now, o)
+            rows[name] = new_rows
+            if not diff.rows:
+                continue
+            changed[name] = diff
+            rels[name] = self.rels[name].replace(diff)
+            assert ms.values is not None
+            hit, _ = match_keys(key_cols, diff.cols)
+            if (ms.values[hit] < 0).any():
+                retracting = True
+            pos = np.flatnonzero(hit & (ms.values > 0))
+            ins = Table(keys, tuple(c[pos] for c in key_cols), ms.cols[-1][pos])
+            inserted[name] = _repeat_reduce(ins, ms.values[pos], keys, o)
+        new = replace(self, rels=rels, rows=rows)
+        if not changed:
+            empty = _empty_keyed(self.rule.head, o).base
+            return new, maintain.Change(empty, self.out, (), "nothing to do")
+        if not retracting:  # R' = R ⊕ inserted rows: the delta rule
+            dq, terms, where = maintain.delta_rule(self.rule, S, self.rels, inserted, *how)
+            out, before, after = self.out.plus(dq)
+            change, _ = maintain.changed_rows(before, after, o)
+            return replace(new, out=out), maintain.Change(change, out, terms, where)
+        groups, terms = maintain.affected_groups(self.rule, self.rels, changed, *how)
+        fresh, more, where = maintain.recompute_groups(self.rule, S, rels, groups, *how)
+        now = _at_groups(fresh, groups, o)
+        before = self.out.at(now.cols)
+        change, _ = maintain.changed_rows(before, now, o)
+        out = self.out.replace(change)
+        report = (*({**t, "purpose": "affected groups"} for t in terms), *more)
+        return replace(new, out=out), maintain.Change(change, out, report, where)
+
+    # -- initial contents and recompute -------------------------------------------------------
+    def load(
+        self, initial: Mapping[str, Rows], order: str | Sequence[str], join: str
+    ) -> LocalState:
+        """The state holding ``initial`` (on an empty state), its output by one batch solve."""
+        state = self
+        for name, d in initial.items():
+            state = state._typed(name, d)
+        o = local_ops(state.stored)
+        io = local_ops(semirings.INTEGER)
+        rels, rows = dict(state.rels), dict(state.rows)
+        for name, d in initial.items():
+            keys = self.keys[name]
+            if state.regime == "general":
+                values = d.values if d.values is not None else _ones(o, d.rows)
+                ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
+                ms = group_reduce(ms, ms.vars, io)
+                _refuse_missing(name, ms, self.semiring)
+                rows[name] = KeyedTable.of(ms, io)
+                assert ms.values is not None
+                ann = Table(keys, ms.cols[:-1], ms.cols[-1])
+                rels[name] = KeyedTable.of(_repeat_reduce(ann, ms.values, keys, o), o)
+            else:
+                t = _annotation_delta(state, name, d, o)
+                if state.regime in ("counting", "boolean"):
+                    _refuse_negative(name, t, self.semiring.name)
+                rels[name] = KeyedTable.of(t, o)
+        state = replace(state, rels=rels, rows=rows)
+        return replace(state, out=state.solve(order, join)).indexed()
+
+    def solve(self, order: str | Sequence[str], join: str) -> KeyedTable:
+        """The output recomputed from the relations by a batch solve."""
+        W = self.stored
+        o = local_ops(W)
+        if any(r.rows == 0 for r in self.rels.values()):
+            return _empty_keyed(self.rule.head, o)
+        q = Query(self.rule, W)
+        try:
+            out = q.solve(
+                order=order, join=join, **{n: Factor.keyed(r, W, n) for n, r in self.rels.items()}
+            )
+        except OverflowError as exc:
+            raise OverflowError(
+                f"query {self.rule}: a {W.name!r} annotation overflowed 64-bit integers; use "
+                "the 'real' semiring for an approximate answer"
+            ) from exc
+        kt = KeyedTable.of(_with_values(out.to_table(), o), o)
+        kt.build_index()
+        return kt
+
+    def indexed(self) -> LocalState:
+        """The same state with every column index built (so a first tick does not pay it)."""
+        for r in (*self.rels.values(), *self.rows.values(), self.out):
+            r.build_index()
+        return self
+
+    @classmethod
+    def restore(
+        cls,
+        rule: Rule,
+        S: Semiring,
+        keys: dict[str, tuple[str, ...]],
+        tables: Mapping[str, KeyedTable],
+    ) -> LocalState:
+        """A state from the keyed tables :meth:`parts` named (relations rebuilt from rows)."""
+        state = cls.empty(rule, S, keys)
+        o = local_ops(state.stored)
+        out = tables["out"]
+        if state.regime != "general":
+            rels = {n: tables[f"rel-{n}"] for n in keys}
+            return replace(state, rels=rels, out=out).indexed()
+        rows = {n: tables[f"rows-{n}"] for n in keys}
+        rels = {}
+        for n, ms in rows.items():
+            t = ms.table()
+            assert t.values is not None
+            ann = _repeat_reduce(Table(keys[n], t.cols[:-1], t.cols[-1]), t.values, keys[n], o)
+            rels[n] = KeyedTable.of(ann, o)
+        return replace(state, rels=rels, rows=rows, out=out).indexed()
+
+    def parts(self) -> dict[str, KeyedTable]:
+        """The keyed tables a durable view writes (relations or multisets, and the output)."""
+        if self.regime == "general":
+            named = {f"rows-{n}": r for n, r in self.rows.items()}
+        else:
+            named = {f"rel-{n}": r for n, r in self.rels.items()}
+        return {**named, "out": self.out}
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _empty_keyed(
+    vars_: tuple[str, ...], ops: LocalOps, like: Sequence[np.ndarray] | None = None
+) -> KeyedTable:
+    cols = tuple(c[:0] for c in like) if like is not None else _int_cols(vars_)
+    return KeyedTable.of(Table(vars_, cols, np.empty(0, dtype=ops.dtype)), ops)
+
+
+def _int_cols(vars_: Sequence[str]) -> tuple[np.ndarray, ...]:
+    return tuple(np.empty(0, np.int64) for _ in vars_)
+
+
+def _kind(c: np.ndarray) -> str:
+    return "int" if c.dtype.kind in "iu" else ("float" if c.dtype.kind == "f" else "str")
+
+
+def _kind_name(kind: str) -> str:
+    return {"int": "integer", "float": "floating-point", "str": "string"}[kind]
+
+
+def _ones(o: LocalOps, n: int) -> np.ndarray:
+    return o.ones(np.ones(n, dtype=np.int64))
+
+
+def _with_values(t: Table, o: LocalOps) -> Table:
+    return t if t.values is not None else Table(t.vars, t.cols, _ones(o, t.rows))
+
+
+def _drop_zeros(t: Table, o: LocalOps) -> Table:
+    if t.values is None or not t.rows:
+        return t
+    return t.take(np.flatnonzero(o.nonzero(t.values)))
+
+
+def _annotation_delta(state: LocalState, name: str, d: Rows, o: LocalOps) -> Table:
+    """A delta's change of each tuple's stored annotation: ``weight · value`` (ring), the
+    weight (counting with value one, boolean), consolidated."""
+    keys = state.keys[name]
+    w = d.weights
+    if d.values is None or state.regime == "boolean":
+        values = w.astype(o.dtype)
+    elif state.regime in ("ring", "counting") and o.dtype == np.int64:
+        v = d.values.astype(np.int64)
+        big = np.abs(v.astype(np.float64)) * np.abs(w.astype(np.float64)) >= _INT64
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            raise OverflowError(
+                f"delta of relation {name!r}: weight {int(w[i])} times value {int(v[i])} "
+                "overflows 64-bit integers"
+            )
+        values = v * w
+    else:
+        values = (
+            d.values * w.astype(d.values.dtype)
+            if d.values.dtype != object
+            else np.asarray([x * int(k) for x, k in zip(d.values, w, strict=True)], dtype=object)
+        )
+    return group_reduce(Table(keys, d.cols, values, unique=False), keys, o)
+
+
+def _refuse_negative(name: str, after: Table, semiring: str) -> None:
+    assert after.values is not None
+    neg = np.flatnonzero(after.values < 0)
+    if len(neg):
+        i = int(neg[0])
+        key = tuple(_py(c[i]) for c in after.cols)
+        raise ValueError(
+            f"refused: relation {name!r} would hold {len(neg)} key(s) with a negative "
+            f"multiplicity, e.g. {key!r} -> {int(after.values[i])} (a {semiring!r} view can "
+            "only retract rows it holds); the view is unchanged"
+        )
+
+
+def _refuse_missing(name: str, counts: Table, S: Semiring) -> None:
+    assert counts.values is not None
+    neg = np.flatnonzero(counts.values < 0)
+    if len(neg):
+        i = int(neg[0])
+        key = tuple(_py(c[i]) for c in counts.cols[:-1])
+        raise ValueError(
+            f"refused: the delta of relation {name!r} retracts {len(neg)} annotated row(s) "
+            f"the relation does not hold, e.g. key {key!r} with value "
+            f"{_py(counts.cols[-1][i])!r} (in a {S.name!r} view a retraction names a row "
+            "that was inserted, with its value); the view is unchanged"
+        )
+
+
+def _distinct(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    from semirings.local import group_starts
+
+    if not cols:
+        return ()
+    perm, starts = group_starts(list(cols))
+    return tuple(c[perm[starts]] for c in cols)
+
+
+def _repeat_reduce(t: Table, counts: np.ndarray, keys: tuple[str, ...], o: LocalOps) -> Table:
+    """Per key, the ⊕ of ``t``'s values each repeated its count (rows with count > 0).
+
+    ``t.values`` hold the annotations here; idempotent built-ins need no repeats.
+    """
+    assert t.values is not None
+    keep = np.flatnonzero(counts > 0)
+    values, cols, n = t.values[keep], tuple(c[keep] for c in t.cols), counts[keep]
+    if (
+        o.semiring not in (semirings.MAX_PRODUCT, semirings.MIN_PLUS, semirings.MAX_PLUS)
+        and (n > 1).any()
+    ):
+        idx = np.repeat(np.arange(len(n)), n)
+        values, cols = values[idx], tuple(c[idx] for c in cols)
+    if values.dtype != o.dtype and o.dtype is not object:
+        values = values.astype(o.dtype)
+    return group_reduce(Table(keys, cols, values, unique=False), keys, o)
+
+
+def _annotations(
+    rows: KeyedTable, at: tuple[np.ndarray, ...], keys: tuple[str, ...], o: LocalOps
+) -> Table:
+    """The annotation of each key of ``at`` from the multiset ``rows`` (zero when none)."""
+    if keys:
+        found = rows.lookup([{k: np.unique(c) for k, c in enumerate(at)}])
+        hit, _ = match_keys(found.cols[:-1], at)
+        found = found.take(np.flatnonzero(hit))
+    else:
+        found = rows.table()
+    assert found.values is not None
+    ann = _repeat_reduce(Table(keys, found.cols[:-1], found.cols[-1]), found.values, keys, o)
+    return _at_groups(ann, Table(keys, at, None), o)
+
+
+def _at_groups(t: Table, groups: Table, o: LocalOps) -> Table:
+    """``t``'s annotations at every key of ``groups`` (zero where ``t`` has none)."""
+    zero = np.asarray([o.semiring.zero], dtype=o.dtype)
+    n = groups.rows if groups.vars else (1 if groups.rows or t.rows else 0)
+    values = np.repeat(zero, n)
+    if not groups.vars:
+        if t.rows and t.values is not None:
+            values[:] = t.values[:1]
+        return Table((), (), values)
+    found, at = match_keys(groups.cols, t.cols)
+    if found.any():
+        assert t.values is not None
+        values[found] = t.values[at[found]]
+    return Table(t.vars, groups.cols, values)
+
+
+def _py(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x

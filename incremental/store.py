@@ -1,0 +1,212 @@
+"""A view's folder on disk: Parquet files per tick and a verified, atomic manifest.
+
+Layout of ``state_dir``::
+
+    manifest.json                 the last commit (replaced atomically)
+    tick-00000012-1a2b3c4d/       files written by tick 12
+        rel-E.base.parquet        a relation's rows as of its last rewrite
+        rel-E.over.parquet        the rows changed since (small)
+        out.over.parquet          ...
+
+The manifest names every file the state is made of, with its size and
+SHA-256, plus a SHA-256 of the manifest itself.  Reopening checks all of them
+before anything is read and refuses damaged state with :class:`StateError`
+naming the file: a truncated, changed or missing file, an edited manifest, or
+a folder that holds tick data but no manifest.  A commit writes its files,
+then the manifest to a temporary file (flushed to disk) renamed over the old
+one (``os.replace`` is atomic), then removes the tick folders no longer named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faq.kernel import Table
+from faq.lookup import KeyedTable
+from semirings.local import LocalOps
+
+__all__ = ["MANIFEST", "StateError", "Store"]
+
+MANIFEST = "manifest.json"
+"""Name of the manifest file in a view's ``state_dir``."""
+
+
+class StateError(ValueError):
+    """A view's ``state_dir`` is damaged or is not a view's folder; the message names the file."""
+
+
+class Store:
+    """A view's folder: verified reads, atomic commits, garbage collection."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def exists(self) -> bool:
+        """True when the folder holds a committed view (refuses tick data without a manifest)."""
+        if (self.root / MANIFEST).is_file():
+            return True
+        ticks = sorted(p.name for p in self.root.glob("tick-*"))
+        if ticks:
+            raise StateError(
+                f"state_dir {str(self.root)!r} holds tick data ({', '.join(ticks[:3])}"
+                f"{', …' if len(ticks) > 3 else ''}) but no {MANIFEST}: the manifest was "
+                "deleted or lost, so the state cannot be trusted; restore it or use an empty folder"
+            )
+        return False
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self) -> dict[str, Any]:
+        """The manifest, after checking it and every file it names (no file is changed)."""
+        path = self.root / MANIFEST
+        try:
+            text = path.read_text(encoding="utf-8")
+            m = json.loads(text)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StateError(f"{path}: {MANIFEST} is not a readable view manifest ({exc})") from exc
+        if not isinstance(m, dict) or "checksum" not in m or "files" not in m:
+            raise StateError(
+                f"{path}: {MANIFEST} is not a view manifest of this version (no checksum or "
+                "file list)"
+            )
+        body = {k: v for k, v in m.items() if k != "checksum"}
+        if _digest(body) != m["checksum"]:
+            raise StateError(
+                f"{path}: {MANIFEST} does not match its own checksum: it was edited or damaged"
+            )
+        for rel, want in sorted(m["files"].items()):
+            f = self.root / rel
+            if not f.is_file():
+                raise StateError(f"{f}: file {f.name!r} of the committed state is missing")
+            size = f.stat().st_size
+            if size != want["bytes"]:
+                raise StateError(
+                    f"{f}: file {f.name!r} has {size} bytes, the commit wrote {want['bytes']} "
+                    "(truncated or damaged)"
+                )
+            if _sha256(f) != want["sha256"]:
+                raise StateError(
+                    f"{f}: file {f.name!r} does not match its SHA-256 checksum (damaged)"
+                )
+        return m
+
+    def read_keyed(
+        self, entry: dict[str, Any], vars_: tuple[str, ...], ops: LocalOps
+    ) -> KeyedTable:
+        """A keyed table from its manifest entry (``base``, ``over``, ``rows``)."""
+        base = self._read_table(entry["base"], vars_, ops)
+        over = self._read_table(entry["over"], vars_, ops) if entry.get("over") else None
+        if over is None:
+            over = Table(vars_, tuple(c[:0] for c in base.cols), base.values[:0])  # type: ignore[index]
+        return KeyedTable(base, over, ops, int(entry["rows"]))
+
+    def _read_table(self, rel: str, vars_: tuple[str, ...], ops: LocalOps) -> Table:
+        import pyarrow.parquet as pq
+
+        at = pq.read_table(self.root / rel)
+        cols = tuple(_numpy(at.column(f"c{i}")) for i in range(len(vars_)))
+        values = _numpy(at.column("value"))
+        if ops.dtype is not object:
+            values = values.astype(ops.dtype)
+        return Table(vars_, cols, values)
+
+    # -- writing ------------------------------------------------------------------------------
+    def new_folder(self, tick: int) -> Path:
+        """A fresh folder for the files of ``tick``."""
+        folder = self.root / f"tick-{tick:08d}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir()
+        return folder
+
+    def write_table(self, t: Table, path: Path) -> tuple[str, dict[str, Any]]:
+        """Write ``t`` as one Parquet file; its path relative to the root and its record."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        data = {f"c{i}": _arrow(c) for i, c in enumerate(t.cols)}
+        assert t.values is not None
+        data["value"] = _arrow(t.values)
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(pa.table(data), tmp)
+        with tmp.open("rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return self.record(path)
+
+    def record(self, path: Path) -> tuple[str, dict[str, Any]]:
+        """The manifest record of a written file: relative path, size and SHA-256."""
+        return str(path.relative_to(self.root)), {
+            "bytes": path.stat().st_size,
+            "sha256": _sha256(path),
+        }
+
+    def record_tree(self, folder: Path) -> dict[str, dict[str, Any]]:
+        """Records of every file under ``folder`` (a Spark-written Parquet folder)."""
+        out = {}
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                rel, rec = self.record(p)
+                out[rel] = rec
+        return out
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        """Write ``manifest`` (with its checksum) atomically, then drop unnamed tick folders."""
+        body = {k: v for k, v in manifest.items() if k != "checksum"}
+        full = {**body, "checksum": _digest(body)}
+        tmp = self.root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(full, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.root / MANIFEST)
+        with contextlib.suppress(OSError):  # make the rename itself durable where supported
+            fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.collect_garbage({Path(rel).parts[0] for rel in body["files"]})
+
+    def collect_garbage(self, keep: set[str]) -> None:
+        """Remove tick folders not in ``keep`` and stale temporary manifests."""
+        for p in self.root.glob("tick-*"):
+            if p.is_dir() and p.name not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+        for p in self.root.glob(f".{MANIFEST}.*.tmp"):
+            p.unlink(missing_ok=True)
+
+
+def _digest(body: dict[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _arrow(a: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    if a.dtype == object:
+        return pa.array(a.tolist())
+    return pa.array(a)
+
+
+def _numpy(col: Any) -> np.ndarray:
+    a = col.to_numpy(zero_copy_only=False)
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64)
+    return a
