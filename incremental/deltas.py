@@ -24,7 +24,7 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["WEIGHT", "Rows", "read_delta"]
+__all__ = ["WEIGHT", "Rows", "read_delta", "unknown_message"]
 
 WEIGHT = "_weight"
 """The name of a delta's multiplicity column."""
@@ -166,4 +166,12 @@ def _arity_message(label: str, atom: str, arity: int, cols: list[str]) -> str:
         f"{label}: atom {atom} takes {arity} key column(s) but the delta has "
         f"{len([c for c in cols if c not in (VALUE, WEIGHT)])} (columns found: {cols!r}; the "
         f"annotation column must be named {VALUE!r} and the multiplicity column {WEIGHT!r})"
+    )
+
+
+def unknown_message(rule: Any, unknown: list[str]) -> str:
+    """The message for relation names ``rule`` does not have."""
+    return (
+        f"unknown relation(s) {', '.join(map(repr, unknown))} for {rule}; "
+        f"its relations are: {', '.join(rule.relations)}"
     )

@@ -33,7 +33,7 @@ import numpy as np
 
 import semirings
 from faq import Factor, Query
-from faq.kernel import Table, concat, group_reduce
+from faq.kernel import Table
 from faq.lookup import KeyedTable, match_keys
 from faq.rule import Atom, Rule
 from semirings import Semiring
@@ -196,12 +196,3 @@ def _support(r: KeyedTable, bo: Any) -> KeyedTable:
 def _empty(head: tuple[str, ...], rels: Mapping[str, KeyedTable], S: Semiring) -> Table:
     o = local_ops(S)
     return Table(head, tuple(np.empty(0, np.int64) for _ in head), np.empty(0, dtype=o.dtype))
-
-
-def total(parts: list[Table], vars_: tuple[str, ...], S: Semiring) -> Table:
-    """The ⊕ of ``parts`` by key, zeros dropped."""
-    o = local_ops(S)
-    if not parts:
-        return Table(vars_, tuple(np.empty(0, np.int64) for _ in vars_), np.empty(0, o.dtype))
-    t = concat(parts, o)
-    return group_reduce(Table(vars_, t.cols, t.values, unique=False), vars_, o)

@@ -1,7 +1,8 @@
-"""Incremental views: an FAQ maintained under changes of its relations (DBSP style).
+"""A view whose state lives in Spark (``IncrementalView(..., state="spark")``).
 
-A view holds the current relations and the current output of a query.  Each
-:meth:`IncrementalView.step` receives deltas (Z-sets), computes the change of
+For relations beyond the driver: each relation is a materialised Z-set
+hash-partitioned by its keys plus a log of deltas, and so is the output.  Each
+step receives deltas (Z-sets), computes the change of
 the output by the ordered delta rule, and commits the new relations and the
 new output, all or nothing.
 
@@ -36,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import semirings
 from faq import Factor, Query
 from faq.delta import DeltaResult
-from faq.physical import JOIN_METHODS
 from faq.rule import VALUE, Rule
 from incremental import zset
+from incremental.deltas import unknown_message
 from incremental.store import Store
 from semirings import Semiring
 from semirings import spark as sops
@@ -54,9 +55,6 @@ _FORMAT = 2
 
 GC_TICKS = 10
 """Every this many ticks a Spark-resident view runs Python's cycle collector."""
-
-BROADCAST_ROWS = 500_000
-"""Deltas up to this many rows carry a broadcast hint into their delta queries."""
 
 
 @dataclass(frozen=True)
@@ -188,16 +186,7 @@ class SparkView:
         join: str = "auto",
         order: str | Sequence[str] = "auto",
         **initial: Any,
-    ) -> None:
-        if not isinstance(query, Query):
-            raise TypeError(
-                "IncrementalView takes a faq.Query (from faq.query(...)), not "
-                f"{type(query).__name__}"
-            )
-        if join not in JOIN_METHODS:
-            raise ValueError(
-                f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
-            )
+    ) -> None:  # arguments checked by IncrementalView
         self.query = query
         self.join = join
         self.order = order
@@ -220,7 +209,7 @@ class SparkView:
             return
         unknown = [n for n in initial if n not in self.rule.relations]
         if unknown:
-            raise ValueError(self._unknown_message(unknown))
+            raise ValueError(unknown_message(self.rule, unknown))
         checked = {
             name: self._as_factor(
                 name, given, self.rule.relations[name], "initial contents"
@@ -260,7 +249,7 @@ class SparkView:
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name`` (consolidated)."""
         if name not in self._rels:
-            raise ValueError(self._unknown_message([name]))
+            raise ValueError(unknown_message(self.rule, [name]))
         r = self._rels[name]
         return Factor.trusted(
             r.current(self._S), r.keys, self.semiring, rows=r.rows, distinct=r.distinct, name=name
@@ -294,7 +283,7 @@ class SparkView:
         t_step = time.perf_counter()
         unknown = [n for n in deltas if n not in self.rule.relations]
         if unknown:
-            raise ValueError(self._unknown_message(unknown))
+            raise ValueError(unknown_message(self.rule, unknown))
         # 1. validate every delta (no Spark job for a local one, one job otherwise)
         checked: dict[str, tuple[Factor, _Relation]] = {}
         for name, d in deltas.items():
@@ -453,16 +442,7 @@ class SparkView:
             return replace(base, df=self._materialise(df), log=None, log_rows=0)
         return replace(base, log=self._materialise(log), log_rows=log_rows)
 
-    def __repr__(self) -> str:
-        where = f", state_dir={str(self._store.root)!r}" if self._store is not None else ""
-        return f"IncrementalView({self.query!r}, tick={self._tick}{where})"
-
     # -- loading and checking inputs -------------------------------------------------------------
-    def _unknown_message(self, unknown: list[str]) -> str:
-        return (
-            f"unknown relation(s) {', '.join(map(repr, unknown))} for {self.rule}; "
-            f"its relations are: {', '.join(self.rule.relations)}"
-        )
 
     def _as_factor(self, name: str, rel: Any, arity: int, what: str) -> Factor:
         from pyspark.sql import DataFrame as SparkDataFrame

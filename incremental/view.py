@@ -30,7 +30,7 @@ from faq.gather import LOCAL_ROWS
 from faq.kernel import Table
 from faq.physical import JOIN_METHODS
 from faq.rule import Rule
-from incremental.deltas import Rows, read_delta
+from incremental.deltas import Rows, read_delta, unknown_message
 from incremental.spark_view import SparkView, _key_names
 from incremental.state import LocalState
 from incremental.store import StateError, Store
@@ -152,7 +152,7 @@ class IncrementalView:
             self._check_manifest(manifest)
         unknown = [n for n in initial if n not in self.rule.relations]
         if unknown:
-            raise ValueError(self._unknown_message(unknown))
+            raise ValueError(unknown_message(self.rule, unknown))
         rows: dict[str, Rows] = {}
         if manifest is not None:
             state = manifest.get("state", "driver")
@@ -233,7 +233,7 @@ class IncrementalView:
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name`` (one row per tuple, its annotation)."""
         if name not in self.rule.relations:
-            raise ValueError(self._unknown_message([name]))
+            raise ValueError(unknown_message(self.rule, [name]))
         if self._spark is not None:
             return self._spark.relation(name)
         assert self._local is not None
@@ -287,7 +287,7 @@ class IncrementalView:
                 return self._empty_change()
         unknown = [n for n in deltas if n not in self.rule.relations]
         if unknown:
-            raise ValueError(self._unknown_message(unknown))
+            raise ValueError(unknown_message(self.rule, unknown))
         if self._spark is not None:
             out = self._spark.step(batch_id, **deltas)
             self._tick = self._spark.tick
@@ -341,7 +341,7 @@ class IncrementalView:
         ...      .option("checkpointLocation", ckpt).start())
         """
         if relation not in self.rule.relations:
-            raise ValueError(self._unknown_message([relation]))
+            raise ValueError(unknown_message(self.rule, [relation]))
         if kind is not None:
             from incremental.changes import KINDS
 
@@ -363,12 +363,6 @@ class IncrementalView:
         return f"IncrementalView({self.query!r}, tick={self._tick}{where})"
 
     # -- helpers ------------------------------------------------------------------------------
-    def _unknown_message(self, unknown: list[str]) -> str:
-        return (
-            f"unknown relation(s) {', '.join(map(repr, unknown))} for {self.rule}; "
-            f"its relations are: {', '.join(self.rule.relations)}"
-        )
-
     def _read(self, name: str, given: Any, what: str, most: int | None = None) -> Rows | None:
         atom = next(a for a in self.rule.atoms if a.relation == name)
         label = f"{what} of relation {name!r}"
