@@ -177,6 +177,9 @@ def run_pathway(python: str, init: np.ndarray, ticks: list[np.ndarray]) -> dict[
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"not run ({type(exc).__name__})"
+        if proc.returncode < 0:  # killed: on Linux, SIGKILL is what the OOM killer sends
+            why = "out of memory?" if proc.returncode == -9 else "crashed"
+            return f"killed by signal {-proc.returncode} ({why})"
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["?"])[-1]
             return f"not run: {last[:120]}"

@@ -35,7 +35,7 @@ from faq.planner import AtomStats, make_plan
 from faq.rule import VALUE, Atom, Rule
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import group_starts, local_ops
+from semirings.local import distinct, group_starts, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -267,8 +267,10 @@ class _Driver:
                     rows = _consolidated(concat([rows, d], self.ops), self.ops)
                 t.fetched[j] = rows
                 for k, v in enumerate(b.vars):
-                    have = np.unique(rows.cols[k])
-                    t.known[v] = have if v not in t.known else np.intersect1d(t.known[v], have)
+                    have = distinct(rows.cols[k])
+                    if v in t.known:
+                        have = np.intersect1d(t.known[v], have, assume_unique=True)
+                    t.known[v] = have
             if not requests:
                 return touched
 
@@ -297,7 +299,7 @@ class _Driver:
             conds = [requests[n][2] for n in idx]
             probe = probes.get(name)
             if probe is not None:
-                conds.append({k: np.unique(c) for k, c in enumerate(probe.cols)})
+                conds.append({k: distinct(c) for k, c in enumerate(probe.cols)})
             rows = self._read(name, conds)
             for n in idx:
                 answers[n] = _filter(rows, requests[n][2])
@@ -430,7 +432,7 @@ def _values(delta: Table, keys: tuple[str, ...], atom: Atom) -> dict[str, np.nda
     """The values each variable of ``atom`` takes in the change (agreeing repeated columns)."""
     d = _through(delta, atom)
     assert d.table is not None
-    return {v: np.unique(c) for v, c in zip(d.table.vars, d.table.cols, strict=True)}
+    return {v: distinct(c) for v, c in zip(d.table.vars, d.table.cols, strict=True)}
 
 
 def _through(rows: Table, atom: Atom) -> Data:
@@ -445,7 +447,7 @@ def _through(rows: Table, atom: Atom) -> Data:
             mask &= t.cols[i] == t.cols[first[v]]
         t = t.take(np.flatnonzero(mask))
     table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
-    dist = {v: float(len(np.unique(c))) for v, c in zip(table.vars, table.cols, strict=True)}
+    dist = {v: float(len(distinct(c))) for v, c in zip(table.vars, table.cols, strict=True)}
     return Data(table.vars, float(table.rows), table=table, distinct=dist)
 
 

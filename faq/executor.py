@@ -33,7 +33,7 @@ from faq.physical import Choice, InputInfo
 from faq.planner import Pairs, Plan, PlanFactor, Step
 from faq.rule import VALUE
 from semirings import Semiring
-from semirings.local import local_ops
+from semirings.local import distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -295,9 +295,8 @@ def _describe(step: Step) -> str:
 
 
 def _distinct_of(t: Table) -> dict[str, float]:
-    import numpy as np
 
-    return {v: float(len(np.unique(c))) for v, c in zip(t.vars, t.cols, strict=True)}
+    return {v: float(len(distinct(c))) for v, c in zip(t.vars, t.cols, strict=True)}
 
 
 def _spark_key_type(a: object) -> str:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from semirings.local import LocalOps, group_starts, sort_rows
+from semirings.local import LocalOps, distinct, group_starts, sort_rows
 
 __all__ = [
     "CHUNK",
@@ -179,7 +179,7 @@ class Trie:
         hit = self._composite.get(d)
         if hit is None:  # composite (parent, rank of value) keys: sorted, as the trie is
             vals, starts = self.vals[d], self.starts[d]
-            domain = np.unique(vals)
+            domain = distinct(vals)
             parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
             comp = parent * len(domain) + np.searchsorted(domain, vals)
             hit = self._composite[d] = (domain, comp)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from faq.kernel import Table, concat, group_reduce, ranges
-from semirings.local import LocalOps, group_starts
+from semirings.local import LocalOps, distinct, group_starts
 
 __all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "match_keys"]
 
@@ -85,7 +85,7 @@ class KeyedTable:
         """The current rows whose whole key is one of ``keys`` (one array per column)."""
         if not self.vars:
             return self.table()
-        conds = {k: np.unique(c) for k, c in enumerate(keys)}
+        conds = {k: distinct(c) for k, c in enumerate(keys)}
         rows = self.lookup([conds])
         hit, _ = match_keys(rows.cols, keys)
         return rows.take(np.flatnonzero(hit))

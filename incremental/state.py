@@ -24,7 +24,7 @@ from faq.rule import Rule
 from incremental import maintain
 from incremental.deltas import Rows
 from semirings import Semiring
-from semirings.local import LocalOps, local_ops
+from semirings.local import LocalOps, distinct, local_ops
 
 __all__ = ["ANNOTATION", "LocalState"]
 
@@ -448,7 +448,7 @@ def _annotations(
 ) -> Table:
     """The annotation of each key of ``at`` from the multiset ``rows`` (zero when none)."""
     if keys:
-        found = rows.lookup([{k: np.unique(c) for k, c in enumerate(at)}])
+        found = rows.lookup([{k: distinct(c) for k, c in enumerate(at)}])
         hit, _ = match_keys(found.cols[:-1], at)
         found = found.take(np.flatnonzero(hit))
     else:
