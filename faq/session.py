@@ -14,6 +14,7 @@ Connect session from ``SparkSession.builder.remote(...)``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -23,7 +24,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_CONFIG", "current_session", "get_spark", "local_session", "show_progress"]
+__all__ = [
+    "LOCAL_CONFIG",
+    "current_session",
+    "get_spark",
+    "local_session",
+    "release_unreferenced",
+    "show_progress",
+]
 
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 """The JVM's logging configuration in local sessions: warnings and errors, one line each."""
@@ -127,3 +135,25 @@ def get_spark() -> SparkSession:
     """The session in use (classic or Spark Connect), or a new :func:`local_session`."""
     active = current_session()
     return active if active is not None else local_session()
+
+
+def release_unreferenced(spark: SparkSession) -> None:
+    """Free the cached blocks of DataFrames nothing refers to any more, now.
+
+    A ``localCheckpoint`` keeps its blocks until Spark's cleaner sees the
+    checkpoint unreachable, and that needs two collectors: Python's (proxies
+    held in reference cycles release their JVM objects only when the cycle is
+    collected) and the JVM's (the cleaner tracks checkpoints by weak
+    reference, and an idle driver JVM may not collect for a long time; Spark's
+    own periodic collection is every 30 minutes).  This runs Python's cycle
+    collector, then asks the driver JVM of a classic session to collect.  With
+    Spark Connect, dropping the Python DataFrame already tells the server to
+    release it, so only Python's collector runs.
+    """
+    gc.collect()
+    try:
+        jvm = spark.sparkContext._jvm  # classic sessions only; Connect raises
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return
+    if jvm is not None:
+        jvm.java.lang.System.gc()
