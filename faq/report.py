@@ -96,10 +96,10 @@ def _precedence(plan: Plan) -> list[str]:
         lines.append("allowed orders: any (one operator for every bound variable)")
         return lines
     seq = " before ".join(f"{{{', '.join(vs)}}} ({op})" for op, vs in inner)
+    lines.append(f"allowed orders: eliminate {seq}; any order within a block")
     lines.append(
-        f"allowed orders: eliminate {seq}, any order within a block; an operator commutes "
-        "with itself but not with a different one, so no variable is eliminated before "
-        "one nested inside it under another operator (FAQ precedence, by whole blocks)"
+        "  (an operator commutes with itself, not with another: no variable is eliminated "
+        "before one nested inside it under another operator)"
     )
     return lines
 
