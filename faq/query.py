@@ -124,12 +124,15 @@ class Query:
         """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
         S = self.semiring
+        why = self._nonnegative_reason()
         rels = {
-            name: gather.prepare(f, S, f"relation {name!r}", local=backend != "spark")
+            name: gather.prepare(
+                f, S, f"relation {name!r}", local=backend != "spark", nonnegative=why
+            )
             for name, f in factors.items()
         }
         if self.aggregates is not None:
-            rels = {name: self._for_aggregates(name, r) for name, r in rels.items()}
+            rels = {name: self._for_aggregates(name, r, why) for name, r in rels.items()}
         views: dict[tuple[str, tuple[str, ...]], Data] = {}
         atoms: list[Data] = []
         stats: list[AtomStats] = []
@@ -143,34 +146,31 @@ class Query:
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
 
-    def _for_aggregates(self, name: str, rel: gather.Relation) -> gather.Relation:
-        """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
-        semiring's own ⊕ now (a step would combine them with its own), and annotations
-        checked non-negative when an operator needs it (max over real ×)."""
-        assert self.aggregates is not None
-        S = self.semiring
-        t = rel.table
-        if t is not None and not t.unique:
-            rel = replace(rel, table=kernel.group_reduce(t, t.vars, local_ops(S)))
-        if not self.aggregates.nonnegative:
-            return rel
-        bad = None
-        if rel.table is not None:
-            v = rel.table.values
-            if v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
-                bad = v[neg[0]].item()
-        elif rel.df is not None and VALUE in rel.df.columns:
-            from pyspark.sql import functions as F
+    def _nonnegative_reason(self) -> str | None:
+        """Why annotations must be non-negative (an operator such as max over real ×
+        needs it), or None."""
+        if self.aggregates is None or not self.aggregates.nonnegative:
+            return None
+        ops = ", ".join(self.aggregates.nonnegative)
+        return (
+            f"aggregate {ops} in the {self.semiring.name!r} semiring needs non-negative "
+            f"annotations ({ops} does not distribute over × on negative values)"
+        )
 
-            rows = rel.df.filter(F.col(VALUE) < 0).select(VALUE).limit(1).collect()
-            bad = rows[0][0] if rows else None
-        if bad is not None:
-            ops = ", ".join(self.aggregates.nonnegative)
-            raise ValueError(
-                f"relation {name!r}: aggregate {ops} in the {S.name!r} semiring needs "
-                f"non-negative annotations ({ops} does not distribute over × on negative "
-                f"values), found {bad!r}"
-            )
+    def _for_aggregates(self, name: str, rel: gather.Relation, why: str | None) -> gather.Relation:
+        """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
+        semiring's own ⊕ now (a step would combine them with its own), and local
+        annotations checked non-negative when an operator needs it (``why``; Spark
+        relations are checked by :func:`faq.gather.prepare`)."""
+        t = rel.table
+        if t is None:
+            return rel
+        if not t.unique:
+            t = kernel.group_reduce(t, t.vars, local_ops(self.semiring))
+            rel = replace(rel, table=t)
+        v = t.values
+        if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
+            raise ValueError(f"relation {name!r}: {why}, found {v[neg[0]].item()!r}")
         return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
