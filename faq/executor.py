@@ -142,11 +142,12 @@ class Executor:
             t0 = time.perf_counter()
             inputs = [frames.pop(id(f)) for f in step.factors]
             choice = self._choose(step, [d.info() for d in inputs], pairs)
+            S = self.step_semiring(step)
             if choice.backend == "spark":
-                out, largest = self._spark_step(step, inputs, choice)
+                out, largest = self._spark_step(step, inputs, choice, S)
                 proposed = None
             else:
-                out, proposed = self._local_step(step, inputs, choice)
+                out, proposed = self._local_step(step, inputs, choice, S)
                 largest = None
             seconds = time.perf_counter() - t0
             traces.append(StepTrace(choice, int(out.rows), seconds, proposed, largest))
@@ -168,6 +169,15 @@ class Executor:
         options = (("join", self.join), ("backend", self.backend))
         return result, Trace(tuple(traces), time.perf_counter() - t_start, options)
 
+    def step_semiring(self, step: Step) -> Semiring:
+        """The semiring a step runs in: the query's, or with ⊕ replaced by the step's
+        own aggregate (per-variable aggregates, :mod:`faq.aggregates`)."""
+        if step.op is None:
+            return self.S
+        from semirings.aggregates import with_add
+
+        return with_add(self.S, step.op)
+
     def _reorder(self, d: Data, head: tuple[str, ...]) -> Data:
         if d.table is not None:
             t = d.table
@@ -179,32 +189,35 @@ class Executor:
         return Data(head, d.rows, df=d.df.select(*head, VALUE), distinct=d.distinct)
 
     # -- the local kernel ------------------------------------------------------------------
-    def _local_step(self, step: Step, inputs: list[Data], choice: Choice) -> tuple[Data, int]:
+    def _local_step(
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring
+    ) -> tuple[Data, int]:
         keep = step.output.vars
         tables = [self.table(d) for d in inputs]
+        ops = self.ops if S is self.S else local_ops(S)
         stats = JoinStats()
         if choice.method == "binary":
-            out = local_binary(tables, [d.info() for d in inputs], keep, self.ops, stats)
+            out = local_binary(tables, [d.info() for d in inputs], keep, ops, stats)
         elif choice.backend == "tasks" and self.spark is not None:
-            tries = kernel.index(tables, choice.order, self.ops)
+            tries = kernel.index(tables, choice.order, ops)
             payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
             if tasks.is_connect(self.spark) and payload > tasks.CONNECT_PAYLOAD:
-                out = kernel.generic_join(tables, choice.order, keep, self.ops, tries=tries)
+                out = kernel.generic_join(tables, choice.order, keep, ops, tries=tries)
             else:
                 types = [
                     _spark_key_type(next(t.col(v) for t in tables if v in t.vars)) for v in keep
                 ]
                 res = tasks.run_in_tasks(
-                    self.spark, tries, choice.order, keep, self.S, choice.tasks, types
+                    self.spark, tries, choice.order, keep, S, choice.tasks, types
                 )
                 assert isinstance(res, Table)
                 out = res
         elif choice.tasks > 1:
             out = kernel.generic_join_threads(
-                tables, choice.order, keep, self.ops, choice.tasks, stats=stats
+                tables, choice.order, keep, ops, choice.tasks, stats=stats
             )
         else:
-            out = kernel.generic_join(tables, choice.order, keep, self.ops, stats=stats)
+            out = kernel.generic_join(tables, choice.order, keep, ops, stats=stats)
         proposed = sum(stats.proposed)
         return Data(keep, out.rows, table=out, distinct=_distinct_of(out)), proposed
 
@@ -228,7 +241,7 @@ class Executor:
         return d.df
 
     def _spark_step(
-        self, step: Step, inputs: list[Data], choice: Choice
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring
     ) -> tuple[Data, int | None]:
         frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
         cached: list[DataFrame] = []
@@ -245,7 +258,7 @@ class Executor:
             if self.trace:
                 largest = spark_ops.trace_binary(frames, self.S)
         out, rows, distinct = spark_ops.materialize(
-            spark_ops.aggregate(joined, step.output.vars, self.S)
+            spark_ops.aggregate(joined, step.output.vars, S)
         )
         for df in cached:  # the materialised output no longer depends on them
             df.unpersist()

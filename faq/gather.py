@@ -76,10 +76,15 @@ class Relation:
         return self.table is not None
 
 
-def prepare(f: Factor, S: Semiring, label: str, *, local: bool = True) -> Relation:
+def prepare(
+    f: Factor, S: Semiring, label: str, *, local: bool = True, nonnegative: str | None = None
+) -> Relation:
     """The factor ``f`` ready for a query over ``S``: local when it is or it fits.
 
     ``local=False`` keeps a distributed factor in Spark whatever its size.
+    ``nonnegative`` (the reason, for the message) also refuses negative annotations of a
+    factor kept in Spark, in the same job as the other checks; the caller checks local
+    rows.
     Raises ValueError naming ``label`` and the column for null keys, a value
     column of the wrong type or annotations outside ``S``.
     """
@@ -97,7 +102,7 @@ def prepare(f: Factor, S: Semiring, label: str, *, local: bool = True) -> Relati
     elif fits:
         table = collect_factor(f, S, label, consolidate=False)
         return Relation(f.name or label, f.vars, table_stats(table), table=table)
-    df, stats = spark_prepared(f, S, label)
+    df, stats = spark_prepared(f, S, label, nonnegative=nonnegative)
     return Relation(f.name or label, f.vars, stats, df=df)
 
 
@@ -241,12 +246,15 @@ def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
         )
 
 
-def spark_prepared(f: Factor, S: Semiring, label: str) -> tuple[DataFrame, RelationStats]:
+def spark_prepared(
+    f: Factor, S: Semiring, label: str, *, nonnegative: str | None = None
+) -> tuple[DataFrame, RelationStats]:
     """Checked, typed, ⊕-consolidated DataFrame for ``S``, plus statistics (one Spark job).
 
     Raises ValueError naming ``label`` and the column for null keys or
-    annotations outside the semiring.  A trusted factor with statistics runs
-    no job.
+    annotations outside the semiring, and, with ``nonnegative`` (the reason, for the
+    message), for negative annotations.  A trusted factor with statistics runs
+    no job (but one for ``nonnegative``).
     """
     from pyspark.sql import functions as F
 
@@ -254,7 +262,12 @@ def spark_prepared(f: Factor, S: Semiring, label: str) -> tuple[DataFrame, Relat
     keys = list(f.vars)
     df = f.df
     clean = f._trusted and (f._semiring is S or f._semiring is None)
+    negative = F.col(VALUE).cast(o.type) < 0
     if clean and f._stats is not None:
+        if nonnegative and f._has_value:
+            rows = df.filter(negative).select(VALUE).limit(1).collect()
+            if rows:
+                raise ValueError(f"{label}: {nonnegative}, found {rows[0][0]!r}")
         if not f._consolidated:
             df = sops.reduce(S, df, keys, VALUE)
         return df, f._stats
@@ -265,6 +278,8 @@ def spark_prepared(f: Factor, S: Semiring, label: str) -> tuple[DataFrame, Relat
     if f._has_value and not clean:
         bad = ~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False))
         aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias("__bad"))
+    if nonnegative and f._has_value:
+        aggs.append(F.min(F.when(negative, F.col(VALUE).cast(o.type))).alias("__neg"))
     row: dict[str, Any] = df.agg(*aggs).collect()[0].asDict()
     for i, k in enumerate(keys):
         if row[f"__null{i}"]:
@@ -283,6 +298,8 @@ def spark_prepared(f: Factor, S: Semiring, label: str) -> tuple[DataFrame, Relat
             f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
             f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
+    if row.get("__neg") is not None:
+        raise ValueError(f"{label}: {nonnegative}, found {row['__neg']!r}")
     rows = int(row["__rows"])
     stats = RelationStats(
         rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False

@@ -34,7 +34,10 @@ __all__ = [
     "Pairs",
     "Plan",
     "PlanFactor",
+    "Rank",
     "Step",
+    "block_rank",
+    "check_precedence",
     "get_strategy",
     "is_acyclic",
     "make_plan",
@@ -87,6 +90,9 @@ class Step:
     output: PlanFactor
     est_join: float
     cyclic: bool
+    op: str | None = None
+    """The ⊕ aggregating ``vars`` away when the query gives variables their own operators
+    (see :mod:`faq.aggregates`); None for the semiring's own ⊕."""
 
     @property
     def factors(self) -> tuple[PlanFactor, ...]:
@@ -108,6 +114,9 @@ class Plan:
     cost: float
     strategy: str
     atoms: tuple[PlanFactor, ...] = ()
+    blocks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per-variable aggregates: blocks of bound variables sharing one ⊕, outermost first
+    (empty when every bound variable uses the semiring's ⊕)."""
 
 
 # -- cost model ------------------------------------------------------------------------
@@ -251,10 +260,26 @@ def _add(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
     return (a[0] + b[0], a[1] + b[1])
 
 
+Rank = dict[str, int]
+"""Per-variable aggregates as the planner sees them: each bound variable's block, counted
+from the innermost (0).  An order is valid when ranks never decrease along it."""
+
+
+def _allowed(remaining: Sequence[str], rank: Rank | None) -> list[str]:
+    """The variables that may be eliminated next: those of the innermost unfinished block."""
+    if not rank:
+        return list(remaining)
+    low = min(rank[v] for v in remaining)
+    return [v for v in remaining if rank[v] == low]
+
+
 def optimal_order(
-    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None, rank: Rank | None = None
 ) -> tuple[str, ...]:
-    """The order of least estimated cost, by dynamic programming over variable subsets."""
+    """The order of least estimated cost, by dynamic programming over variable subsets.
+
+    With ``rank``, only over valid prefixes: every block inside the last one touched is done.
+    """
     model = _Model(rule, atoms, pairs)
     bound = rule.bound
     best: dict[frozenset[str], tuple[tuple[float, float], tuple[str, ...]]] = {
@@ -265,23 +290,29 @@ def optimal_order(
             done = frozenset(combo)
             candidates = []
             for v in combo:
-                prev_cost, prev_order = best[done - {v}]
+                prev = best.get(done - {v})
+                if prev is None:
+                    continue
+                if rank and v not in _allowed([u for u in bound if u not in prev[1]], rank):
+                    continue
+                prev_cost, prev_order = prev
                 cost = _add(prev_cost, model.step_cost(done - {v}, v))
                 candidates.append((cost, (*prev_order, v)))
-            best[done] = min(candidates)
+            if candidates:
+                best[done] = min(candidates)
     return best[frozenset(bound)][1]
 
 
 def greedy_order(
-    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None, rank: Rank | None = None
 ) -> tuple[str, ...]:
-    """Eliminate, at each step, the variable whose step is cheapest."""
+    """Eliminate, at each step, the variable whose step is cheapest (among those allowed)."""
     model = _Model(rule, atoms, pairs)
     done: frozenset[str] = frozenset()
     order: list[str] = []
     remaining = list(rule.bound)
     while remaining:
-        v = min(remaining, key=lambda x: model.step_cost(done, x))
+        v = min(_allowed(remaining, rank), key=lambda x: model.step_cost(done, x))
         order.append(v)
         remaining.remove(v)
         done = done | {v}
@@ -289,22 +320,25 @@ def greedy_order(
 
 
 def auto_order(
-    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None, rank: Rank | None = None
 ) -> tuple[str, ...]:
     """Exhaustive (optimal) up to ``EXHAUSTIVE_LIMIT`` bound variables, greedy beyond."""
     if len(rule.bound) <= EXHAUSTIVE_LIMIT:
-        return optimal_order(rule, atoms, pairs)
-    return greedy_order(rule, atoms, pairs)
+        return optimal_order(rule, atoms, pairs, rank)
+    return greedy_order(rule, atoms, pairs, rank)
 
 
 def textual_order(
-    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None
+    rule: Rule, atoms: Sequence[PlanFactor], pairs: Pairs | None = None, rank: Rank | None = None
 ) -> tuple[str, ...]:
-    """Eliminate in order of first appearance in the rule (left to right for a chain)."""
-    return rule.bound
+    """Eliminate in order of first appearance in the rule (left to right for a chain);
+    with ``rank``, block by block from the innermost, in that order within a block."""
+    if not rank:
+        return rule.bound
+    return tuple(sorted(rule.bound, key=lambda v: rank[v]))
 
 
-Strategy = Callable[[Rule, Sequence[PlanFactor], "Pairs | None"], tuple[str, ...]]
+Strategy = Callable[[Rule, Sequence[PlanFactor], "Pairs | None", "Rank | None"], tuple[str, ...]]
 
 STRATEGIES: dict[str, Strategy] = {
     "auto": auto_order,
@@ -340,6 +374,7 @@ def make_plan(
     stats: Sequence[AtomStats],
     order: str | Sequence[str] = "auto",
     pairs: Pairs | None = None,
+    blocks: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> Plan:
     """Choose a variable order (a strategy name or an explicit list) and lay out the steps.
 
@@ -347,11 +382,29 @@ def make_plan(
     variables all lie inside the bag are absorbed into it (multiplied in,
     which also filters, as InsideOut's indicator projections do).  ``pairs``
     holds exact join sizes of pairs of atoms (see :mod:`faq.stats`).
+
+    ``blocks`` gives per-variable aggregates (general FAQ): ``(operator, variables)``
+    pairs, outermost first, covering the bound variables (see :mod:`faq.aggregates`).
+    Every strategy then eliminates a whole block before any variable of a block
+    outside it; a forced order that does not raises ValueError naming the violation.
+
+    >>> from faq.rule import parse_rule
+    >>> r = parse_rule("Q(x) :- A(x, y), B(y, z)")
+    >>> stats = [AtomStats(4, {"x": 2, "y": 2}), AtomStats(4, {"y": 2, "z": 2})]
+    >>> make_plan(r, stats, "greedy", blocks=[("max", ["y"]), ("sum", ["z"])]).order
+    ('z', 'y')
+    >>> make_plan(r, stats, ["y", "z"], blocks=[("max", ["y"]), ("sum", ["z"])])
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: order ['y', 'z'] eliminates 'y' (max) before 'z' (sum), which is nested ...
     """
     atoms = atom_factors(rule, stats)
+    blocks = tuple((op, tuple(vs)) for op, vs in blocks)
+    rank = block_rank(blocks)
     if isinstance(order, str):
         strategy = order
-        chosen = get_strategy(order)(rule, atoms, pairs)
+        chosen = get_strategy(order)(rule, atoms, pairs, rank)
     else:
         chosen = tuple(order)
         strategy = "forced"
@@ -363,7 +416,38 @@ def make_plan(
                 f"bound variables of {rule}: {list(rule.bound)!r}"
                 + (f" (not bound: {bad!r})" if bad else "")
             )
-    return lay_out(rule, atoms, chosen, strategy, pairs)
+        check_precedence(chosen, blocks)
+    return lay_out(rule, atoms, chosen, strategy, pairs, blocks)
+
+
+def block_rank(blocks: Sequence[tuple[str, Sequence[str]]]) -> Rank:
+    """Each variable's block counted from the innermost (0); ``blocks`` are outermost first.
+
+    >>> block_rank([("max", ["y"]), ("sum", ["z", "w"])])
+    {'y': 1, 'z': 0, 'w': 0}
+    """
+    n = len(blocks)
+    return {v: n - 1 - i for i, (_, vs) in enumerate(blocks) for v in vs}
+
+
+def check_precedence(order: Sequence[str], blocks: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Raise ValueError when ``order`` eliminates a variable before one nested inside it
+    under a different operator (a block must be finished before an outer one starts)."""
+    rank = block_rank(blocks)
+    if not rank:
+        return
+    op = {v: o for o, vs in blocks for v in vs}
+    for i, u in enumerate(order):
+        for v in order[i + 1 :]:
+            if rank[v] < rank[u]:
+                inner = next(vs for o, vs in blocks if v in vs)
+                outer = next(vs for o, vs in blocks if u in vs)
+                raise ValueError(
+                    f"order {list(order)!r} eliminates {u!r} ({op[u]}) before {v!r} "
+                    f"({op[v]}), which is nested inside it: {op[u]} and {op[v]} do not "
+                    f"commute, so the block {{{', '.join(inner)}}} ({op[v]}) must be "
+                    f"eliminated before {{{', '.join(outer)}}} ({op[u]})"
+                )
 
 
 def lay_out(
@@ -372,8 +456,15 @@ def lay_out(
     order: Sequence[str],
     strategy: str,
     pairs: Pairs | None = None,
+    blocks: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> Plan:
-    """The steps of eliminating ``order`` innermost first, then the product onto the head."""
+    """The steps of eliminating ``order`` innermost first, then the product onto the head.
+
+    With ``blocks`` (per-variable aggregates) each step records its operator, and a step
+    folds only variables that share one.
+    """
+    blocks = tuple((o, tuple(vs)) for o, vs in blocks)
+    ops = {v: o for o, vs in blocks for v in vs}
     current = list(atoms)
     steps: list[Step] = []
     total = 0.0
@@ -382,7 +473,8 @@ def lay_out(
         bag_vars = {u for f in bag for u in f.vars}
         absorbed = [f for f in current if v not in f.vars and set(f.vars) <= bag_vars]
         keep = _ordered(bag_vars - {v}, rule.variables)
-        if steps and not absorbed and bag == [steps[-1].output]:
+        op = ops.get(v)
+        if steps and not absorbed and bag == [steps[-1].output] and steps[-1].op == op:
             # only aggregates the previous output further: fold into that step
             prev = steps[-1]
             _, out = _merge(prev.output.label, prev.factors, keep, pairs)
@@ -391,7 +483,7 @@ def lay_out(
         else:
             joined, out = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep, pairs)
             cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
-            steps.append(Step((v,), tuple(bag), tuple(absorbed), out, joined, cyclic))
+            steps.append(Step((v,), tuple(bag), tuple(absorbed), out, joined, cyclic, op))
             total += joined
         used = {id(f) for f in (*bag, *absorbed)}
         current = [f for f in current if id(f) not in used] + [out]
@@ -401,4 +493,4 @@ def lay_out(
         cyclic = not is_acyclic([f.vars for f in current])
         steps.append(Step((), tuple(current), (), out, joined, cyclic))
         total += joined
-    return Plan(rule, tuple(order), tuple(steps), total, strategy, tuple(atoms))
+    return Plan(rule, tuple(order), tuple(steps), total, strategy, tuple(atoms), blocks)

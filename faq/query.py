@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import semirings
-from faq import gather, physical
+from faq import gather, kernel, physical
+from faq.aggregates import Aggregates, resolve
 from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
 from faq.kernel import Table
@@ -18,6 +20,7 @@ from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
 from faq.session import current_session
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
+from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -40,9 +43,15 @@ class Query:
     >>> print(q.explain(A=A, B=B, C=C))                                     # doctest: +SKIP
     """
 
-    def __init__(self, rule: str | Rule, semiring: str | Semiring = "real") -> None:
+    def __init__(
+        self,
+        rule: str | Rule,
+        semiring: str | Semiring = "real",
+        aggregates: Mapping[str, str] | None = None,
+    ) -> None:
         self.rule = parse_rule(rule) if isinstance(rule, str) else rule
         self.semiring = semirings.get(semiring)
+        self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
         for name in self.rule.relations:
             if name in _RESERVED:
                 raise ValueError(
@@ -55,7 +64,12 @@ class Query:
         self._last_choices: list[physical.Choice] | None = None
 
     def __repr__(self) -> str:
-        return f"query({str(self.rule)!r}, semiring={self.semiring.name!r})"
+        extra = f", aggregates={self.aggregates.given!r}" if self.aggregates else ""
+        return f"query({str(self.rule)!r}, semiring={self.semiring.name!r}{extra})"
+
+    @property
+    def _blocks(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return self.aggregates.blocks if self.aggregates is not None else ()
 
     @property
     def head(self) -> tuple[str, ...]:
@@ -110,10 +124,15 @@ class Query:
         """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
         S = self.semiring
+        why = self._nonnegative_reason()
         rels = {
-            name: gather.prepare(f, S, f"relation {name!r}", local=backend != "spark")
+            name: gather.prepare(
+                f, S, f"relation {name!r}", local=backend != "spark", nonnegative=why
+            )
             for name, f in factors.items()
         }
+        if self.aggregates is not None:
+            rels = {name: self._for_aggregates(name, r, why) for name, r in rels.items()}
         views: dict[tuple[str, tuple[str, ...]], Data] = {}
         atoms: list[Data] = []
         stats: list[AtomStats] = []
@@ -126,6 +145,33 @@ class Query:
             stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
+
+    def _nonnegative_reason(self) -> str | None:
+        """Why annotations must be non-negative (an operator such as max over real ×
+        needs it), or None."""
+        if self.aggregates is None or not self.aggregates.nonnegative:
+            return None
+        ops = ", ".join(self.aggregates.nonnegative)
+        return (
+            f"aggregate {ops} in the {self.semiring.name!r} semiring needs non-negative "
+            f"annotations ({ops} does not distribute over × on negative values)"
+        )
+
+    def _for_aggregates(self, name: str, rel: gather.Relation, why: str | None) -> gather.Relation:
+        """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
+        semiring's own ⊕ now (a step would combine them with its own), and local
+        annotations checked non-negative when an operator needs it (``why``; Spark
+        relations are checked by :func:`faq.gather.prepare`)."""
+        t = rel.table
+        if t is None:
+            return rel
+        if not t.unique:
+            t = kernel.group_reduce(t, t.vars, local_ops(self.semiring))
+            rel = replace(rel, table=t)
+        v = t.values
+        if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
+            raise ValueError(f"relation {name!r}: {why}, found {v[neg[0]].item()!r}")
+        return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
         """Exact join sizes of every two atoms sharing variables: numpy for local atoms,
@@ -156,7 +202,7 @@ class Query:
     def plan(self, order: str | Sequence[str] = "auto", **relations: Any) -> Plan:
         """The InsideOut plan for these relations (statistics only; nothing is joined)."""
         _, stats, pairs = self._inputs(relations, "auto")
-        return make_plan(self.rule, stats, order, pairs)
+        return make_plan(self.rule, stats, order, pairs, self._blocks)
 
     def solve(
         self,
@@ -201,7 +247,7 @@ class Query:
         """
         physical.check_options(join, backend)
         atoms, stats, pairs = self._inputs(relations, backend)
-        plan = make_plan(self.rule, stats, order, pairs)
+        plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         try:
             result, run = ex.run(plan, atoms, pairs)
@@ -229,8 +275,21 @@ class Query:
         """
         from faq.delta import solve_delta
 
+        self.check_incremental("solve_delta")
         physical.check_options(join, "auto")
         return solve_delta(self, relations, deltas, order=order, join=join, local=local)
+
+    def check_incremental(self, what: str) -> None:
+        """Raise ValueError when this query cannot be maintained incrementally (``what``
+        names the caller): per-variable aggregates are not, since a change under a max
+        cannot be undone by adding a delta."""
+        if self.aggregates is not None:
+            raise ValueError(
+                f"{what}: query {self.rule} has per-variable aggregates "
+                f"({self.aggregates.describe()}), which are not maintained incrementally "
+                "(a max or min has no inverse to subtract a deleted tuple's contribution); "
+                "solve it again instead"
+            )
 
     def explain(
         self,
@@ -250,7 +309,7 @@ class Query:
             assert self.last_trace is not None and self._last_choices is not None
             return render(self.last_plan, self._last_choices, self.semiring.name, self.last_trace)
         atoms, stats, pairs = self._inputs(relations, backend)
-        plan = make_plan(self.rule, stats, order, pairs)
+        plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
         return render(plan, ex.choices(plan, atoms, pairs), self.semiring.name)
 
@@ -325,14 +384,31 @@ def query_error(exc: Exception, q: Query) -> Exception:
     return exc
 
 
-def query(rule: str, semiring: str | Semiring = "real") -> Query:
+def query(
+    rule: str, semiring: str | Semiring = "real", aggregates: Mapping[str, str] | None = None
+) -> Query:
     """A query from a rule such as ``"Q(i, l) :- A(i, j), B(j, k), C(k, l)"``.
+
+    Parameters
+    ----------
+    rule : str
+        The head's variables are free; every other variable is aggregated.
+    semiring : str or Semiring
+        The semiring: its ⊗ multiplies the atoms, its ⊕ aggregates bound variables.
+    aggregates : dict, optional
+        Per-variable operators (general FAQ), e.g. ``{"y": "max"}``: the listed
+        variables are aggregated outermost, in the dict's order (first =
+        outermost), each with its operator; the other bound variables innermost
+        with the semiring's ⊕.  See docs/aggregates.md for the operators each
+        semiring allows.
 
     >>> q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     >>> q.head, q.rule.bound
     ((), ('a', 'b', 'c'))
+    >>> query("Q(x) :- A(x, y), B(y, z)", aggregates={"y": "max"}).aggregates.describe()
+    'max_{y} sum_{z}'
     """
-    return Query(rule, semiring)
+    return Query(rule, semiring, aggregates)
 
 
 def einsum(
@@ -342,15 +418,18 @@ def einsum(
     order: str | Sequence[str] = "auto",
     join: str = "auto",
     backend: str = "auto",
+    aggregates: Mapping[str, str] | None = None,
 ) -> Factor:
     """Evaluate a numpy-style einsum spec over factors, with any semiring.
 
     ``einsum("ij,jk->ik", A, B)`` is the product of A and B; operands are
     Factors, DataFrames or numpy arrays (dense arrays become sparse factors).
+    ``aggregates`` gives summed-out letters their own operators, as in
+    :func:`query` (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
     """
     names = [f"T{i}" for i in range(len(operands))]
     rule = parse_einsum(spec, names)
-    q = Query(rule, semiring)
+    q = Query(rule, semiring, aggregates)
     return q.solve(
         order=order, join=join, backend=backend, **dict(zip(names, operands, strict=True))
     )

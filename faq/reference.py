@@ -26,10 +26,22 @@ def reference_solve(
     rule: str | Rule,
     semiring: str | Semiring,
     relations: Mapping[str, Mapping[tuple[Any, ...], Any]],
+    aggregates: Mapping[str, str] | None = None,
 ) -> dict[tuple[Any, ...], Any]:
     """Evaluate ``rule`` over ``relations`` (``{name: {key tuple: annotation}}``).
 
+    With ``aggregates`` (``{variable: operator}``, see :func:`faq.query`) the listed
+    variables are aggregated outermost, first listed outermost, each with its own
+    operator (``"sum"``, ``"max"``, ``"min"``, ``"or"``, ``"logsumexp"``, or ``"add"``
+    for the semiring's ⊕), the others innermost with the semiring's ⊕: the matching
+    assignments are enumerated and folded one variable at a time from the inside.
+
     Returns ``{head tuple: annotation}`` without zero annotations.
+
+    >>> R = {(0, 0): 2.0, (0, 1): 3.0, (1, 0): 5.0}
+    >>> S = {(0, 0): 1.0, (0, 1): 1.0, (1, 0): 4.0}
+    >>> reference_solve("Q(x) :- R(x, y), S(y, z)", "real", {"R": R, "S": S}, {"y": "max"})
+    {(0,): 12.0, (1,): 10.0}
     """
     r = parse_rule(rule) if isinstance(rule, str) else rule
     S = semirings.get(semiring)
@@ -58,8 +70,66 @@ def reference_solve(
             if ok:
                 walk(i + 1, {**env, **bound}, S.mul(acc, val))
 
+    if aggregates:
+        return _nested(r, S, rels, dict(aggregates))
     walk(0, {}, S.one)
     return {k: v for k, v in out.items() if not S.is_zero(v)}
+
+
+_OPERATORS = {
+    "sum": lambda a, b: a + b,
+    "max": max,
+    "min": min,
+    "or": lambda a, b: a or b,
+    "logsumexp": semirings.logaddexp,
+}
+
+
+def _nested(
+    r: Rule,
+    S: Semiring,
+    rels: dict[str, list[tuple[tuple[Any, ...], Any]]],
+    aggregates: dict[str, str],
+) -> dict[tuple[Any, ...], Any]:
+    """Per-variable aggregates: every assignment of all variables, then one fold per
+    variable from the innermost (absent assignments are zero, neutral for each fold)."""
+    names = list(r.variables)
+    full: dict[tuple[Any, ...], Any] = {}
+
+    def walk(i: int, env: dict[str, Any], acc: Any) -> None:
+        if i == len(r.atoms):
+            key = tuple(env[v] for v in names)
+            full[key] = S.add(full[key], acc) if key in full else acc
+            return
+        atom = r.atoms[i]
+        for key, val in rels[atom.relation]:
+            bound: dict[str, Any] = {}
+            ok = True
+            for var, x in zip(atom.vars, key, strict=True):
+                have = env.get(var, bound.get(var, _MISSING))
+                if have is _MISSING:
+                    bound[var] = x
+                elif have != x:
+                    ok = False
+                    break
+            if ok:
+                walk(i + 1, {**env, **bound}, S.mul(acc, val))
+
+    walk(0, {}, S.one)
+    nesting = [*aggregates, *(v for v in r.bound if v not in aggregates)]
+    table = full
+    for v in reversed(nesting):  # innermost first
+        op = aggregates.get(v, "add")
+        add = S.add if op == "add" else _OPERATORS[op]
+        i = names.index(v)
+        folded: dict[tuple[Any, ...], Any] = {}
+        for key, val in table.items():
+            k = key[:i] + key[i + 1 :]
+            folded[k] = add(folded[k], val) if k in folded else val
+        names.pop(i)
+        table = folded
+    pos = [names.index(v) for v in r.head]
+    return {tuple(k[p] for p in pos): x for k, x in table.items() if not S.is_zero(x)}
 
 
 _MISSING = object()

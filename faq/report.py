@@ -38,9 +38,12 @@ def render(
         f"[strategy: {plan.strategy}; estimated cost {_fmt(plan.cost)} joined rows]"
     )
     lines.append(f"free variables: {', '.join(plan.rule.head) or '(none: scalar result)'}")
+    lines.extend(_precedence(plan))
     for n, s in enumerate(plan.steps, 1):
         c = choices[n - 1] if choices is not None else None
         what = f"eliminate {', '.join(s.vars)}" if s.vars else "multiply onto the head"
+        if s.op is not None and s.vars:
+            what += f"   [⊕ = {s.op}]"
         lines.append(f"step {n}: {what}")
         lines.append(f"  join     {' ⋈ '.join(str(f) for f in s.inputs)}")
         if s.absorbed:
@@ -80,6 +83,25 @@ def render(
     else:
         lines.append(f"total {trace.seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _precedence(plan: Plan) -> list[str]:
+    """Per-variable aggregates: the nesting and which orders were allowed, and why."""
+    if not plan.blocks:
+        return []
+    nest = " ".join(f"{op}_{{{', '.join(vs)}}}" for op, vs in plan.blocks)
+    lines = [f"aggregates (outermost first): {nest} ⊗ atoms"]
+    inner = list(reversed(plan.blocks))
+    if len(inner) == 1:
+        lines.append("allowed orders: any (one operator for every bound variable)")
+        return lines
+    seq = " before ".join(f"{{{', '.join(vs)}}} ({op})" for op, vs in inner)
+    lines.append(f"allowed orders: eliminate {seq}; any order within a block")
+    lines.append(
+        "  (an operator commutes with itself, not with another: no variable is eliminated "
+        "before one nested inside it under another operator)"
+    )
+    return lines
 
 
 def _fmt(x: float) -> str:

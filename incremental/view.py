@@ -121,6 +121,7 @@ class IncrementalView:
                 "IncrementalView takes a faq.Query (from faq.query(...)), not "
                 f"{type(query).__name__}"
             )
+        query.check_incremental("IncrementalView")
         if join not in JOIN_METHODS:
             raise ValueError(
                 f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"

@@ -291,6 +291,12 @@ def _one_each(value: float) -> Callable[[np.ndarray], np.ndarray]:
     return lambda counts: np.full(len(counts), value, dtype=np.float64)
 
 
+def _counting_max() -> Semiring:
+    from semirings.aggregates import COUNTING_MAX
+
+    return COUNTING_MAX
+
+
 def _is_builtin(S: Semiring) -> bool:
     return any(S is b for b in B.BUILTINS)
 
@@ -328,6 +334,16 @@ def local_ops(S: Semiring) -> LocalOps:
         return _float_ops(S, np.add, np.minimum, _one_each(0.0))
     if S is B.MAX_PLUS:
         return _float_ops(S, np.add, np.maximum, _one_each(0.0))
+    if S.name == "max-times" and S is _counting_max():
+        ops = _int_ops(S)
+        return LocalOps(
+            S,
+            np.int64,
+            ops.mul,
+            lambda v, s: np.maximum.reduceat(np.asarray(v, dtype=np.int64), s),
+            lambda c: np.ones(len(c), dtype=np.int64),
+            ops.nonzero,
+        )
     if S is B.LOG:
         ops = _float_ops(S, np.add, np.logaddexp, lambda c: np.log(np.asarray(c, dtype=float)))
         return LocalOps(S, np.float64, ops.mul, _logaddexp_reduceat, ops.ones, ops.nonzero)
