@@ -29,7 +29,7 @@ backward pass are held in the driver as pandas frames.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -133,10 +133,7 @@ class WitnessRecorder:
         w = result
         for step, table in reversed(self.pointers):
             keep = list(step.output.vars)
-            if keep:
-                w = w.merge(table, on=keep, how="left")
-            else:
-                w = w.merge(table, how="cross")
+            w = w.merge(table, on=keep, how="left") if keep else w.merge(table, how="cross")
         bound = [v for step, _ in self.pointers for v in step.vars]
         w = w[[*head, *bound, VALUE]]
         return w.sort_values(list(head)).reset_index(drop=True) if head else w
