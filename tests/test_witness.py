@@ -168,3 +168,16 @@ def test_refuses_non_selective_semiring(spark, name):
         q.solve(A=A, witness=True)
     with pytest.raises(ValueError, match="witness=True"):
         q.solve(A=A).witnesses()
+
+
+def test_viterbi_example_runs(spark, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "viterbi.py"
+    spec = importlib.util.spec_from_file_location("viterbi_example", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--states", "5", "--steps", "12", "--seed", "1"])
+    assert "matches numpy Viterbi: True" in capsys.readouterr().out
