@@ -38,6 +38,8 @@ from semirings.local import distinct, local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+    from faq.witness import WitnessRecorder
+
 __all__ = ["Data", "Executor", "StepTrace", "Trace"]
 
 log = logging.getLogger("faq")
@@ -101,6 +103,7 @@ class Executor:
             parallelism = tasks.parallelism(spark) if spark is not None else 1
         self.parallelism = parallelism
         self.driver_cores = tasks.driver_cores(spark)
+        self.witness: WitnessRecorder | None = None  # set by solve(witness=True)
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -143,6 +146,8 @@ class Executor:
             inputs = [frames.pop(id(f)) for f in step.factors]
             choice = self._choose(step, [d.info() for d in inputs], pairs)
             S = self.step_semiring(step)
+            if self.witness is not None:
+                self.witness.record(self, step, inputs, choice)
             if choice.backend == "spark":
                 out, largest = self._spark_step(step, inputs, choice, S)
                 proposed = None

@@ -555,6 +555,32 @@ class Factor:
 
         return collect_factor(self, self._semiring_or_plain(), self._label())
 
+    #: With ``solve(witness=True)``: a pandas frame of the head columns, one column
+    #: per bound variable (a witness) and ``value``; otherwise None.
+    witness_frame: Any = None
+
+    def witnesses(self) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """Per head key, an assignment of the bound variables attaining its value.
+
+        Only for a Factor returned by ``Query.solve(..., witness=True)``; see
+        :mod:`faq.witness`.
+
+        Raises
+        ------
+        ValueError
+            The Factor was not solved with ``witness=True``.
+        """
+        w = self.witness_frame
+        if w is None:
+            raise ValueError("this Factor has no witnesses: solve it with witness=True")
+        bound = [c for c in w.columns if c not in self.vars and c != "value"]
+        out: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in w.itertuples(index=False, name=None):
+            rec = dict(zip(w.columns, row, strict=True))
+            key = tuple(_scalar(rec[v]) for v in self.vars)
+            out[key] = {v: _scalar(rec[v]) for v in bound}
+        return out
+
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
         """``{key tuple: annotation}`` (⊕-combined; collects a distributed factor).
 
@@ -822,3 +848,8 @@ def _to_spark(t: Table, S: Semiring) -> DataFrame:
 
 def _py(a: np.ndarray) -> list[Any]:
     return a.tolist()
+
+
+def _scalar(x: Any) -> Any:
+    """A numpy scalar as the plain Python scalar."""
+    return x.item() if hasattr(x, "item") else x

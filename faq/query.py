@@ -210,6 +210,7 @@ class Query:
         join: str = "auto",
         trace: bool = False,
         backend: str = "auto",
+        witness: bool = False,
         **relations: Any,
     ) -> Factor:
         """Evaluate the query; return a Factor over the head variables.
@@ -229,26 +230,45 @@ class Query:
             Where steps run: by size (relations that fit in the driver run on
             the local kernel, in the driver or, for much work, in Spark tasks;
             larger ones as Spark joins), or forced.
+        witness : bool
+            Also find, per output key, an assignment of the bound variables that
+            attains its value (selective ⊕ only: max or min); read it with
+            :meth:`Factor.witnesses` or ``Factor.witness_frame``.  See
+            :mod:`faq.witness` (ties: the smallest eliminated values win).
         **relations
             One Factor, Spark DataFrame or numpy array per relation name.
 
         Returns
         -------
         Factor
-            Over the head variables; local when computed locally.
+            Over the head variables; local when computed locally.  Its rows,
+            ``vars``, ``df`` and ``to_dict()`` are those of a plain solve.
 
         Raises
         ------
         ValueError
             Missing or extra relations, arity mismatches, null keys, values
-            outside the semiring, a bad order, join method or backend.
+            outside the semiring, a bad order, join method or backend;
+            ``witness=True`` with a semiring whose ⊕ is not selective, or with
+            per-variable ``aggregates``.
         OverflowError
             A 64-bit integer semiring (counting, integer) overflowed.
         """
         physical.check_options(join, backend)
+        rec = None
+        if witness:
+            from faq.witness import WitnessRecorder
+
+            if self.aggregates is not None:
+                raise ValueError(
+                    f"query {self.rule}: witness=True is not supported with per-variable "
+                    f"aggregates ({self.aggregates.describe()}); solve without one or the other"
+                )
+            rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
+        ex.witness = rec
         try:
             result, run = ex.run(plan, atoms, pairs)
         except Exception as exc:
@@ -256,7 +276,12 @@ class Query:
         self.last_plan, self.last_trace = plan, run
         self._last_choices = [s.choice for s in run.steps]
         self._last_key = _key(relations, order, join, backend)
-        return _factor(result, self.rule, self.semiring, ex)
+        out = _factor(result, self.rule, self.semiring, ex)
+        if rec is not None:
+            from faq.witness import witness_frame
+
+            out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
+        return out
 
     def solve_delta(
         self,

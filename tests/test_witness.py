@@ -1,0 +1,192 @@
+"""solve(witness=True): an assignment of the bound variables attaining each answer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import semirings
+from faq import Factor, query
+
+BACKENDS = ["driver", "spark"]
+
+
+def _numpy_viterbi(pi, trans, emit, obs):
+    """Most likely state path of an HMM (plain numpy Viterbi, max-product)."""
+    delta = pi * emit[:, obs[0]]
+    back = []
+    for o in obs[1:]:
+        scores = delta[:, None] * trans  # [prev, next]
+        back.append(scores.argmax(axis=0))
+        delta = scores.max(axis=0) * emit[:, o]
+    path = [int(delta.argmax())]
+    for b in reversed(back):
+        path.append(int(b[path[-1]]))
+    return path[::-1], float(delta.max())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_viterbi_matches_numpy(spark, backend):
+    rng = np.random.default_rng(7)
+    n_states, n_obs = 4, 3
+    T = 6 if backend == "driver" else 3  # Spark: a few jobs per step, keep the chain short
+    pi = rng.dirichlet(np.ones(n_states))
+    trans = rng.dirichlet(np.ones(n_states), size=n_states)
+    emit = rng.dirichlet(np.ones(n_obs), size=n_states)
+    obs = rng.integers(0, n_obs, size=T)
+    rels = {"I": Factor.from_numpy(pi * emit[:, obs[0]], vars=("x0",), semiring="max-product")}
+    atoms = ["I(x0)"]
+    for t in range(1, T):
+        m = trans * emit[:, obs[t]][None, :]
+        rels[f"M{t}"] = Factor.from_numpy(m, vars=(f"x{t - 1}", f"x{t}"), semiring="max-product")
+        atoms.append(f"M{t}(x{t - 1}, x{t})")
+    q = query(f"Q() :- {', '.join(atoms)}", semiring="max-product")
+    out = q.solve(witness=True, backend=backend, **rels)
+    path, best = _numpy_viterbi(pi, trans, emit, obs)
+    assert out.scalar() == pytest.approx(best)
+    w = out.witnesses()[()]
+    assert [w[f"x{t}"] for t in range(T)] == path
+    assert out.to_dict() == q.solve(backend=backend, **rels).to_dict()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shortest_path_intermediates(spark, backend):
+    from scipy.sparse.csgraph import shortest_path
+
+    rng = np.random.default_rng(3)
+    n = 5
+    W = np.full((n, n), np.inf)
+    for i in range(n):
+        for j in range(n):
+            if i != j and rng.random() < 0.5:
+                W[i, j] = float(rng.integers(1, 10))
+    entries = {(i, j): float(W[i, j]) for i in range(n) for j in range(n) if np.isfinite(W[i, j])}
+    entries.update({(i, i): 0.0 for i in range(n)})  # stay put: paths of at most 4 hops
+    E = Factor.from_dict(entries, vars=("u", "v"), semiring="min-plus")
+    q = query("Q(s, t) :- E(s, a), E(a, b), E(b, c), E(c, t)", semiring="min-plus")
+    out = q.solve(E=E, witness=True, backend=backend)
+    dist = shortest_path(np.where(np.isfinite(W), W, 0), directed=True)
+    wit = out.witnesses()
+    got = out.to_dict()
+    reachable = {(s, t) for s in range(n) for t in range(n) if np.isfinite(dist[s, t])}
+    assert set(got) == reachable
+    for (s, t), length in got.items():
+        assert length == pytest.approx(dist[s, t])
+        w = wit[(s, t)]
+        path = [s, w["a"], w["b"], w["c"], t]
+        assert sum(
+            entries[(x, y)] for x, y in zip(path[:-1], path[1:], strict=True)
+        ) == pytest.approx(length)
+
+
+ATOMS = st.lists(
+    st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(
+    atoms=ATOMS,
+    head_bits=st.integers(0, 15),
+    seed=st.integers(0, 2**16),
+)
+def test_most_likely_assignment_matches_brute_force(spark, atoms, head_bits, seed):
+    import itertools
+
+    rng = np.random.default_rng(seed)
+    dom = 3
+    allv = sorted({v for a in atoms for v in a})
+    head = tuple(v for i, v in enumerate(allv) if head_bits >> i & 1)
+    bound = [v for v in allv if v not in head]
+    rels, tables = {}, []
+    for k, vs in enumerate(atoms):
+        entries = {
+            key: float(rng.integers(1, 6)) / 4
+            for key in itertools.product(range(dom), repeat=len(vs))
+            if rng.random() < 0.7
+        }
+        rels[f"R{k}"] = Factor.from_dict(entries, vars=tuple(vs), semiring="max-product")
+        tables.append((vs, entries))
+    body = ", ".join(f"R{k}({', '.join(vs)})" for k, vs in enumerate(atoms))
+    q = query(f"Q({', '.join(head)}) :- {body}", semiring="max-product")
+    out = q.solve(witness=True, backend="driver", **rels)
+
+    def weight(assign):
+        p = 1.0
+        for vs, entries in tables:
+            key = tuple(assign[v] for v in vs)
+            if key not in entries:
+                return 0.0
+            p *= entries[key]
+        return p
+
+    brute: dict[tuple, float] = {}
+    for vals in itertools.product(range(dom), repeat=len(allv)):
+        a = dict(zip(allv, vals, strict=True))
+        wv = weight(a)
+        if wv > 0:
+            key = tuple(a[v] for v in head)
+            brute[key] = max(brute.get(key, 0.0), wv)
+    got = out.to_dict()
+    assert set(got) == set(brute)
+    wit = out.witnesses()
+    for key, value in got.items():
+        assert value == pytest.approx(brute[key])
+        assign = {**dict(zip(head, key, strict=True)), **wit[key]}
+        assert set(wit[key]) == set(bound)
+        assert weight(assign) == pytest.approx(value)  # every tuple exists, product attains
+
+
+def test_user_semiring_with_max_and_min_plus_boolean(spark):
+    bottleneck = semirings.Semiring(
+        name="bottleneck-w", zero=-math.inf, one=math.inf, add=max, mul=min
+    )
+    A = Factor.from_dict({(0, 0): 3.0, (0, 1): 5.0}, vars=("i", "j"), semiring=bottleneck)
+    B = Factor.from_dict({(0, 0): 4.0, (1, 0): 2.0}, vars=("j", "k"), semiring=bottleneck)
+    out = query("Q(i, k) :- A(i, j), B(j, k)", semiring=bottleneck).solve(
+        A=A, B=B, witness=True, backend="driver"
+    )
+    assert out.to_dict() == {(0, 0): 3.0}
+    assert out.witnesses() == {(0, 0): {"j": 0}}
+    E = Factor.from_dict(
+        {(0, 1): True, (1, 2): True, (0, 3): True}, vars=("u", "v"), semiring="boolean"
+    )
+    b = query("Q(x, z) :- E(x, y), E(y, z)", semiring="boolean").solve(E=E, witness=True)
+    assert b.witnesses() == {(0, 2): {"y": 1}}
+
+
+@pytest.mark.parametrize("name", ["real", "counting", "log"])
+def test_refuses_non_selective_semiring(spark, name):
+    value = 1 if name == "counting" else 1.0
+    A = Factor.from_dict({(0, 0): value}, vars=("i", "j"), semiring=name)
+    q = query("Q(i) :- A(i, j)", semiring=name)
+    with pytest.raises(ValueError, match="selective"):
+        q.solve(A=A, witness=True)
+    with pytest.raises(ValueError, match="witness=True"):
+        q.solve(A=A).witnesses()
+
+
+def test_viterbi_example_runs(spark, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "viterbi.py"
+    spec = importlib.util.spec_from_file_location("viterbi_example", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--states", "5", "--steps", "12", "--seed", "1"])
+    assert "matches numpy Viterbi: True" in capsys.readouterr().out
+
+
+def test_witness_with_per_variable_aggregates_is_refused():
+    q = query("Q(x) :- A(x, y), B(y, z)", semiring="max-product", aggregates={"y": "sum"})
+    A = Factor.from_dict({(0, 1): 0.5}, ("x", "y"), "max-product")
+    B = Factor.from_dict({(1, 2): 0.5}, ("y", "z"), "max-product")
+    with pytest.raises(ValueError, match="per-variable aggregates"):
+        q.solve(witness=True, A=A, B=B)
