@@ -343,6 +343,12 @@ class Factor:
                 rows.append((k, val))
         o = local_ops(S)
         cols = tuple(_key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
+        for v, c in zip(vars_, cols, strict=True):
+            if _key_type(c).startswith("mixed"):
+                raise ValueError(
+                    f"{label}: key column {v!r} holds values of several types "
+                    f"({_key_type(c)[7:-1]}); a key column has one type"
+                )
         values = np.empty(len(rows), dtype=o.dtype)
         for i, (_, v) in enumerate(rows):
             values[i] = v
@@ -488,7 +494,7 @@ class Factor:
         """Spark SQL types of the key columns (any integer type reads as ``bigint``)."""
         t = self._local_table(required=False)
         if t is not None:
-            return tuple(_spark_type(c) for c in t.cols)
+            return tuple(_key_type(c) for c in t.cols)
         from pyspark.sql import types as T
 
         schema = self.df.schema
@@ -718,12 +724,36 @@ def _numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
                 f"{label}: semiring {S.name!r} needs integers; the array holds non-integral"
                 " or non-finite values"
             )
+        _check_int64_range(arr, S, label)
         return arr.astype(np.int64)
     if t == "double":
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
             raise ValueError(f"{label}: semiring {S.name!r} needs numbers, got {arr.dtype}")
         return arr.astype(np.float64)
     return arr
+
+
+def _check_int64_range(arr: np.ndarray, S: Semiring, label: str) -> None:
+    """ValueError naming the first entry of ``arr`` outside 64-bit integers.
+
+    A float is compared against 2**63 exactly (the largest float below it is
+    representable in int64), so no entry is ever wrapped or saturated.
+    """
+    if arr.size == 0:
+        return
+    flat = arr.reshape(-1)
+    if flat.dtype.kind == "u":
+        bad = flat > np.iinfo(np.int64).max
+    elif flat.dtype.kind == "f":
+        bad = (flat >= 2.0**63) | (flat < -(2.0**63))
+    else:
+        return
+    if bad.any():
+        value = flat[np.flatnonzero(bad)[0]].item()
+        raise ValueError(
+            f"{label}: {value!r} is outside the 64-bit integers of the {S.name!r} semiring "
+            f"(from {-(2**63)} to {2**63 - 1}); use the 'real' semiring for larger numbers"
+        )
 
 
 def _check_members(values: np.ndarray, S: Semiring, label: str) -> None:
@@ -809,9 +839,25 @@ def _typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
     o = local_ops(S)
     if o.dtype is object:
         return v.astype(object)
-    if t == "bigint" and kind == "u" and len(v) and v.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{label}: column {VALUE!r} holds values beyond 64-bit integers")
+    if t == "bigint":
+        _check_int64_range(v, S, f"{label}, column {VALUE!r}")
     return v.astype(o.dtype)
+
+
+def _key_type(a: np.ndarray) -> str:
+    """The Spark type name of a local key column; an object column by its Python values
+    (``"string"``, ``"double"``..., or ``"mixed (double, string)"``)."""
+    if a.dtype.kind != "O":
+        return _spark_type(a)
+    names = {"bool": "boolean", "int": "bigint", "float": "double", "str": "string"}
+    found = set()
+    for x in a.tolist():
+        k = "bool" if isinstance(x, bool) else "int" if isinstance(x, int) else None
+        k = k or ("float" if isinstance(x, float) else "str" if isinstance(x, str) else None)
+        found.add(names[k] if k else type(x).__name__)
+    if len(found) == 1:
+        return found.pop()
+    return "string" if not found else f"mixed ({', '.join(sorted(found))})"
 
 
 def _spark_type(a: np.ndarray) -> str:

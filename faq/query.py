@@ -17,7 +17,7 @@ from faq.kernel import Table
 from faq.planner import AtomStats, Pairs, Plan, is_acyclic, make_plan
 from faq.report import render
 from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
-from faq.session import current_session
+from faq.session import current_session, quiet_spark_errors
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
 from semirings.local import local_ops
@@ -123,6 +123,7 @@ class Query:
     ) -> tuple[list[Data], list[AtomStats], Pairs]:
         """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
+        check_key_types(self.rule, factors)
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
@@ -254,34 +255,35 @@ class Query:
         OverflowError
             A 64-bit integer semiring (counting, integer) overflowed.
         """
-        physical.check_options(join, backend)
-        rec = None
-        if witness:
-            from faq.witness import WitnessRecorder
+        with quiet_spark_errors():  # the errors that matter are re-raised as one line
+            physical.check_options(join, backend)
+            rec = None
+            if witness:
+                from faq.witness import WitnessRecorder
 
-            if self.aggregates is not None:
-                raise ValueError(
-                    f"query {self.rule}: witness=True is not supported with per-variable "
-                    f"aggregates ({self.aggregates.describe()}); solve without one or the other"
-                )
-            rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
-        atoms, stats, pairs = self._inputs(relations, backend)
-        plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
-        ex.witness = rec
-        try:
-            result, run = ex.run(plan, atoms, pairs)
-        except Exception as exc:
-            raise query_error(exc, self) from exc
-        self.last_plan, self.last_trace = plan, run
-        self._last_choices = [s.choice for s in run.steps]
-        self._last_key = _key(relations, order, join, backend)
-        out = _factor(result, self.rule, self.semiring, ex)
-        if rec is not None:
-            from faq.witness import witness_frame
+                if self.aggregates is not None:
+                    raise ValueError(
+                        f"query {self.rule}: witness=True is not supported with per-variable "
+                        f"aggregates ({self.aggregates.describe()}); solve without one or the other"
+                    )
+                rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
+            atoms, stats, pairs = self._inputs(relations, backend)
+            plan = make_plan(self.rule, stats, order, pairs, self._blocks)
+            ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
+            ex.witness = rec
+            try:
+                result, run = ex.run(plan, atoms, pairs)
+            except Exception as exc:
+                raise query_error(exc, self) from exc
+            self.last_plan, self.last_trace = plan, run
+            self._last_choices = [s.choice for s in run.steps]
+            self._last_key = _key(relations, order, join, backend)
+            out = _factor(result, self.rule, self.semiring, ex)
+            if rec is not None:
+                from faq.witness import witness_frame
 
-            out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
-        return out
+                out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
+            return out
 
     def solve_delta(
         self,
@@ -344,6 +346,36 @@ def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tupl
     return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
 
 
+def check_key_types(rule: Rule, factors: dict[str, Factor]) -> None:
+    """Refuse a variable whose key columns have different types in different places.
+
+    Integer types of any width count as one type (``bigint``); nothing else is
+    unified, so a string key is never cast to a number (or a number to a
+    string).  Reads only schemas: no Spark job.
+
+    Raises
+    ------
+    ValueError
+        Naming the variable, both atoms with their relations and both types.
+    """
+    types = {name: f.key_types for name, f in factors.items()}
+    seen: dict[str, tuple[str, Atom, int]] = {}
+    for atom in rule.atoms:
+        for i, v in enumerate(atom.vars):
+            t = types[atom.relation][i]
+            if v not in seen:
+                seen[v] = (t, atom, i)
+                continue
+            t0, atom0, i0 = seen[v]
+            if t != t0:
+                raise ValueError(
+                    f"variable {v!r} of {rule} has keys of different types: column {i0} of "
+                    f"relation {atom0.relation!r} (atom {atom0}) is {t0}, column {i} of "
+                    f"relation {atom.relation!r} (atom {atom}) is {t}; keys are never cast "
+                    "(integers of any width count as bigint): convert one of them first"
+                )
+
+
 def _atom_view(atom: Atom, rel: gather.Relation) -> Data:
     """The relation seen through ``atom``: columns renamed to its variables; a variable
     repeated in the atom keeps only rows whose columns agree."""
@@ -393,7 +425,13 @@ def query_error(exc: Exception, q: Query) -> Exception:
     """The error a failed solve raises: overflow (local or Spark's ANSI mode) as an
     OverflowError naming the semiring; everything else as it is."""
     from faq.tasks import task_error
+    from semirings.core import SemiringFunctionError, function_error
 
+    if isinstance(exc, SemiringFunctionError):
+        return exc
+    failed = function_error(str(exc))
+    if failed is not None:  # a user function raised in a Spark worker: one line, not a trace
+        return failed
     exc = task_error(exc)  # type: ignore[assignment]
     text = str(exc)
     overflow = (

@@ -14,10 +14,12 @@ Connect session from ``SparkSession.builder.remote(...)``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,7 @@ __all__ = [
     "current_session",
     "get_spark",
     "local_session",
+    "quiet_spark_errors",
     "release_unreferenced",
     "show_progress",
 ]
@@ -157,3 +160,30 @@ def release_unreferenced(spark: SparkSession) -> None:
         return
     if jvm is not None:
         jvm.java.lang.System.gc()
+
+
+_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+"""PySpark's Python loggers that print every failed query as a multi-kilobyte JSON record."""
+
+
+@contextlib.contextmanager
+def quiet_spark_errors() -> Iterator[None]:
+    """Silence PySpark's JSON error records while the engine runs Spark work.
+
+    The engine turns the Spark errors it knows (integer overflow under ANSI
+    mode, a user semiring's failing function) into one-line errors of its
+    own, and lets any other error through unchanged; the JSON record PySpark
+    logs for each failed DataFrame query would only repeat it at length.  The
+    JVM's own lines ("Exception in task", "Lost task") are silenced by the
+    logging configuration of :func:`local_session` (``faq/log4j2.properties``);
+    a session built by the user keeps its own JVM logging.
+    """
+    loggers = [logging.getLogger(n) for n in _ERROR_LOGGERS]
+    before = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, before, strict=True):
+            lg.setLevel(level)

@@ -18,7 +18,7 @@ from semirings.builtins import (
     REAL,
     logaddexp,
 )
-from semirings.core import Semiring, SparkOps
+from semirings.core import Semiring, SemiringFunctionError, SparkOps
 from semirings.laws import LawError, check_laws
 from semirings.registry import get, names, register
 
@@ -34,6 +34,7 @@ __all__ = [
     "REAL",
     "LawError",
     "Semiring",
+    "SemiringFunctionError",
     "SparkOps",
     "check_laws",
     "get",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import operator
 
 from semirings import builtins as B
-from semirings.core import Semiring, SparkOps
+from semirings.core import Semiring, SparkOps, canonical
 
 __all__ = ["COUNTING_MAX", "OPERATORS", "needs_nonnegative", "own_add", "with_add"]
 
@@ -63,6 +63,7 @@ COUNTING_MAX = Semiring(
     ),
     domain="non-negative 64-bit integers",
 )
+canonical(COUNTING_MAX.name, COUNTING_MAX)
 """(ℕ, max, ×, 0, 1): the ⊕ of ``max`` aggregates in counting and integer queries."""
 
 _OWN: dict[str, str] = {

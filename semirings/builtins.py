@@ -23,7 +23,7 @@ import math
 import operator
 from typing import TYPE_CHECKING, Any
 
-from semirings.core import Semiring, SparkOps
+from semirings.core import Semiring, SparkOps, canonical
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -272,3 +272,5 @@ BUILTINS: tuple[Semiring, ...] = (
     MAX_PLUS,
     LOG,
 )
+for _S in BUILTINS:
+    canonical(_S.name, _S)

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["Semiring", "SparkOps", "spark_type_of"]
+__all__ = [
+    "FUNCTION_MARK",
+    "Semiring",
+    "SemiringFunctionError",
+    "SparkOps",
+    "guarded",
+    "spark_type_of",
+]
 
 ColumnBinary = Callable[["Column", "Column"], "Column"]
 ColumnUnary = Callable[["Column"], "Column"]
@@ -64,6 +71,80 @@ class SparkOps:
     def __post_init__(self) -> None:
         if (self.agg is None) == (self.reduce is None):
             raise ValueError("SparkOps needs exactly one of agg= or reduce=")
+
+
+FUNCTION_MARK = "SemiringFunctionError: "
+"""What precedes the message of a :class:`SemiringFunctionError` in the traceback text of
+an error a Spark worker reported: the driver finds the message there."""
+
+_SYMBOLS = {"add": "⊕ (add)", "mul": "⊗ (mul)", "neg": "inverse (neg)"}
+
+
+class SemiringFunctionError(RuntimeError):
+    """A user-defined semiring's ``add``, ``mul`` or ``neg`` raised an exception.
+
+    The message is one line naming the semiring, the operation, the Python
+    exception and its arguments; the original exception is chained (its
+    traceback is the ``__cause__``) when it was raised in this process.
+    """
+
+
+def guarded(S: Semiring, op: str) -> Callable[..., Any]:
+    """``S``'s function ``op`` ("add", "mul" or "neg"), raising :class:`SemiringFunctionError`.
+
+    The engine calls user functions through this, in the driver and in Spark
+    workers; the error then says which semiring and operation failed instead
+    of surfacing as a worker's stack trace.
+    """
+    fn = getattr(S, op)
+    what = _SYMBOLS[op]
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            shown = ", ".join(_short(a) for a in args)
+            raise SemiringFunctionError(
+                f"semiring {S.name!r}: {what} raised "
+                f"{type(exc).__name__}: {exc} (arguments: {shown})"
+            ) from exc
+
+    return call
+
+
+def function_error(text: str) -> SemiringFunctionError | None:
+    """The :class:`SemiringFunctionError` whose message appears in ``text`` (an error a
+    Spark worker reported), or None."""
+    i = text.find(FUNCTION_MARK)
+    if i < 0:
+        return None
+    line = text[i + len(FUNCTION_MARK) :].splitlines()[0].strip()
+    return SemiringFunctionError(line)
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+_CANONICAL: dict[str, Semiring] = {}
+"""The engine's own semirings by name (the built-ins and internal ones), see
+:meth:`Semiring.__reduce_ex__`."""
+
+
+def canonical(name: str, semiring: Semiring | None = None) -> Semiring:
+    """Register ``semiring`` as the engine's own semiring called ``name``, or look it up.
+
+    Unpickling a built-in calls this with the name only, and gets the
+    module-level object (its modules are imported first).
+    """
+    if semiring is not None:
+        _CANONICAL[name] = semiring
+        return semiring
+    import semirings.aggregates  # noqa: F401 - registers its semirings
+    import semirings.builtins  # noqa: F401
+
+    return _CANONICAL[name]
 
 
 def spark_type_of(value: Any) -> str | None:
@@ -150,6 +231,17 @@ class Semiring:
     spark: SparkOps | None = None
     spark_type: str | None = None
     domain: str = field(default="")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickle a built-in by name, so a Spark task gets the very same object.
+
+        The engine picks its vectorised numpy and native Spark paths by the
+        identity of a built-in semiring; a copy made by pickling (as a Spark
+        task's closure is) would fall back to the element-by-element path.
+        """
+        if _CANONICAL.get(self.name) is self:
+            return (canonical, (self.name,))
+        return super().__reduce_ex__(protocol)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

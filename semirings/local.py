@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semirings import builtins as B
-from semirings.core import Semiring
+from semirings.core import Semiring, guarded
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -247,7 +247,8 @@ def _logaddexp_reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _generic(S: Semiring) -> LocalOps:
-    umul = np.frompyfunc(S.mul, 2, 1)
+    add = guarded(S, "add")
+    umul = np.frompyfunc(guarded(S, "mul"), 2, 1)
 
     def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(umul(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
@@ -257,7 +258,7 @@ def _generic(S: Semiring) -> LocalOps:
         ends = np.append(starts[1:], len(v))
         out = np.empty(len(starts), dtype=object)
         for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
-            out[i] = functools.reduce(S.add, v[s:e])
+            out[i] = functools.reduce(add, v[s:e])
         return out
 
     def ones(counts: np.ndarray) -> np.ndarray:

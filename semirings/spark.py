@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from semirings.core import Semiring, SparkOps
+from semirings.core import Semiring, SparkOps, guarded
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -60,9 +60,10 @@ def _udf_ops(semiring: Semiring) -> SparkOps:
             "to the Semiring"
         )
     S = semiring
-    mul_udf = F.udf(lambda a, b: None if a is None or b is None else S.mul(a, b), t)
-    add_udf = F.udf(lambda a, b: None if a is None or b is None else S.add(a, b), t)
-    fold = F.udf(lambda xs: functools.reduce(S.add, xs, S.zero), t)
+    mul, add = guarded(S, "mul"), guarded(S, "add")
+    mul_udf = F.udf(lambda a, b: None if a is None or b is None else mul(a, b), t)
+    add_udf = F.udf(lambda a, b: None if a is None or b is None else add(a, b), t)
+    fold = F.udf(lambda xs: functools.reduce(add, xs, S.zero), t)
 
     def contains(x):  # no annotations: PySpark would read them as a pandas UDF's types
         try:
@@ -78,7 +79,7 @@ def _udf_ops(semiring: Semiring) -> SparkOps:
 
     neg_udf = None
     if S.neg is not None:
-        neg_fn = S.neg
+        neg_fn = guarded(S, "neg")
         neg_udf_ = F.udf(lambda a: None if a is None else neg_fn(a), t)
 
         def neg_udf(c: Column) -> Column:
