@@ -313,6 +313,77 @@ class Factor:
         return cls._local(table, S, name, RelationStats(int(kept.size), distinct))
 
     @classmethod
+    def tagged(
+        cls,
+        data: Any,
+        vars: Sequence[str] | None = None,
+        tag: str = "tag",
+        name: str | None = None,
+    ) -> Factor:
+        """A provenance factor: each row annotated with the symbol in column ``tag``.
+
+        ``data`` is a Spark or pandas DataFrame of key columns plus the ``tag``
+        column (strings such as ``"e01"``: a letter or underscore, then letters,
+        digits or underscores).  The factor is in the ``"provenance"`` semiring
+        (:mod:`semirings.provenance`); rows with the same key add up
+        (``e1 + e2``).  Checking the tags costs one Spark job for a Spark
+        DataFrame.
+
+        Raises
+        ------
+        ValueError
+            A missing ``tag`` column, a ``value`` column besides it, or a tag
+            that is null or not a symbol (the message shows one).
+        """
+        from semirings.provenance import PROVENANCE, SYMBOL
+
+        label = _label(name)
+        cols = list(data.columns)
+        if tag not in cols:
+            raise ValueError(f"{label}: no tag column {tag!r} (columns found: {cols!r})")
+        if VALUE in cols and tag != VALUE:
+            raise ValueError(
+                f"{label}: a tagged relation has no {VALUE!r} column besides its tag column "
+                f"{tag!r}: the tag is the annotation"
+            )
+        keys = [c for c in cols if c != tag]
+        vars_ = _check_vars(keys if vars is None else vars, label)
+        if len(vars_) != len(keys):
+            raise ValueError(
+                f"{label}: {len(vars_)} variables {vars_!r} but {len(keys)} key columns {keys!r}"
+            )
+        pattern = SYMBOL.pattern
+        if _is_pandas(data):
+            tags = data[tag]
+            bad = (
+                tags.isna()
+                | ~tags.astype(str).str.fullmatch(pattern)
+                | ~tags.map(lambda x: isinstance(x, str))
+            )
+            if bad.any():
+                raise ValueError(_bad_tag(label, tag, tags[bad].iloc[0], int(bad.sum())))
+            pdf = data[keys].copy()
+            pdf.columns = list(vars_)
+            pdf[VALUE] = tags.to_numpy(dtype=object)
+            return cls.from_pandas(pdf, vars_, PROVENANCE, name)
+        from pyspark.sql import functions as F
+
+        t = F.col(tag)
+        if dict(data.dtypes)[tag] != "string":
+            raise ValueError(
+                f"{label}: tag column {tag!r} has type {dict(data.dtypes)[tag]}; tags are strings"
+            )
+        bad = t.isNull() | ~t.rlike(f"^{pattern}$")
+        row = data.select(
+            F.count_if(bad).alias("n"), F.first(F.when(bad, F.coalesce(t, F.lit("null"))), True)
+        ).first()
+        if row[0]:
+            raise ValueError(_bad_tag(label, tag, row[1], int(row[0])))
+        df = data.select(*[F.col(k).alias(v) for k, v in zip(keys, vars_, strict=True)],
+                         t.alias(VALUE))  # fmt: skip
+        return cls(df, vars_, PROVENANCE, name)
+
+    @classmethod
     def from_dict(
         cls,
         entries: Mapping[tuple[Any, ...], Any],
@@ -691,6 +762,13 @@ def _is_pandas(data: Any) -> bool:
 
 def _other(i: int, ndim: int) -> tuple[int, ...]:
     return tuple(a for a in range(ndim) if a != i)
+
+
+def _bad_tag(label: str, tag: str, example: Any, count: int) -> str:
+    return (
+        f"{label}: tag column {tag!r} has {count} value(s) that are not provenance symbols "
+        f"(a letter or underscore, then letters, digits or underscores), e.g. {example!r}"
+    )
 
 
 def _plain_semiring(dtype: np.dtype) -> Semiring:

@@ -20,7 +20,10 @@ from semirings.builtins import (
 )
 from semirings.core import Semiring, SemiringFunctionError, SparkOps
 from semirings.laws import LawError, check_laws
+from semirings.provenance import PROVENANCE, specialise
 from semirings.registry import get, names, register
+
+register(PROVENANCE)
 
 __all__ = [
     "BOOLEAN",
@@ -31,6 +34,7 @@ __all__ = [
     "MAX_PLUS",
     "MAX_PRODUCT",
     "MIN_PLUS",
+    "PROVENANCE",
     "REAL",
     "LawError",
     "Semiring",
@@ -41,4 +45,5 @@ __all__ = [
     "logaddexp",
     "names",
     "register",
+    "specialise",
 ]

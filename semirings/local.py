@@ -298,6 +298,12 @@ def _counting_max() -> Semiring:
     return COUNTING_MAX
 
 
+def _provenance() -> Semiring:
+    from semirings.provenance import PROVENANCE
+
+    return PROVENANCE
+
+
 def _is_builtin(S: Semiring) -> bool:
     return any(S is b for b in B.BUILTINS)
 
@@ -335,6 +341,17 @@ def local_ops(S: Semiring) -> LocalOps:
         return _float_ops(S, np.add, np.minimum, _one_each(0.0))
     if S is B.MAX_PLUS:
         return _float_ops(S, np.add, np.maximum, _one_each(0.0))
+    if S.name == "provenance" and S is _provenance():
+        from semirings import provenance as P
+
+        return LocalOps(
+            S,
+            object,
+            np.frompyfunc(S.mul, 2, 1),
+            P.local_reduceat,
+            lambda c: np.array([str(int(x)) for x in np.asarray(c).tolist()], dtype=object),
+            lambda v: np.array([x != "0" for x in v], dtype=bool),
+        )
     if S.name == "max-times" and S is _counting_max():
         ops = _int_ops(S)
         return LocalOps(
