@@ -256,34 +256,45 @@ class Query:
             A 64-bit integer semiring (counting, integer) overflowed.
         """
         with quiet_spark_errors():  # the errors that matter are re-raised as one line
-            physical.check_options(join, backend)
-            rec = None
-            if witness:
-                from faq.witness import WitnessRecorder
+            return self._solve(order, join, trace, backend, witness, relations)
 
-                if self.aggregates is not None:
-                    raise ValueError(
-                        f"query {self.rule}: witness=True is not supported with per-variable "
-                        f"aggregates ({self.aggregates.describe()}); solve without one or the other"
-                    )
-                rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
-            atoms, stats, pairs = self._inputs(relations, backend)
-            plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-            ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
-            ex.witness = rec
-            try:
-                result, run = ex.run(plan, atoms, pairs)
-            except Exception as exc:
-                raise query_error(exc, self) from exc
-            self.last_plan, self.last_trace = plan, run
-            self._last_choices = [s.choice for s in run.steps]
-            self._last_key = _key(relations, order, join, backend)
-            out = _factor(result, self.rule, self.semiring, ex)
-            if rec is not None:
-                from faq.witness import witness_frame
+    def _solve(
+        self,
+        order: str | Sequence[str],
+        join: str,
+        trace: bool,
+        backend: str,
+        witness: bool,
+        relations: dict[str, Any],
+    ) -> Factor:
+        physical.check_options(join, backend)
+        rec = None
+        if witness:
+            from faq.witness import WitnessRecorder
 
-                out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
-            return out
+            if self.aggregates is not None:
+                raise ValueError(
+                    f"query {self.rule}: witness=True is not supported with per-variable "
+                    f"aggregates ({self.aggregates.describe()}); solve without one or the other"
+                )
+            rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
+        atoms, stats, pairs = self._inputs(relations, backend)
+        plan = make_plan(self.rule, stats, order, pairs, self._blocks)
+        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
+        ex.witness = rec
+        try:
+            result, run = ex.run(plan, atoms, pairs)
+        except Exception as exc:
+            raise query_error(exc, self) from exc
+        self.last_plan, self.last_trace = plan, run
+        self._last_choices = [s.choice for s in run.steps]
+        self._last_key = _key(relations, order, join, backend)
+        out = _factor(result, self.rule, self.semiring, ex)
+        if rec is not None:
+            from faq.witness import witness_frame
+
+            out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
+        return out
 
     def solve_delta(
         self,
