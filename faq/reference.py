@@ -12,7 +12,7 @@ the annotations of the matched tuples and ⊕s the products per head tuple.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import semirings
@@ -49,11 +49,21 @@ def reference_solve(
         name: [(k, v) for k, v in relations[name].items() if not S.is_zero(v)]
         for name in r.relations
     }
+    if aggregates:
+        return _nested(r, S, rels, dict(aggregates))
+    out = _assignments(r, S, rels, r.head)
+    return {k: v for k, v in out.items() if not S.is_zero(v)}
+
+
+def _assignments(
+    r: Rule, S: Semiring, rels: dict[str, list[tuple[tuple[Any, ...], Any]]], keep: Sequence[str]
+) -> dict[tuple[Any, ...], Any]:
+    """Every assignment matching a tuple in each atom, its product ⊕-ed per ``keep`` key."""
     out: dict[tuple[Any, ...], Any] = {}
 
     def walk(i: int, env: dict[str, Any], acc: Any) -> None:
         if i == len(r.atoms):
-            key = tuple(env[v] for v in r.head)
+            key = tuple(env[v] for v in keep)
             out[key] = S.add(out[key], acc) if key in out else acc
             return
         atom = r.atoms[i]
@@ -70,10 +80,8 @@ def reference_solve(
             if ok:
                 walk(i + 1, {**env, **bound}, S.mul(acc, val))
 
-    if aggregates:
-        return _nested(r, S, rels, dict(aggregates))
     walk(0, {}, S.one)
-    return {k: v for k, v in out.items() if not S.is_zero(v)}
+    return out
 
 
 _OPERATORS = {
@@ -94,28 +102,7 @@ def _nested(
     """Per-variable aggregates: every assignment of all variables, then one fold per
     variable from the innermost (absent assignments are zero, neutral for each fold)."""
     names = list(r.variables)
-    full: dict[tuple[Any, ...], Any] = {}
-
-    def walk(i: int, env: dict[str, Any], acc: Any) -> None:
-        if i == len(r.atoms):
-            key = tuple(env[v] for v in names)
-            full[key] = S.add(full[key], acc) if key in full else acc
-            return
-        atom = r.atoms[i]
-        for key, val in rels[atom.relation]:
-            bound: dict[str, Any] = {}
-            ok = True
-            for var, x in zip(atom.vars, key, strict=True):
-                have = env.get(var, bound.get(var, _MISSING))
-                if have is _MISSING:
-                    bound[var] = x
-                elif have != x:
-                    ok = False
-                    break
-            if ok:
-                walk(i + 1, {**env, **bound}, S.mul(acc, val))
-
-    walk(0, {}, S.one)
+    full = _assignments(r, S, rels, names)
     nesting = [*aggregates, *(v for v in r.bound if v not in aggregates)]
     table = full
     for v in reversed(nesting):  # innermost first
