@@ -96,6 +96,7 @@ class Query:
             if extra:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
             raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
+        self._renamed: dict[str, tuple[str, ...]] = {}
         return {name: self._as_factor(name, relations[name], a) for name, a in needed.items()}
 
     def _as_factor(self, name: str, rel: Any, arity: int) -> Factor:
@@ -129,6 +130,7 @@ class Query:
             # the engine reads keys by position, so give the columns plain private names
             cols = [f"k{i}" for i in range(len(f.vars))]
             df = f.df.toDF(*cols, *([VALUE] if f.has_value else []))
+            self._renamed[name] = f.vars
             f = Factor(df, semiring=f.semiring, name=f.name if f.name is not None else name)
         return f.for_semiring(self.semiring, name)
 
@@ -140,9 +142,7 @@ class Query:
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
-            name: gather.prepare(
-                f, S, f"relation {name!r}", local=backend != "spark", nonnegative=why
-            )
+            name: gather.prepare(f, S, self._label(name), local=backend != "spark", nonnegative=why)
             for name, f in factors.items()
         }
         if self.aggregates is not None:
@@ -163,6 +163,13 @@ class Query:
             stats.append(AtomStats(int(d.rows), {back[v]: int(x) for v, x in d.distinct.items()}))
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
+
+    def _label(self, name: str) -> str:
+        """How errors name relation ``name`` (with its own key names when renamed)."""
+        if name not in self._renamed:
+            return f"relation {name!r}"
+        cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(self._renamed[name]))
+        return f"relation {name!r} (key columns read by position: {cols})"
 
     def _nonnegative_reason(self) -> str | None:
         """Why annotations must be non-negative (an operator such as max over real ×

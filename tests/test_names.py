@@ -109,3 +109,12 @@ def test_einsum_spec_that_is_not_a_string():
     A = Factor.from_dict(E, vars=("x", "y"))
     with pytest.raises(TypeError, match="NoneType"):
         einsum(None, A)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_error_on_a_renamed_key_column_names_the_users_column(spark, backend):
+    df = spark.createDataFrame([(0, None, 2.0), (1, 1, 3.0)], "x bigint, z bigint, value double")
+    A = Factor(df, vars=("x.y", "__w"), semiring="real")
+    with pytest.raises(ValueError, match=r"relation 'A'.*k1='__w'.*null") as err:
+        query("Q(x) :- A(x, z)").solve(A=A, backend=backend)
+    assert "'x.y'" in str(err.value)
