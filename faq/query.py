@@ -125,7 +125,7 @@ class Query:
                 f"relation {name!r}: atom {atom} takes {arity} variable(s) but the factor has "
                 f"{len(f.vars)}: {f.vars!r}"
             )
-        if not f.is_local and not _spark_safe(f.vars):
+        if f._source is not None and not f.is_local and not _spark_safe(f.vars):
             # key names Spark would misread (a dot, a backtick, names equal ignoring case):
             # the engine reads keys by position, so give the columns plain private names
             cols = [f"k{i}" for i in range(len(f.vars))]
@@ -294,6 +294,7 @@ class Query:
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         ex.witness = rec
+        ex.names = {p: v for v, p in self._to.items()}
         try:
             result, run = ex.run(_rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
         except Exception as exc:
