@@ -104,6 +104,7 @@ class Executor:
         self.parallelism = parallelism
         self.driver_cores = tasks.driver_cores(spark)
         self.witness: WitnessRecorder | None = None  # set by solve(witness=True)
+        self.names: dict[str, str] = {}  # engine variable name -> user's name (for the log)
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -160,7 +161,7 @@ class Executor:
                 "step %d/%d: %s: %s join on %s -> %s rows in %.2f s",
                 k,
                 n,
-                _describe(step),
+                _describe(step, self.names),
                 choice.method,
                 choice.backend if choice.backend != "tasks" else f"{choice.tasks} tasks",
                 f"{int(out.rows):,}",
@@ -308,8 +309,10 @@ def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
     return min(sizes) if sizes else None
 
 
-def _describe(step: Step) -> str:
-    return f"eliminate {', '.join(step.vars)}" if step.vars else "multiply onto the head"
+def _describe(step: Step, names: dict[str, str] | None = None) -> str:
+    names = names or {}
+    vs = [names.get(v, v) for v in step.vars]
+    return f"eliminate {', '.join(vs)}" if vs else "multiply onto the head"
 
 
 def _distinct_of(t: Table) -> dict[str, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from faq.aggregates import Aggregates, resolve
 from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
 from faq.kernel import Table
-from faq.planner import AtomStats, Pairs, Plan, is_acyclic, make_plan
+from faq.planner import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
 from faq.report import render
 from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
 from faq.session import current_session, quiet_spark_errors
@@ -49,7 +50,14 @@ class Query:
         semiring: str | Semiring = "real",
         aggregates: Mapping[str, str] | None = None,
     ) -> None:
+        if not isinstance(rule, str | Rule):
+            raise TypeError(
+                f"query: a rule is a string such as 'Q(i) :- A(i, j)' (or a Rule), "
+                f"got {type(rule).__name__}: {rule!r}"
+            )
         self.rule = parse_rule(rule) if isinstance(rule, str) else rule
+        _check_names(self.rule)
+        self._to, self._engine_rule = _private_rule(self.rule)
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
         for name in self.rule.relations:
@@ -88,6 +96,7 @@ class Query:
             if extra:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
             raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
+        self._renamed: dict[str, tuple[str, ...]] = {}
         return {name: self._as_factor(name, relations[name], a) for name, a in needed.items()}
 
     def _as_factor(self, name: str, rel: Any, arity: int) -> Factor:
@@ -116,6 +125,13 @@ class Query:
                 f"relation {name!r}: atom {atom} takes {arity} variable(s) but the factor has "
                 f"{len(f.vars)}: {f.vars!r}"
             )
+        if f._source is not None and not f.is_local and not _spark_safe(f.vars):
+            # key names Spark would misread (a dot, a backtick, names equal ignoring case):
+            # the engine reads keys by position, so give the columns plain private names
+            cols = [f"k{i}" for i in range(len(f.vars))]
+            df = f.df.toDF(*cols, *([VALUE] if f.has_value else []))
+            self._renamed[name] = f.vars
+            f = Factor(df, semiring=f.semiring, name=f.name if f.name is not None else name)
         return f.for_semiring(self.semiring, name)
 
     def _inputs(
@@ -127,25 +143,34 @@ class Query:
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
-            name: gather.prepare(
-                f, S, f"relation {name!r}", local=backend != "spark", nonnegative=why
-            )
+            name: gather.prepare(f, S, self._label(name), local=backend != "spark", nonnegative=why)
             for name, f in factors.items()
         }
         if self.aggregates is not None:
             rels = {name: self._for_aggregates(name, r, why) for name, r in rels.items()}
+        # the engine sees private variable names (v0, v1, ...): a user's name can then never
+        # collide with an internal column (``__w``, ``__rows``...), ``value``, or another
+        # name under Spark's case-insensitive resolution; the planner keeps the user's names
         views: dict[tuple[str, tuple[str, ...]], Data] = {}
         atoms: list[Data] = []
         stats: list[AtomStats] = []
-        for a in self.rule.atoms:
+        back = {p: v for v, p in self._to.items()}
+        for a in self._engine_rule.atoms:
             key = (a.relation, a.vars)
             if key not in views:
                 views[key] = _atom_view(a, rels[a.relation])
             d = views[key]
             atoms.append(d)
-            stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
+            stats.append(AtomStats(int(d.rows), {back[v]: int(x) for v, x in d.distinct.items()}))
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
+
+    def _label(self, name: str) -> str:
+        """How errors name relation ``name`` (with its own key names when renamed)."""
+        if name not in self._renamed:
+            return f"relation {name!r}"
+        cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(self._renamed[name]))
+        return f"relation {name!r} (key columns read by position: {cols})"
 
     def _nonnegative_reason(self) -> str | None:
         """Why annotations must be non-negative (an operator such as max over real ×
@@ -179,7 +204,7 @@ class Query:
         one Spark job for the others (only when the rule is cyclic)."""
         out: Pairs = {}
         spark_parts = []
-        cyclic = not is_acyclic([a.distinct_vars for a in self.rule.atoms])
+        cyclic = not is_acyclic([a.distinct_vars for a in self._engine_rule.atoms])
         names: dict[str, frozenset[int]] = {}
         for i, a in enumerate(atoms):
             for j in range(i + 1, len(atoms)):
@@ -282,18 +307,21 @@ class Query:
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         ex.witness = rec
+        ex.names = {p: v for v, p in self._to.items()}
         try:
-            result, run = ex.run(plan, atoms, pairs)
+            result, run = ex.run(_rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
         except Exception as exc:
             raise query_error(exc, self) from exc
         self.last_plan, self.last_trace = plan, run
-        self._last_choices = [s.choice for s in run.steps]
+        self._last_choices = [_choice_names(s.choice, self._to) for s in run.steps]
         self._last_key = _key(relations, order, join, backend)
-        out = _factor(result, self.rule, self.semiring, ex)
+        out = _factor(result, self.rule, self._to, self.semiring)
         if rec is not None:
             from faq.witness import witness_frame
 
-            out.witness_frame = witness_frame(ex, result, self.rule.head, rec)
+            frame = witness_frame(ex, result, self._engine_rule.head, rec)
+            back = {p: v for v, p in self._to.items()}
+            out.witness_frame = frame.rename(columns=back)
         return out
 
     def solve_delta(
@@ -349,7 +377,9 @@ class Query:
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
-        return render(plan, ex.choices(plan, atoms, pairs), self.semiring.name)
+        private = _rename_plan(plan, self._to, self._engine_rule)
+        choices = [_choice_names(c, self._to) for c in ex.choices(private, atoms, pairs)]
+        return render(plan, choices, self.semiring.name)
 
 
 def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tuple[Any, ...]:
@@ -420,15 +450,95 @@ def _session(atoms: Sequence[Data]) -> SparkSession | None:
     return current_session()
 
 
-def _factor(d: Data, rule: Rule, S: Semiring, ex: Executor) -> Factor:
+def _check_names(rule: Rule) -> None:
+    """Refuse variables whose names Spark cannot tell apart: names equal ignoring case
+    (Spark resolves column names case-insensitively, so the answer's DataFrame could not
+    hold both), or a variable spelled like the annotation column in another case."""
+    seen: dict[str, str] = {VALUE: VALUE}
+    for v in rule.variables:
+        other = seen.setdefault(v.casefold(), v)
+        if other != v:
+            what = f"the annotation column {VALUE!r}" if other == VALUE else f"variable {other!r}"
+            raise ValueError(
+                f"rule {rule}: variable {v!r} differs from {what} only in case; "
+                "Spark column names are case-insensitive, so rename one of them"
+            )
+
+
+def _spark_safe(names: Sequence[str]) -> bool:
+    """True when Spark reads every name as itself: plain identifiers, none starting with
+    ``__`` (internal columns), none equal to another or to ``value`` ignoring case."""
+    folded = {v.casefold() for v in names} | {VALUE}
+    return len(folded) == len(names) + 1 and all(
+        re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", v) for v in names
+    )
+
+
+def _choice_names(c: physical.Choice, to: Mapping[str, str]) -> physical.Choice:
+    """A step's choice with its binding order in the user's variable names."""
+    back = {p: v for v, p in to.items()}
+    return replace(c, order=tuple(back.get(v, v) for v in c.order))
+
+
+def _private_rule(rule: Rule) -> tuple[dict[str, str], Rule]:
+    """The rule over private variable names ``v0, v1, ...`` (first appearance order) and
+    the map user name -> private name.  Internal columns all start with ``__``, so
+    generated names never collide with them or with each other."""
+    to = {v: f"v{i}" for i, v in enumerate(rule.variables)}
+    atoms = tuple(Atom(a.relation, tuple(to[v] for v in a.vars)) for a in rule.atoms)
+    return to, Rule(rule.name, tuple(to[v] for v in rule.head), atoms)
+
+
+def _rename_plan(plan: Plan, to: Mapping[str, str], rule: Rule) -> Plan:
+    """``plan`` over the private names ``to`` (factors keep their identities one to one,
+    as the executor follows them by identity)."""
+    done: dict[int, PlanFactor] = {}
+
+    def f(x: PlanFactor) -> PlanFactor:
+        if id(x) not in done:
+            done[id(x)] = replace(
+                x,
+                vars=tuple(to[v] for v in x.vars),
+                distinct={to.get(v, v): n for v, n in x.distinct.items()},
+            )
+        return done[id(x)]
+
+    def names(vs: Sequence[str]) -> tuple[str, ...]:
+        return tuple(to[v] for v in vs)
+
+    atoms = tuple(f(a) for a in plan.atoms)
+    steps = tuple(
+        replace(
+            s,
+            vars=names(s.vars),
+            inputs=tuple(f(x) for x in s.inputs),
+            absorbed=tuple(f(x) for x in s.absorbed),
+            output=f(s.output),
+        )
+        for s in plan.steps
+    )
+    blocks = tuple((op, names(vs)) for op, vs in plan.blocks)
+    return replace(
+        plan, rule=rule, order=names(plan.order), steps=steps, atoms=atoms, blocks=blocks
+    )
+
+
+def _factor(d: Data, rule: Rule, to: Mapping[str, str], S: Semiring) -> Factor:
+    """The answer as a Factor over the rule's head, private names mapped back."""
+    head = rule.head
     if d.table is not None:
         t = d.table
-        stats = RelationStats(t.rows, tuple(int(d.distinct.get(v, t.rows)) for v in t.vars))
+        back = {p: v for v, p in to.items()}
+        t = Table(tuple(back[v] for v in t.vars), t.cols, t.values, unique=t.unique)
+        stats = RelationStats(t.rows, tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars))
         return Factor._local(t, S, rule.name, stats)
     assert d.df is not None
-    f = Factor(d.df, rule.head, S, name=rule.name)
+    from pyspark.sql import functions as F
+
+    df = d.df.select(*[F.col(to[v]).alias(v) for v in head], F.col(VALUE))
+    f = Factor(df, head, S, name=rule.name)
     f._trusted = True
-    f._stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(v, d.rows)) for v in rule.head))
+    f._stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(to[v], d.rows)) for v in head))
     return f
 
 
