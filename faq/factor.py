@@ -110,6 +110,13 @@ class Factor:
         cols = list(df.columns)
         if len(set(cols)) != len(cols):
             raise ValueError(f"{label}: DataFrame columns {cols!r} repeat a name")
+        folded = [c.casefold() for c in cols]
+        if len(set(folded)) != len(folded):
+            same = sorted({c for c in cols if folded.count(c.casefold()) > 1})
+            raise ValueError(
+                f"{label}: DataFrame columns {same!r} differ only in case; Spark column names "
+                "are case-insensitive, so rename one of them"
+            )
         keys = [c for c in cols if c != VALUE]
         has_value = VALUE in cols
         vars_ = _check_vars(keys if vars is None else vars, label)

@@ -192,3 +192,9 @@ def test_a_user_semiring_named_like_a_builtin_is_not_swapped():
 def test_from_dict_refuses_a_key_column_of_mixed_types():
     with pytest.raises(ValueError, match="'A': key column 'a' holds values of several types"):
         Factor.from_dict({(1,): 1, ("x",): 1}, ("a",), "counting", name="A")
+
+
+def test_a_dataframe_with_columns_equal_ignoring_case_is_refused(spark):
+    df = spark.createDataFrame([(0, 1)], "a bigint, A bigint")
+    with pytest.raises(ValueError, match=r"columns \['A', 'a'\] differ only in case"):
+        Factor(df, vars=("x", "y"), name="E")
