@@ -15,18 +15,22 @@ from faq import Factor, query
 BACKENDS = ["driver", "spark"]
 
 
+def _example():
+    """examples/viterbi.py as a module (its numpy Viterbi is the oracle here too)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "viterbi.py"
+    spec = importlib.util.spec_from_file_location("viterbi_example", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _numpy_viterbi(pi, trans, emit, obs):
     """Most likely state path of an HMM (plain numpy Viterbi, max-product)."""
-    delta = pi * emit[:, obs[0]]
-    back = []
-    for o in obs[1:]:
-        scores = delta[:, None] * trans  # [prev, next]
-        back.append(scores.argmax(axis=0))
-        delta = scores.max(axis=0) * emit[:, o]
-    path = [int(delta.argmax())]
-    for b in reversed(back):
-        path.append(int(b[path[-1]]))
-    return path[::-1], float(delta.max())
+    return _example().numpy_viterbi(pi, trans, emit, obs)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -172,15 +176,7 @@ def test_refuses_non_selective_semiring(spark, name):
 
 
 def test_viterbi_example_runs(spark, capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "viterbi.py"
-    spec = importlib.util.spec_from_file_location("viterbi_example", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--states", "5", "--steps", "12", "--seed", "1"])
+    _example().main(["--states", "5", "--steps", "12", "--seed", "1"])
     assert "matches numpy Viterbi: True" in capsys.readouterr().out
 
 
