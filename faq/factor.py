@@ -422,10 +422,10 @@ class Factor:
         o = local_ops(S)
         cols = tuple(_key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
         for v, c in zip(vars_, cols, strict=True):
-            if _key_type(c).startswith("mixed"):
+            if (kt := _key_type(c)).startswith("mixed"):
                 raise ValueError(
-                    f"{label}: key column {v!r} holds values of several types "
-                    f"({_key_type(c)[7:-1]}); a key column has one type"
+                    f"{label}: key column {v!r} holds values of several types ({kt[7:-1]}); "
+                    "a key column has one type"
                 )
         values = np.empty(len(rows), dtype=o.dtype)
         for i, (_, v) in enumerate(rows):
@@ -931,18 +931,16 @@ def _typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
 
 def _key_type(a: np.ndarray) -> str:
     """The Spark type name of a local key column; an object column by its Python values
-    (``"string"``, ``"double"``..., or ``"mixed (double, string)"``)."""
+    (``"string"``, ``"double"``..., or ``"mixed (...)"``), inferred by pandas in C."""
     if a.dtype.kind != "O":
         return _spark_type(a)
-    names = {"bool": "boolean", "int": "bigint", "float": "double", "str": "string"}
-    found = set()
-    for x in a.tolist():
-        k = "bool" if isinstance(x, bool) else "int" if isinstance(x, int) else None
-        k = k or ("float" if isinstance(x, float) else "str" if isinstance(x, str) else None)
-        found.add(names[k] if k else type(x).__name__)
-    if len(found) == 1:
-        return found.pop()
-    return "string" if not found else f"mixed ({', '.join(sorted(found))})"
+    from pandas.api.types import infer_dtype
+
+    kind = infer_dtype(a, skipna=False)
+    names = {"string": "string", "integer": "bigint", "floating": "double", "boolean": "boolean"}
+    if kind in names:
+        return names[kind]
+    return "string" if kind == "empty" else f"mixed ({kind})"
 
 
 def _spark_type(a: np.ndarray) -> str:
