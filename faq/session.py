@@ -19,16 +19,18 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "LOCAL_CONFIG",
+    "checkpoint_ids",
     "current_session",
+    "free_checkpoints",
     "get_spark",
     "local_session",
     "quiet_spark_errors",
@@ -160,6 +162,46 @@ def release_unreferenced(spark: SparkSession) -> None:
         return
     if jvm is not None:
         jvm.java.lang.System.gc()
+
+
+def checkpoint_ids(df: DataFrame) -> frozenset[int]:
+    """The ids of the checkpointed RDDs whose blocks ``df`` reads.
+
+    These are the RDDs behind every ``localCheckpoint`` (or ``checkpoint``)
+    among the leaves of ``df``'s plan; a DataFrame that reads none, and any
+    DataFrame of a Spark Connect session (whose plans live on the server),
+    gives the empty set.  See :func:`free_checkpoints`.
+    """
+    jdf = getattr(df, "_jdf", None)  # classic sessions only
+    if jdf is None:
+        return frozenset()
+    leaves = jdf.queryExecution().analyzed().collectLeaves()
+    ids = set()
+    for i in range(leaves.size()):
+        leaf = leaves.apply(i)
+        if leaf.getClass().getSimpleName() == "LogicalRDD":
+            ids.add(int(leaf.rdd().id()))
+    return frozenset(ids)
+
+
+def free_checkpoints(spark: SparkSession, ids: Iterable[int]) -> None:
+    """Drop the cached blocks of these checkpointed RDDs now, without waiting on Spark's cleaner.
+
+    Only for checkpoints the caller owns: a DataFrame that still reads one
+    fails when it next runs ("checkpoint block not found").  The blocks are
+    removed asynchronously (no Spark job).  A no-op with Spark Connect, where
+    :func:`checkpoint_ids` finds nothing and the server frees a checkpoint once
+    the client drops its DataFrame.
+    """
+    ids = list(ids)
+    if not ids:
+        return
+    try:
+        sc = spark.sparkContext._jsc.sc()  # classic sessions only; Connect raises
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return
+    for i in ids:
+        sc.unpersistRDD(i, False)
 
 
 _ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")

@@ -37,7 +37,7 @@ import semirings
 from faq import Factor, Query
 from faq.delta import DeltaResult
 from faq.rule import VALUE, Rule
-from faq.session import release_unreferenced
+from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
 from incremental import zset
 from incremental.deltas import unknown_message
 from incremental.store import Store
@@ -54,8 +54,10 @@ log = logging.getLogger("faq.incremental")
 _FORMAT = 2
 
 GC_TICKS = 10
-"""Every this many ticks a Spark-resident view frees the checkpoints of earlier ticks
-(:func:`faq.session.release_unreferenced`)."""
+"""Every this many ticks a Spark-resident view runs both garbage collectors
+(:func:`faq.session.release_unreferenced`), so that Spark's cleaner frees what the view
+could not free itself: checkpoints handed out by ``result()`` or ``relation()`` and then
+dropped, and the shuffle files and broadcasts of delta queries run as Spark jobs."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,9 @@ class SparkView:
     duplicate keys in a delta are ⊕-combined.  A refused step raises
     ValueError and leaves the view exactly as it was.  Each commit
     materialises what it changes with ``localCheckpoint``, so neither Spark
-    lineage nor plan size grow with the number of ticks.  A relation is kept
+    lineage nor plan size grow with the number of ticks, and frees the
+    checkpoints it replaces (those it handed to the caller are left to Spark's
+    cleaner, so they stay readable).  A relation is kept
     as its last rewrite plus a small log of deltas (both hash-partitioned by
     key, so merging a delta shuffles only the delta; see
     :func:`incremental.zset.add_delta`), and the log is folded in once it
@@ -205,6 +209,9 @@ class SparkView:
         self._tick = 0
         self.batch_id: int | None = None
         self.last_step: dict[str, Any] = {}
+        # checkpoints this view made (RDD ids), and those of them handed out to the caller
+        self._owned: set[int] = set()
+        self._shared: set[int] = set()
         if manifest is not None:
             self._resume(manifest)
             return
@@ -243,6 +250,7 @@ class SparkView:
 
     def result(self) -> Factor:
         """The maintained output: equal to ``query.solve(**current relations)``."""
+        self._shared |= checkpoint_ids(self._out)
         return Factor.trusted(
             self._out, self.rule.head, self.semiring, rows=self._out_rows, name=self.rule.name
         )
@@ -252,6 +260,7 @@ class SparkView:
         if name not in self._rels:
             raise ValueError(unknown_message(self.rule, [name]))
         r = self._rels[name]
+        self._shared |= self._ids(r)
         return Factor.trusted(
             r.current(self._S), r.keys, self.semiring, rows=r.rows, distinct=r.distinct, name=name
         )
@@ -281,6 +290,15 @@ class SparkView:
             weights outside the semiring, or (counting) a negative
             multiplicity.  The view is then left unchanged.
         """
+        try:
+            change = self._step(batch_id, deltas)
+            if not change.is_local:  # a change read from this view's checkpoints keeps them
+                self._shared |= checkpoint_ids(change.df) & self._owned
+            return change
+        finally:
+            self._release()
+
+    def _step(self, batch_id: int | None, deltas: dict[str, Any]) -> Factor:
         t_step = time.perf_counter()
         unknown = [n for n in deltas if n not in self.rule.relations]
         if unknown:
@@ -356,9 +374,8 @@ class SparkView:
             self.batch_id = batch_id
         self.last_step = {"tick": self._tick, "terms": report, "rows": term_rows}
         if self._tick % GC_TICKS == 0:
-            # the checkpoints of earlier ticks are released by Spark's cleaner once
-            # neither a Python proxy (some sit in reference cycles) nor the JVM holds
-            # them: without this, cached blocks grew by ~0.4 a tick (135 after 300)
+            # what the view cannot free itself (see _release) waits on Spark's cleaner,
+            # which needs both collectors to have run
             release_unreferenced(self._spark)
         log.info(
             "tick %d: %s -> change of %s rows (%s) in %.2f s",
@@ -371,6 +388,36 @@ class SparkView:
         if dq_factor is not None:
             return dq_factor
         return Factor.trusted(dq, self.rule.head, self._S, rows=0, name=f"Δ{self.rule.name}")
+
+    def _ids(self, rel: _Relation) -> frozenset[int]:
+        """The checkpoints ``rel``'s state reads."""
+        ids = checkpoint_ids(rel.df)
+        return ids if rel.log is None else ids | checkpoint_ids(rel.log)
+
+    def _live(self) -> set[int]:
+        """The checkpoints the committed state reads."""
+        live = set(checkpoint_ids(self._out))
+        for r in self._rels.values():
+            live |= self._ids(r)
+        return live
+
+    def _release(self) -> None:
+        """Free now the checkpoints of this view that its state no longer reads.
+
+        Each tick materialises the logs and output it changes (``localCheckpoint``)
+        and so replaces earlier checkpoints; a refused step leaves the ones it made
+        unused.  Spark's cleaner would free them only after both garbage
+        collectors have run, so cached blocks grew with the ticks.  Checkpoints
+        that ``result()``, ``relation()`` or a returned change handed to the
+        caller are left to the cleaner: a DataFrame the caller keeps must stay
+        readable.  Classic sessions only (with Spark Connect nothing is tracked).
+        """
+        if not self._owned:
+            return
+        dead = self._owned - self._live()
+        free_checkpoints(self._spark, dead - self._shared)
+        self._owned -= dead
+        self._shared -= dead
 
     def _delta_rule(self, checked: dict[str, tuple[Factor, _Relation]]) -> DeltaResult:
         """ΔQ of this tick by :meth:`faq.Query.solve_delta` over the old relations."""
@@ -576,10 +623,12 @@ class SparkView:
         for k, v in conf.items():
             self._spark.conf.set(k, v)
         try:
-            return df.localCheckpoint(eager=True)
+            out = df.localCheckpoint(eager=True)
         finally:
             for k, v in before.items():
                 self._spark.conf.set(k, v)
+        self._owned |= checkpoint_ids(out)
+        return out
 
     def _persist(self, changed: set[str], output_changed: bool, batch_id: int | None) -> None:
         """Write the changed relations (and output) of this tick, then the manifest, atomically."""

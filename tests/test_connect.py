@@ -275,3 +275,18 @@ def test_incremental_view(connect, tmp_path):
     assert reopened.result().scalar() == count(state) == before + change
     assert {t["where"] for t in reopened.last_step["terms"]} == {"spark"}
     assert reopened.relation("E").to_dict() == state
+
+
+def test_spark_resident_view(connect):
+    """State kept in the server (``state="spark"``): checkpoints are Connect DataFrames, which
+    the view cannot free itself (the server frees them once the client drops them)."""
+    from faq.session import checkpoint_ids
+
+    q = query("Q(a) :- E(a, b)", semiring="integer")
+    view = IncrementalView(q, state="spark", E=zset_df(connect.session, {(0, 1): 1, (0, 2): 1}))
+    kept = view.result()
+    for t in range(1, 4):
+        view.step(E=zset_df(connect.session, {(t, 1): 2, (0, t): -1}))
+    assert checkpoint_ids(view.result().df) == frozenset()
+    assert view.result().to_dict() == {(0,): -1, (1,): 2, (2,): 2, (3,): 2}
+    assert kept.to_dict() == {(0,): 2}

@@ -29,7 +29,9 @@ from hypothesis import strategies as st
 import semirings
 from faq import Factor, query, reference_solve
 from faq.rule import parse_rule
+from faq.session import checkpoint_ids
 from incremental import IncrementalView
+from incremental.spark_view import GC_TICKS
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
@@ -249,27 +251,31 @@ def _plan_text(df) -> str:
     return re.sub(r"#\d+L?|plan_id=\d+|\[\d+\]", "#", buf.getvalue())
 
 
-def _cached_blocks(spark) -> int:
-    """Cached blocks in the session once Spark's cleaner (a background thread) is idle."""
+def _cached(spark) -> dict[int, int]:
+    """Cached RDDs of the session (id -> cached partitions), once Spark's cleaner (a
+    background thread) is idle."""
 
-    def count() -> int:
+    def now() -> dict[int, int]:
         infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
-        return sum(i.numCachedPartitions() for i in infos)
+        return {int(i.id()): int(i.numCachedPartitions()) for i in infos}
 
-    last, now = -1, count()
+    last, current = None, now()
     for _ in range(20):  # at most 2 s
-        if now == last:
+        if current == last:
             break
         time.sleep(0.1)
-        last, now = now, count()
-    return now
+        last, current = current, now()
+    return current
 
 
 def _run_spark_view(spark, ticks: int, at: tuple[int, ...]):
+    """A Spark-resident integer view over ``ticks`` ticks; at the ticks in ``at``, the plans
+    of its state, the cached RDDs of the session and the checkpoints its state reads."""
     q = query("Q(a, b) :- E(a, b)", semiring="integer")
     E = Factor.from_dict({(0, 0): 1}, ("a", "b"), "integer")
+    cached = {0: _cached(spark)}
     view = IncrementalView(q, state="spark", E=E)
-    plans, blocks = {}, {}
+    plans, live = {}, {}
     expected = {(0, 0): 1}
     for t in range(1, ticks + 1):
         # insert (t, t % 7) with weight 2, delete one copy of the tuple of t - 1
@@ -277,30 +283,76 @@ def _run_spark_view(spark, ticks: int, at: tuple[int, ...]):
         view.step(E=Factor.from_dict(delta, ("a", "b"), "integer"))
         expected = add(semirings.INTEGER, expected, delta)
         if t in at:
-            plans[t] = (_plan_text(view.result().df), _plan_text(view.relation("E").df))
-            blocks[t] = _cached_blocks(spark)
+            result, relation = view.result().df, view.relation("E").df
+            plans[t] = (_plan_text(result), _plan_text(relation))
+            live[t] = checkpoint_ids(result) | checkpoint_ids(relation)
+            cached[t] = _cached(spark)
     assert view.tick == ticks
     assert view.result().to_dict() == expected
-    return plans, blocks
+    return plans, cached, live
 
 
-def test_plan_and_lineage_stay_bounded_over_100_ticks(spark):
-    plans, _ = _run_spark_view(spark, 100, (2, 100))
-    assert plans[2] == plans[100]  # the plans of the state do not grow with the ticks
-    assert "ExistingRDD" in plans[100][0]  # a scan of the checkpoint, no lineage
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="known limit: freeing a Spark-resident view's old checkpoints waits on Spark's "
-    "cleaner; with both collectors run every 10 ticks the count stays within 14-38 in a "
-    "fresh session, but went 22 -> 50 from tick 30 to 300 late in a full test run",
-)
-def test_cached_blocks_of_a_spark_view_stay_bounded_over_300_ticks(spark):
-    """Regression target: cached blocks grew with every tick (14 at tick 10, 135 at 300),
-    and, with only Python's collector run every 10 ticks, from 50 to 112 late in a full run."""
-    _, blocks = _run_spark_view(spark, 300, (30, 300))
+def test_plans_and_cached_blocks_of_a_spark_view_stay_bounded_over_300_ticks(spark):
+    """Regression: cached blocks grew with every tick (14 at tick 10, 135 at 300), and,
+    waiting on Spark's cleaner with both collectors run every 10 ticks, still from 22 to
+    50 late in a full run.  The view now frees the checkpoints a commit replaces."""
+    plans, cached, live = _run_spark_view(spark, 300, (30, 300))
+    assert plans[30] == plans[300]  # the plans of the state do not grow with the ticks
+    assert "ExistingRDD" in plans[300][0]  # a scan of the checkpoint, no lineage
+    blocks = {t: sum(c.values()) for t, c in cached.items()}
     assert blocks[300] <= blocks[30] + 12, blocks
+    # sharper: of the RDDs cached since the view began, only the state of tick 300 is
+    # left, besides what result() and relation() handed out at tick 30 (those wait on
+    # the cleaner: a caller may still hold them)
+    made = set(cached[300]) - set(cached[0]) - live[30]
+    assert made <= live[300], sorted(made - live[300])
+
+
+def test_dataframes_handed_out_by_a_spark_view_stay_readable(spark):
+    """A result, a relation or a change the caller keeps is never freed under it."""
+    q = query("Q(a) :- E(a, b), F(b)", semiring="integer")
+    E = Factor.from_dict({(1, 1): 1, (2, 1): 1}, ("a", "b"), "integer")
+    F = Factor.from_dict({(1,): 2}, ("b",), "integer")
+    view = IncrementalView(q, state="spark", E=E, F=F)
+    view.step(E=Factor.from_dict({(3, 1): 1}, ("a", "b"), "integer"))
+    kept_result, kept_relation = view.result(), view.relation("E")
+    derived = kept_result.df.filter("a > 1")  # the caller's own DataFrame over the result
+    view.local = False  # a change computed by Spark delta queries
+    kept_change = view.step(F=Factor.from_dict({(1,): 1}, ("b",), "integer"))
+    view.local = True
+    for t in range(4, 4 + 2 * GC_TICKS):  # past two rounds of garbage collection
+        view.step(E=Factor.from_dict({(t, 1): 1}, ("a", "b"), "integer"))
+    assert kept_result.to_dict() == {(1,): 2, (2,): 2, (3,): 2}
+    assert kept_relation.to_dict() == {(1, 1): 1, (2, 1): 1, (3, 1): 1}
+    assert sorted(r[0] for r in derived.collect()) == [2, 3]
+    assert kept_change.to_dict() == {(1,): 1, (2,): 1, (3,): 1}
+    assert len(view.result().to_dict()) == 3 + 2 * GC_TICKS
+
+
+def test_a_refused_step_of_a_spark_view_leaves_no_checkpoint_behind(spark, monkeypatch):
+    from incremental.spark_view import SparkView
+
+    made: list[frozenset[int]] = []
+    materialise = SparkView._materialise
+
+    def spy(self, df, partitions=None):
+        out = materialise(self, df, partitions)
+        made.append(checkpoint_ids(out))
+        return out
+
+    monkeypatch.setattr(SparkView, "_materialise", spy)
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    view = IncrementalView(
+        q, state="spark", E=Factor.from_dict({(1, 1): 1}, ("a", "b"), "counting")
+    )
+    view.local = False  # the negative count is found after the new state is materialised
+    made.clear()
+    with pytest.raises(ValueError, match="negative"):
+        view.step(E=Factor.from_dict({(1, 1): -2, (5, 5): 1}, ("a", "b"), "integer"))
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+    assert made, "the refused step materialised nothing: the test no longer covers the case"
+    left = set().union(*made) & set(_cached(spark))
+    assert not left, sorted(left)
 
 
 def test_a_durable_driver_view_keeps_few_files_over_300_ticks(spark, tmp_path):
@@ -317,6 +369,21 @@ def test_a_durable_driver_view_keeps_few_files_over_300_ticks(spark, tmp_path):
     assert view.result().to_dict() == {(300,): 1}
     assert counts[300] <= counts[30] <= 6, counts
     assert len(list(tmp_path.glob("tick-*"))) <= 3
+
+
+def test_a_durable_spark_view_keeps_few_tick_folders(spark, tmp_path):
+    """Old tick folders of a Spark-resident view are collected too (its relations are a
+    base and a log, which may sit in different folders)."""
+    q = query("Q(a) :- E(a, b)", semiring="integer")
+    E = Factor.from_dict({(0, 0): 1}, ("a", "b"), "integer")
+    view = IncrementalView(q, state="spark", state_dir=tmp_path, E=E)
+    folders = []
+    for t in range(1, 9):
+        d = {(t, t % 5): 1, (t - 1, (t - 1) % 5): -1}
+        view.step(E=Factor.from_dict(d, ("a", "b"), "integer"))
+        folders.append(len(list(tmp_path.glob("tick-*"))))
+    assert view.result().to_dict() == {(8,): 1}
+    assert max(folders) <= 3, folders
 
 
 def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypatch):
