@@ -169,6 +169,7 @@ def run(
 
     spark_view.SparkView._release = timed_release
     rows: list[Result] = []
+    view = None
     try:
         E = Factor.from_dict(dict.fromkeys(sorted(edges), 1), ("a", "b"), "counting")
         view = IncrementalView(tri, state="spark", E=E)
@@ -212,7 +213,7 @@ def run(
             rows[-1].count = int(got)
     finally:
         spark_view.free_checkpoints, spark_view.SparkView._release = free, release
-        del view
+        view = None  # drop the view before collecting, so its checkpoints can go
         gc.collect()
         release_unreferenced(spark)
     return rows
