@@ -58,6 +58,7 @@ class Query:
         self.rule = parse_rule(rule) if isinstance(rule, str) else rule
         _check_names(self.rule)
         self._to, self._engine_rule = _private_rule(self.rule)
+        self._back = {p: v for v, p in self._to.items()}  # private name -> user's name
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
         for name in self.rule.relations:
@@ -154,7 +155,7 @@ class Query:
         views: dict[tuple[str, tuple[str, ...]], Data] = {}
         atoms: list[Data] = []
         stats: list[AtomStats] = []
-        back = {p: v for v, p in self._to.items()}
+        back = self._back
         for a in self._engine_rule.atoms:
             key = (a.relation, a.vars)
             if key not in views:
@@ -307,21 +308,20 @@ class Query:
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         ex.witness = rec
-        ex.names = {p: v for v, p in self._to.items()}
+        ex.names = self._back
         try:
             result, run = ex.run(_rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
         except Exception as exc:
             raise query_error(exc, self) from exc
         self.last_plan, self.last_trace = plan, run
-        self._last_choices = [_choice_names(s.choice, self._to) for s in run.steps]
+        self._last_choices = [_choice_names(s.choice, self._back) for s in run.steps]
         self._last_key = _key(relations, order, join, backend)
-        out = _factor(result, self.rule, self._to, self.semiring)
+        out = _factor(result, self.rule, self._to, self._back, self.semiring)
         if rec is not None:
             from faq.witness import witness_frame
 
             frame = witness_frame(ex, result, self._engine_rule.head, rec)
-            back = {p: v for v, p in self._to.items()}
-            out.witness_frame = frame.rename(columns=back)
+            out.witness_frame = frame.rename(columns=self._back)
         return out
 
     def solve_delta(
@@ -378,7 +378,7 @@ class Query:
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
         private = _rename_plan(plan, self._to, self._engine_rule)
-        choices = [_choice_names(c, self._to) for c in ex.choices(private, atoms, pairs)]
+        choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]
         return render(plan, choices, self.semiring.name)
 
 
@@ -474,9 +474,9 @@ def _spark_safe(names: Sequence[str]) -> bool:
     )
 
 
-def _choice_names(c: physical.Choice, to: Mapping[str, str]) -> physical.Choice:
-    """A step's choice with its binding order in the user's variable names."""
-    back = {p: v for v, p in to.items()}
+def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choice:
+    """A step's choice with its binding order in the user's variable names (``back``:
+    private name -> user's name)."""
     return replace(c, order=tuple(back.get(v, v) for v in c.order))
 
 
@@ -523,12 +523,13 @@ def _rename_plan(plan: Plan, to: Mapping[str, str], rule: Rule) -> Plan:
     )
 
 
-def _factor(d: Data, rule: Rule, to: Mapping[str, str], S: Semiring) -> Factor:
+def _factor(
+    d: Data, rule: Rule, to: Mapping[str, str], back: Mapping[str, str], S: Semiring
+) -> Factor:
     """The answer as a Factor over the rule's head, private names mapped back."""
     head = rule.head
     if d.table is not None:
         t = d.table
-        back = {p: v for v, p in to.items()}
         t = Table(tuple(back[v] for v in t.vars), t.cols, t.values, unique=t.unique)
         stats = RelationStats(t.rows, tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars))
         return Factor._local(t, S, rule.name, stats)
