@@ -14,16 +14,24 @@ back-pointers, never enumerating the joined relation of the whole query:
   bound by a later step), so one equi-join with the step's back-pointer table
   binds the variables it eliminated.
 
-Ties are broken deterministically: among the rows of a step's bag that attain
-the best value, the one with the smallest eliminated values (lexicographically,
-in the order of ``step.vars``) wins.
+Values are compared as the semiring's own values, never as floats made from
+them: a row of a step's bag attains its output key when its value ``==`` the
+⊕ of all the key's rows, that ⊕ computed by the semiring itself (numpy for the
+built-ins, ``S.add`` for a user semiring).  So integers past 2**53 (Python
+ints of any size in the driver), strings and tuples are exact.  Ties are broken
+deterministically: among the rows that attain the ⊕, the one with the smallest
+eliminated values (lexicographically, in the order of ``step.vars``) wins.
 
-Where it runs: a step run on Spark computes its back-pointers with Spark (a
-window ``row_number`` per output key, native); every other step (the local
-kernel in the driver, and the "tasks" backend, which falls back to the driver
-kernel for the back-pointers) computes them with the local kernel and a numpy
-sort.  The back-pointer tables (one row per key of each step's output) and the
-backward pass are held in the driver as pandas frames.
+Where it runs: a step run on Spark computes its back-pointers with Spark: a
+window ``row_number`` per output key, ordered by the value for a built-in
+semiring (double, bigint or boolean: Spark's order is theirs) and, for any
+other semiring, over the rows whose value equals the key's ⊕ (computed with
+the semiring's Spark side, UDFs for a user semiring).  Every other step (the
+local kernel in the driver, and the "tasks" backend, which falls back to the
+driver kernel for the back-pointers) computes them with the local kernel: one
+sort, one segment ⊕ and one comparison.  The back-pointer tables (one row per
+key of each step's output) and the backward pass are held in the driver as
+pandas frames.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ import pandas as pd
 
 from faq import kernel, spark_ops
 from faq.rule import VALUE
-from semirings import Semiring
+from semirings import BUILTINS, Semiring
+from semirings import spark as spark_semirings
+from semirings.local import LocalOps, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.executor import Data, Executor
@@ -90,21 +100,17 @@ class WitnessRecorder:
         tables = [ex.table(d) for d in inputs]
         allv = (*keep, *step.vars)
         joined = kernel.generic_join(tables, allv, allv, ex.ops)
-        n = joined.rows
-        values = joined.values
-        if values is None:
-            values = np.full(n, self.S.one, dtype=object if self.S.name != "boolean" else bool)
-        vals = np.asarray(values)
-        # lexsort: last key is primary; keys: output vars, then value (best first), then
-        # eliminated vars ascending.
-        score = vals.astype(float) if vals.dtype != object else vals.astype(float)
-        if self.best == "max":
-            score = -score
-        keys = [*reversed([joined.col(v) for v in step.vars]), score]
-        keys += list(reversed([joined.col(v) for v in keep]))
-        idx = np.lexsort(keys) if n else np.zeros(0, dtype=np.int64)
-        df = pd.DataFrame({v: joined.col(v)[idx] for v in allv})
-        return df.drop_duplicates(list(keep), keep="first") if keep else df.head(1)
+        cols = [joined.col(v) for v in allv]
+        if joined.rows == 0:
+            return pd.DataFrame({v: c for v, c in zip(allv, cols, strict=True)})
+        # Rows by output key, then eliminated values ascending: the first row of a key
+        # that attains its ⊕ is the tie-break winner.
+        perm = sort_rows(cols)
+        starts = _starts([c[perm] for c in cols[: len(keep)]])
+        idx = perm[starts]
+        if joined.values is not None:
+            idx = perm[_first_attaining(ex.ops, joined.values[perm], starts, self.S)]
+        return pd.DataFrame({v: c[idx] for v, c in zip(allv, cols, strict=True)})
 
     def _spark(self, ex: Executor, step: Step, inputs: list[Data], keep: tuple[str, ...]):
         from pyspark.sql import Window
@@ -112,16 +118,21 @@ class WitnessRecorder:
 
         frames = [spark_ops.Frame(d.vars, ex.dataframe(d), d.rows) for d in inputs]
         joined = frames[0] if len(frames) == 1 else spark_ops.binary_join(frames, self.S)
-        value = F.col(VALUE)
-        if self.S.name == "boolean" or joined.df.schema[VALUE].dataType.typeName() == "boolean":
-            value = value.cast("int")
-        first = value.desc() if self.best == "max" else value.asc()
-        w = Window.partitionBy(*keep).orderBy(first, *[F.col(v).asc() for v in step.vars])
-        df = (
-            joined.df.withColumn("__rank", F.row_number().over(w))
-            .filter(F.col("__rank") == 1)
-            .select(*keep, *step.vars)
-        )
+        by = [F.col(v).asc() for v in step.vars]
+        w = Window.partitionBy(*keep)
+        if any(self.S is b for b in BUILTINS):  # double, bigint, boolean: Spark's own order
+            value = F.col(VALUE)
+            if joined.df.schema[VALUE].dataType.typeName() == "boolean":
+                value = value.cast("int")
+            first = value.desc() if self.best == "max" else value.asc()
+            df = joined.df.withColumn("__rank", F.row_number().over(w.orderBy(first, *by)))
+        else:  # the rows equal to the ⊕ of their key, computed by the semiring itself
+            best = spark_semirings.reduce(self.S, joined.df, list(keep), VALUE)
+            best = best.withColumnRenamed(VALUE, "__best")
+            df = joined.df.join(best, on=list(keep)) if keep else joined.df.crossJoin(best)
+            df = df.filter(F.col(VALUE) == F.col("__best"))
+            df = df.withColumn("__rank", F.row_number().over(w.orderBy(*by)))
+        df = df.filter(F.col("__rank") == 1).select(*keep, *step.vars)
         return df.toPandas()
 
     # -- backward -----------------------------------------------------------------------
@@ -129,12 +140,23 @@ class WitnessRecorder:
         """``result`` (head columns and ``value``) with one column per bound variable.
 
         Walks the back-pointer tables from the last step to the first.
+
+        Raises
+        ------
+        ValueError
+            A key has no back-pointer: no row of a step equalled the ⊕ of its key.
         """
         w = result
         for step, table in reversed(self.pointers):
             keep = list(step.output.vars)
             w = w.merge(table, on=keep, how="left") if keep else w.merge(table, how="cross")
         bound = [v for step, _ in self.pointers for v in step.vars]
+        if len(w) != len(result) or (bound and w[bound].isna().to_numpy().any()):
+            raise ValueError(
+                f"witness=True: semiring {self.S.name!r}: no assignment's value equals (==) "
+                "the ⊕ of some output key; witnesses need a ⊕ that returns one of its "
+                "arguments and values that equal themselves"
+            )
         w = w[[*head, *bound, VALUE]]
         return w.sort_values(list(head)).reset_index(drop=True) if head else w
 
@@ -149,3 +171,50 @@ def witness_frame(ex: Executor, d: Data, head: tuple[str, ...], rec: WitnessReco
         assert d.df is not None
         base = d.df.select(*head, VALUE).toPandas()
     return rec.assign(base, head)
+
+
+def _starts(cols: list[np.ndarray]) -> np.ndarray:
+    """Where each group of equal rows of the sorted columns ``cols`` starts (one group
+    when there are no columns)."""
+    if not cols:
+        return np.zeros(1, dtype=np.int64)
+    change = np.zeros(len(cols[0]), dtype=bool)
+    change[0] = True
+    for c in cols:
+        change[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(change)
+
+
+def _first_attaining(ops: LocalOps, values: np.ndarray, starts: np.ndarray, S: Semiring):
+    """Per group of ``values`` (starting at ``starts``), the index of its first value that
+    equals the ⊕ of the group.
+
+    The ⊕ is the semiring's own (``ops.reduceat``: numpy for the built-ins, ``S.add``
+    otherwise) and so is the comparison: ``==`` of the values themselves, never of
+    floats made from them (exact for 64-bit and Python integers, strings, tuples...).
+
+    Raises
+    ------
+    ValueError
+        A group has no value equal to its ⊕ (⊕ does not select one of its arguments).
+    """
+    best = np.repeat(ops.reduceat(values, starts), np.diff(np.append(starts, len(values))))
+    if values.dtype == object or best.dtype == object:
+        hit = np.fromiter(
+            (bool(a == b) for a, b in zip(values.tolist(), best.tolist(), strict=True)),
+            dtype=bool,
+            count=len(values),
+        )
+    else:
+        hit = values == best
+    at = np.flatnonzero(hit)
+    group = np.searchsorted(starts, at, side="right") - 1
+    firsts = np.flatnonzero(np.diff(group, prepend=-1))
+    if len(firsts) != len(starts):
+        missing = np.setdiff1d(np.arange(len(starts)), group)[0]
+        raise ValueError(
+            f"witness=True: semiring {S.name!r}: no assignment's value equals (==) the ⊕ "
+            f"{best[starts[missing]]!r} of its output key; witnesses need a ⊕ that returns "
+            "one of its arguments and values that equal themselves"
+        )
+    return at[firsts]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 import semirings
 from faq import Factor, query
+from faq.reference import reference_solve
 
 BACKENDS = ["driver", "spark"]
 
@@ -186,3 +189,152 @@ def test_witness_with_per_variable_aggregates_is_refused():
     B = Factor.from_dict({(1, 2): 0.5}, ("y", "z"), "max-product")
     with pytest.raises(ValueError, match="per-variable aggregates"):
         q.solve(witness=True, A=A, B=B)
+
+
+# -- values compared as the semiring's own values (issue 19, item 4) ---------------------
+ALL_BACKENDS = ["driver", "tasks", "spark"]
+
+
+def _big_max_plus(add=max, name="big-max-plus", **kw) -> semirings.Semiring:
+    """⊕ = max (or min), ⊗ = + over Python ints."""
+    return semirings.Semiring(name=name, zero=-(2**62), one=0, add=add, mul=operator.add, **kw)
+
+
+def _check_witnesses(out, rule_head, tables, S, reference):
+    """The answer is the reference's and each witness's ⊗-product equals its key's answer."""
+    got = out.to_dict()
+    assert got == reference
+    wit = out.witnesses()
+    assert set(wit) == set(got)
+    for key, value in got.items():
+        assign = {**dict(zip(rule_head, key, strict=True)), **wit[key]}
+        product = S.prod(entries[tuple(assign[v] for v in vs)] for vs, entries in tables)
+        assert product == value
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_big_int_witness_picks_the_exact_best_path(spark, backend):
+    # Paths via j=0 worth 2**60 and via j=1 worth 2**60 + 1: equal as floats.
+    S = _big_max_plus()
+    a = {(0, 0): 0, (0, 1): 0}
+    b = {(0, 0): 2**60, (1, 0): 2**60 + 1}
+    rule = "Q(i, k) :- A(i, j), B(j, k)"
+    out = query(rule, semiring=S).solve(
+        A=Factor.from_dict(a, ("i", "j"), S),
+        B=Factor.from_dict(b, ("j", "k"), S),
+        witness=True,
+        backend=backend,
+    )
+    assert out.to_dict() == {(0, 0): 2**60 + 1} == reference_solve(rule, S, {"A": a, "B": b})
+    assert out.witnesses() == {(0, 0): {"j": 1}}
+    row = out.witness_frame.iloc[0]
+    assert a[(0, row["j"])] + b[(row["j"], 0)] == out.to_dict()[(0, 0)]
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_string_semiring_witness(spark, backend):
+    # Lexicographic max with concatenation: values no float can stand for.
+    S = semirings.Semiring(name="lex-max-concat", zero="", one="", add=max, mul=operator.add)
+    a = {(0, 0): "ab", (0, 1): "a", (0, 2): "aa"}
+    b = {(0, 0): "c", (1, 0): "bc", (2, 0): "z", (0, 1): "x", (1, 1): "zz", (2, 1): "y"}
+    rule = "Q(i, k) :- A(i, j), B(j, k)"
+    out = query(rule, semiring=S).solve(
+        A=Factor.from_dict(a, ("i", "j"), S),
+        B=Factor.from_dict(b, ("j", "k"), S),
+        witness=True,
+        backend=backend,
+    )
+    reference = reference_solve(rule, S, {"A": a, "B": b})
+    assert reference == {(0, 0): "abc", (0, 1): "azz"}
+    _check_witnesses(out, ("i", "k"), [(("i", "j"), a), (("j", "k"), b)], S, reference)
+    assert out.witnesses() == {(0, 0): {"j": 0}, (0, 1): {"j": 1}}  # "abc" twice: smaller j
+
+
+def test_tuple_semiring_witness_beyond_64_bits():
+    # Pairs (weight, label), compared lexicographically; weights past 2**64.  Driver only:
+    # without a spark_type, the "tasks" and "spark" backends refuse such a semiring.
+    zero = (-(2**100), "")
+
+    def mul(x, y):
+        return zero if zero in (x, y) else (x[0] + y[0], x[1] + y[1])
+
+    S = semirings.Semiring(
+        name="lex-pair", zero=zero, one=(0, ""), add=max, mul=mul,
+        contains=lambda x: isinstance(x, tuple),
+    )  # fmt: skip
+    a = {(0, 0): (2**70, "a"), (0, 1): (2**70, "b")}
+    b = {(0, 0): (2**70 + 1, "z"), (1, 0): (2**70 + 1, "a"), (0, 1): (5, "")}
+    rule = "Q(i, k) :- A(i, j), B(j, k)"
+    out = query(rule, semiring=S).solve(
+        A=Factor.from_dict(a, ("i", "j"), S),
+        B=Factor.from_dict(b, ("j", "k"), S),
+        witness=True,
+        backend="driver",
+    )
+    reference = reference_solve(rule, S, {"A": a, "B": b})
+    _check_witnesses(out, ("i", "k"), [(("i", "j"), a), (("j", "k"), b)], S, reference)
+    assert out.witnesses()[(0, 0)] == {"j": 1}  # (2**71 + 1, "ba") beats (2**71 + 1, "az")
+
+
+@given(
+    atoms=ATOMS,
+    head_bits=st.integers(0, 15),
+    use_max=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_big_int_witnesses_attain_the_answer(spark, atoms, head_bits, use_max, seed):
+    # Weights 2**80 + 0..3: every product is the same float, only exact ints tell them apart.
+    rng = np.random.default_rng(seed)
+    S = _big_max_plus(
+        max if use_max else min,
+        name="big-max-plus" if use_max else "big-min-plus",
+        contains=lambda x: isinstance(x, int) and not isinstance(x, bool),
+    )
+    allv = sorted({v for a in atoms for v in a})
+    head = tuple(v for i, v in enumerate(allv) if head_bits >> i & 1)
+    rels, tables, dicts = {}, [], {}
+    for k, vs in enumerate(atoms):
+        entries = {
+            key: 2**80 + int(rng.integers(0, 4))
+            for key in itertools.product(range(3), repeat=len(vs))
+            if rng.random() < 0.7
+        }
+        rels[f"R{k}"] = Factor.from_dict(entries, vars=tuple(vs), semiring=S)
+        tables.append((tuple(vs), entries))
+        dicts[f"R{k}"] = entries
+    rule = f"Q({', '.join(head)}) :- " + ", ".join(
+        f"R{k}({', '.join(vs)})" for k, vs in enumerate(atoms)
+    )
+    out = query(rule, semiring=S).solve(witness=True, backend="driver", **rels)
+    reference = reference_solve(rule, S, dicts)
+    _check_witnesses(out, head, tables, S, reference)
+    bound = set(allv) - set(head)
+    assert all(set(w) == bound for w in out.witnesses().values())
+
+
+class _Opaque:
+    """A value whose ``==`` never holds (not even with itself)."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __lt__(self, other: _Opaque) -> bool:
+        return self.x < other.x
+
+    def __gt__(self, other: _Opaque) -> bool:
+        return self.x > other.x
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
+def test_witness_refuses_values_that_never_equal_the_sum():
+    S = semirings.Semiring(
+        name="opaque", zero=_Opaque(-(2**62)), one=_Opaque(0), add=max,
+        mul=lambda x, y: _Opaque(x.x + y.x),
+    )  # fmt: skip
+    A = Factor.from_dict({(0, 0): _Opaque(1), (0, 1): _Opaque(2)}, ("i", "j"), S)
+    with pytest.raises(ValueError, match=r"equals \(==\) the ⊕"):
+        query("Q(i) :- A(i, j)", semiring=S).solve(A=A, witness=True, backend="driver")
