@@ -234,11 +234,11 @@ def _mtx(tmp_path, text: str) -> Path:
 def test_matrix_market_pattern_symmetric():
     mm = load_matrix_market(DATA / "tri.mtx")
     assert (mm.field, mm.symmetry, mm.shape, len(mm.rows)) == ("pattern", "symmetric", (5, 5), 7)
-    assert mm.values is None and (mm.rows.min(), mm.rows.max()) == (0, 4)  # 0-based
+    assert mm.values is None and (mm.rows.min(), mm.rows.max()) == (1, 5)  # as written
     full = mm.expanded()
     assert len(full.rows) == 7 + 6  # the diagonal entry is not mirrored
-    assert set(zip(full.rows.tolist(), full.cols.tolist(), strict=True)) >= {(0, 1), (1, 0)}
-    assert mm.graph_edges().tolist() == [[0, 1], [0, 2], [1, 2], [2, 3], [2, 4], [3, 4]]
+    assert set(zip(full.rows.tolist(), full.cols.tolist(), strict=True)) >= {(1, 2), (2, 1)}
+    assert mm.graph_edges().tolist() == [[1, 2], [1, 3], [2, 3], [3, 4], [3, 5], [4, 5]]
     t = load_table(DATA / "tri.mtx", 2)
     assert t.format == "mtx" and t.field == "pattern" and t.rows == 13 and t.values is None
 
@@ -246,7 +246,7 @@ def test_matrix_market_pattern_symmetric():
 def test_matrix_market_real_integer_skew(tmp_path):
     real = "%%MatrixMarket matrix coordinate real general\n% c\n2 3 2\n1 3 0.5\n2 1 -2e1\n"
     mm = load_matrix_market(_mtx(tmp_path, real))
-    assert mm.rows.tolist() == [0, 1] and mm.cols.tolist() == [2, 0]
+    assert mm.rows.tolist() == [1, 2] and mm.cols.tolist() == [3, 1]
     assert mm.values.tolist() == [0.5, -20.0] and mm.expanded() is mm
     assert load_table(tmp_path / "m.mtx", 2).where(1) == "line 5"
     skew = "%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 1\n3 1 4\n"
@@ -255,15 +255,15 @@ def test_matrix_market_real_integer_skew(tmp_path):
     assert sorted(
         zip(full.rows.tolist(), full.cols.tolist(), full.values.tolist(), strict=True)
     ) == [
-        (0, 2, -4),
-        (2, 0, 4),
+        (1, 3, -4),
+        (3, 1, 4),
     ]
     sym = "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1.5\n2 1 3\n"
     t = load_table(_mtx(tmp_path, sym), 2)
     assert sorted(zip(*(k.tolist() for k in t.keys), t.values.tolist(), strict=True)) == [
-        (0, 0, 1.5),
-        (0, 1, 3.0),
-        (1, 0, 3.0),
+        (1, 1, 1.5),
+        (1, 2, 3.0),
+        (2, 1, 3.0),
     ]
     with pytest.raises(ArityError, match="is a matrix"):
         load_table(tmp_path / "m.mtx", 3)
@@ -290,7 +290,7 @@ def test_matrix_market_errors(tmp_path, text, match):
 def test_matrix_market_skip_bad_entries(tmp_path):
     p = _mtx(tmp_path, "%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 1\n9 9\n2 2\n")
     mm = load_matrix_market(p, strict=False)
-    assert mm.rows.tolist() == [0, 1] and mm.skipped == 1
+    assert mm.rows.tolist() == [1, 2] and mm.skipped == 1
     assert mm.first_skipped == "line 4: '9 9'"
 
 
@@ -300,4 +300,4 @@ def test_read_matrix_market_dataframes(spark):
     df = read_matrix_market(DATA / "tri.mtx", spark)
     assert df.columns == ["i", "j"] and df.count() == 13
     g = read_matrix_market(DATA / "tri.mtx", spark, graph=True, names=("u", "v"))
-    assert sorted(tuple(r) for r in g.collect())[:2] == [(0, 1), (0, 2)]
+    assert sorted(tuple(r) for r in g.collect())[:2] == [(1, 2), (1, 3)]
