@@ -443,7 +443,7 @@ def _read_inputs(
         if table is None:
             table = _checked(
                 lambda p=path, f=fmt, a=arity[name]: load_table(
-                    p, a, format=f, strict=strict, header=args.header
+                    p, a, format=f, strict=strict, header=args.header if f == "csv" else None
                 ),
                 path,
                 prefix,

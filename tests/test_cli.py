@@ -430,6 +430,9 @@ def test_headerless_numeric_csv_is_read_as_data(spark, tmp_path, capsys):
     q.write_text("u,v\n1,2\n2,3\n3,1\n")  # a real header is still a header
     assert _stdout(capsys, ["triangles", str(q)]) == "1\n"
     assert _stdout(capsys, ["triangles", str(p), "--no-header"]) == "1\n"
+    # the flag applies to the CSV inputs of a run, not to its edge lists
+    argv = ["query", "Q(a) :- E(a, b), F(b, a)", "--relation", f"E={p}", "--relation"]
+    assert _stdout(capsys, [*argv, f"F={KARATE}", "--no-header"]) == "a\tvalue\n1\t1\n2\t1\n"
 
 
 def test_ids_as_written_for_matrix_market(spark, capsys):

@@ -314,6 +314,8 @@ def test_csv_numeric_first_line_is_data(tmp_path):
     assert t.where(0) == "line 1" and t.where(1) == "line 3"
     forced = load_table(p, 2, header=True)
     assert forced.columns == ("1", "2") and forced.rows == 2
+    with pytest.raises(ValueError, match="header=False applies to CSV files, but .* edgelist"):
+        load_table(DATA / "karate.txt", 2, header=False)
     from faq.io.tables import csv_has_header
 
     p.write_text(" 1.5 , -2e3\n")  # numbers of any form, spaces around them

@@ -132,7 +132,8 @@ def load_table(
         number of fields, a row with an empty key or ``value``, and a bad Matrix
         Market entry.
     header : bool, optional
-        CSV only: whether the first line is a header.  Default: it is,
+        CSV only (another format raises ValueError): whether the first line
+        is a header.  Default: it is,
         unless every one of its fields is a number (then the file is read
         without a header, its columns named ``c0, c1, ...``, all ids).
 
@@ -169,6 +170,8 @@ def load_table(
     fmt = format or detect_format(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    if header is not None and fmt != "csv":
+        raise ValueError(f"header={header} applies to CSV files, but {path} is read as {fmt}")
     if fmt == "parquet":
         p = Path(path)
         if not p.exists():

@@ -172,7 +172,10 @@ def read_edge_list(
     (u, v) with u < v, self-loops dropped: the oriented graph on which
     ``Q() :- E(a, b), E(b, c), E(a, c)`` counts every triangle exactly once.
     Lines that are not two integers are skipped with a warning, as by
-    :func:`load_edge_array`.
+    :func:`load_edge_array`.  This lenient SNAP helper keeps its historical
+    default; :func:`faq.io.read` reads every format by the rule of the
+    ``sparkfaq`` command (``read(path, simple=True)`` is this default's
+    graph, as a Factor).
 
     Parameters
     ----------
