@@ -11,6 +11,11 @@ Market files::
 
     sparkfaq query "Q(a) :- E(a, b), E(b, c)" --semiring counting --relation E=edges.txt
 
+Every format is read by one rule, the rule of :func:`faq.io.read`: ids and
+rows as written (a directed relation; Matrix Market ids stay 1-based),
+``--undirected`` adds the mirror of each edge of the binary relations, and
+``triangles`` always counts the undirected triangles.
+
 Every input is read and checked on the driver before Spark starts, so a bad
 rule, semiring, file or line is reported at once, as one ``error: ...`` line
 on stderr with exit status 2.  :func:`main` takes the argument list and
