@@ -392,6 +392,10 @@ def test_read_options_and_errors(tmp_path):
     p.write_text("a,b,value\n1,2,3\n2,1,4\n")
     with pytest.raises(ValueError, match=r"line 2 and line 3 give the edge \{1, 2\} the values 3"):
         read(p, undirected=True)
+    skew = tmp_path / "s.mtx"  # a skew-symmetric entry and its mirror differ in sign
+    skew.write_text("%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 1\n3 1 4\n")
+    with pytest.raises(ValueError, match=r"s\.mtx: line 3 and its mirror give the edge \{1, 3\}"):
+        read(skew, undirected=True)
     p.write_text("a,b,value\n1,2,3\n2,1,-4\n")
     with pytest.raises(ValueError, match=r"w\.csv, line 3: 'value' -4 is not a value"):
         read(p, semiring="counting")

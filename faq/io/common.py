@@ -294,8 +294,10 @@ def _first_of_each_edge(
         if clash.any():
             a, b = np.flatnonzero(clash)[:2]
             i, j = int(distinct.index[a]), int(distinct.index[b])
+            wi, wj = table.where(i), table.where(j)
+            where = f"{wi} and {wj} give" if wi != wj else f"{wi} and its mirror give"
             raise ValueError(
-                f"{table.path}: {table.where(i)} and {table.where(j)} give the edge "
+                f"{table.path}: {where} the edge "
                 f"{{{lo[i]}, {hi[i]}}} the values {values[i].item()!r} and {values[j].item()!r}; "
                 "read as undirected, an edge has one value"
             )
