@@ -1,5 +1,6 @@
 """Readers: the quirks real SNAP files have (see shared data README), strict parsing, CSV,
-Parquet and Matrix Market.  Everything here but the last test runs without Spark."""
+Parquet and Matrix Market, and ``faq.io.read`` (one rule for every format).  Everything here but
+test_read_matrix_market_dataframes runs without Spark."""
 
 from __future__ import annotations
 
