@@ -11,6 +11,11 @@ Market files::
 
     sparkfaq query "Q(a) :- E(a, b), E(b, c)" --semiring counting --relation E=edges.txt
 
+Every format is read by one rule, the rule of :func:`faq.io.read`: ids and
+rows as written (a directed relation; Matrix Market ids stay 1-based),
+``--undirected`` adds the mirror of each edge of the binary relations, and
+``triangles`` always counts the undirected triangles.
+
 Every input is read and checked on the driver before Spark starts, so a bad
 rule, semiring, file or line is reported at once, as one ``error: ...`` line
 on stderr with exit status 2.  :func:`main` takes the argument list and
@@ -41,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["main", "CliError"]
 
 TRIANGLE_RULE = "Q() :- E(a, b), E(b, c), E(a, c)"
-"""The rule of ``sparkfaq triangles`` (over the oriented edges u < v: each triangle once)."""
+"""The rule of ``sparkfaq triangles`` (over the simple graph's edges u < v: each triangle once)."""
 
 T = TypeVar("T")
 
@@ -59,17 +64,26 @@ rules:
 
 _INPUTS = """\
 input files (the reader is chosen by extension; --format overrides it):
-  .csv            a header line, key columns (by position), then optionally 'value'
+  .csv            a header line, key columns (by position), then optionally
+                  'value'; a first line of numbers only (1,2) is data, not a
+                  header, and every column is then an id (--header and
+                  --no-header override the guess)
   .parquet, dir/  key columns and an optional 'value' column
-  .mtx            Matrix Market coordinate (real, integer or pattern; general or
-                  symmetric, mirrored to both triangles); ids are 0-based
-  anything else   a whitespace edge list: one row of ids per line, ids only;
-                  '#' and '%' lines are comments
+  .mtx            Matrix Market coordinate (real, integer or pattern; general,
+                  symmetric or skew-symmetric: both triangles are read)
+  anything else   a whitespace edge list (.txt, .tsv, ...): one row of ids per
+                  line, ids only; '#' and '%' lines are comments
   Key columns bind to the atom's variables by position; a row without a 'value'
-  is annotated with the semiring's one.  Ids are integers, or strings (mapped
-  to integers for Spark and back on output).  Binary edge lists are read as
-  undirected simple graphs (each edge once as (u, v) with u < v, no self-loops)
-  unless --directed.  A malformed line is an error unless --skip-bad-lines.
+  is annotated with the semiring's one.  Ids are kept as written: integers keep
+  their values (Matrix Market's 1-based ids stay 1-based), other ids are
+  strings (mapped to integers for Spark and back on output).
+  One rule for every format: 'query' reads each row as written, as a directed
+  edge (u, v); a symmetric .mtx holds both directions, as its matrix does.
+  --undirected reads every binary relation as an undirected graph: the mirror
+  (v, u) of each edge is added, each direction kept once.  'triangles' always
+  counts the undirected triangles: u-v and v-u are one edge, self-loops and
+  repeats are dropped, so one graph gives one count in any format and either
+  orientation.  A malformed line is an error unless --skip-bad-lines.
 """
 
 _EXAMPLES = """\
@@ -143,6 +157,25 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip malformed lines (and say how many) instead of stopping at the first",
     )
+    header = common.add_mutually_exclusive_group()
+    header.add_argument(
+        "--header",
+        action="store_true",
+        default=None,
+        help="CSV inputs start with a header line (default: unless its fields are all numbers)",
+    )
+    header.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_false",
+        help="CSV inputs have no header line: every line is data, every column an id",
+    )
+    common.add_argument(
+        "--output",
+        metavar="PATH",
+        help="write the whole result (head variables, then value) to a CSV file, or "
+        "to Parquet when PATH ends in .parquet",
+    )
     common.add_argument(
         "--join", default="auto", choices=["auto", "wcoj", "binary"], help="join method"
     )
@@ -174,9 +207,10 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="count the triangles of an undirected graph",
         description=textwrap.fill(
-            "Count the triangles of a graph: the file is read as an undirected simple graph "
-            "(u-v and v-u are one edge, self-loops dropped; a .mtx as the pattern of A+Aᵀ "
-            "without the diagonal; a 'value' column is ignored), then "
+            "Count the undirected triangles of a graph, whatever its format and "
+            "orientation: the file is read as an undirected simple graph (u-v and v-u are "
+            "one edge, repeats and self-loops dropped, a 'value' column ignored; a .mtx as "
+            "the pattern of A+Aᵀ without the diagonal), oriented u < v, then "
             f"'{TRIANGLE_RULE}' runs over 'counting' and the count is printed.",
             78,
         ),
@@ -203,10 +237,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=PATH",
         help="a relation of the rule and its file (once per relation)",
     )
-    qp.add_argument(
+    orient = qp.add_mutually_exclusive_group()
+    orient.add_argument(
+        "--undirected",
+        action="store_true",
+        help="read every binary relation as an undirected graph: add the mirror (v, u) of "
+        "each edge (u, v), each direction once",
+    )
+    orient.add_argument(
         "--directed",
         action="store_true",
-        help="keep binary edge lists as given (default: undirected simple, u < v)",
+        help="read every row as written, one direction (the default)",
     )
     qp.add_argument(
         "--limit",
@@ -214,12 +255,6 @@ def _parser() -> argparse.ArgumentParser:
         default=20,
         metavar="N",
         help="result rows to print, sorted by key (default 20; 0 prints all)",
-    )
-    qp.add_argument(
-        "--output",
-        metavar="PATH",
-        help="write the whole result (head variables, then value) to a CSV file, or "
-        "to Parquet when PATH ends in .parquet",
     )
     return parser
 
@@ -288,7 +323,6 @@ def _run(args: argparse.Namespace) -> int:
     if triangles:
         q = query(TRIANGLE_RULE, semiring="counting")
         specs = {"E": args.path}
-        output = None
     else:
         S = _semiring(args.semiring)
         try:
@@ -296,7 +330,7 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(str(exc)) from None
         specs = _relation_specs(args.relation, q)
-        output = _output_path(args.output) if args.output else None
+    output = _output_path(args.output) if args.output else None
 
     keys, values, dictionary = _read_inputs(q, specs, args, triangles)
     t_read = time.perf_counter()
@@ -390,37 +424,32 @@ def _read_inputs(
 ) -> tuple[dict[str, list[np.ndarray]], dict[str, np.ndarray | None], np.ndarray | None]:
     """Read and check every input on the driver: keys (int64) and values per relation.
 
-    Returns the key arrays, value arrays and, when some ids are strings, the
-    sorted dictionary whose positions are the integer codes.
+    Every format follows one rule (see ``_INPUTS``): rows as written, ids as
+    written; ``--undirected`` mirrors binary relations; ``triangles`` reads
+    the undirected simple graph.  Returns the key arrays, value arrays and,
+    when some ids are strings, the sorted dictionary whose positions are the
+    integer codes.
     """
-    from faq.io import detect_format, load_matrix_market, load_table, undirected_simple
+    from faq.io import detect_format, load_table
 
     arity = q.rule.relations
+    formats = {name: args.format or detect_format(path) for name, path in specs.items()}
+    _check_flags(args, formats, arity, triangles)
+    undirected = not triangles and args.undirected
     tables: dict[str, InputTable] = {}
-    keys: dict[str, list[np.ndarray]] = {}
-    values: dict[str, np.ndarray | None] = {}
     cache: dict[tuple[str, str, int], InputTable] = {}
     strict = not args.skip_bad_lines
     for name, path in specs.items():
-        fmt = args.format or detect_format(path)
+        fmt = formats[name]
         log.info("reading %s (%s)", path if triangles else f"{name} from {path}", fmt)
-        if triangles and fmt == "mtx":
-            mm = _checked(lambda p=path: load_matrix_market(p, strict=strict), path, "")
-            _report_skipped(path, mm.skipped, mm.first_skipped)
-            try:
-                edges = mm.graph_edges()
-            except ValueError as exc:
-                raise CliError(f"{path}: {exc}") from None
-            if len(mm.rows) == 0:
-                raise CliError(f"{path} holds no edges")
-            keys[name], values[name] = [edges[:, 0], edges[:, 1]], None
-            continue
+        prefix = "" if triangles else f"relation {name!r}: "
         key = (str(path), fmt, arity[name])
         table = cache.get(key)
         if table is None:
-            prefix = "" if triangles else f"relation {name!r}: "
             table = _checked(
-                lambda p=path, f=fmt, a=arity[name]: load_table(p, a, format=f, strict=strict),
+                lambda p=path, f=fmt, a=arity[name]: load_table(
+                    p, a, format=f, strict=strict, header=args.header if f == "csv" else None
+                ),
                 path,
                 prefix,
                 atom=None if triangles else _atom(q, name),
@@ -432,8 +461,19 @@ def _read_inputs(
             if triangles:
                 raise CliError(f"{path} holds no edges{after}")
             raise CliError(f"relation {name!r}: {path} holds no rows{after}")
-        if not triangles:
-            _check_values(table, q.semiring, name)
+        try:
+            if triangles:
+                if table.shape is not None and table.shape[0] != table.shape[1]:
+                    m, n = table.shape
+                    raise ValueError(f"a graph needs a square matrix, but this one is {m}×{n}")
+                table = table.simple_graph()
+            else:
+                if undirected and arity[name] == 2:
+                    table = table.undirected()
+                table.check_values(q.semiring, f"relation {name!r}: {table.path}")
+        except ValueError as exc:
+            text = str(exc)
+            raise CliError(text if str(path) in text else f"{path}: {text}") from None
         tables[name] = table
         log.info(
             "%s: %d row(s), %s ids%s",
@@ -442,14 +482,21 @@ def _read_inputs(
             "string" if table.string_ids else "integer",
             "" if table.values is None else ", with values",
         )
+    keys: dict[str, list[np.ndarray]] = {}
     dictionary = _encode_ids(tables, keys)
-    for name, table in tables.items():
-        values[name] = None if triangles else table.values
-        binary_list = table.format == "edgelist" and len(keys[name]) == 2
-        if triangles or (binary_list and not args.directed):
-            e = undirected_simple(np.column_stack(keys[name]))
-            keys[name] = [e[:, 0], e[:, 1]]
+    values = {name: table.values for name, table in tables.items()}
     return keys, values, dictionary
+
+
+def _check_flags(
+    args: argparse.Namespace, formats: dict[str, str], arity: dict[str, int], triangles: bool
+) -> None:
+    """Flags that would change nothing are refused, not ignored."""
+    if args.header is not None and "csv" not in formats.values():
+        flag = "--header" if args.header else "--no-header"
+        raise CliError(f"{flag} applies to CSV files, and no input is CSV")
+    if not triangles and args.undirected and 2 not in arity.values():
+        raise CliError(f"--undirected mirrors binary relations, and the rule {args.rule} has none")
 
 
 def _atom(q: Query, name: str) -> str:
@@ -482,47 +529,6 @@ def _report_skipped(path: str, skipped: int, first: str | None) -> None:
             f"warning: {path}: skipped {skipped:,} malformed line(s) (first: {first})",
             file=sys.stderr,
         )
-
-
-_NEEDS = {
-    "bigint": ("iu", "integers"),
-    "double": ("iuf", "numbers"),
-    "boolean": ("b", "true/false"),
-}
-
-
-def _check_values(table: InputTable, S: Semiring, name: str) -> None:
-    """The ``value`` column must be of the semiring's type and in its domain."""
-    v = table.values
-    if v is None or len(v) == 0:
-        return
-    label = f"relation {name!r}: {table.path}"
-    kinds, words = _NEEDS.get(S.spark_type or "", ("", ""))
-    if kinds and v.dtype.kind not in kinds:
-        held = {"b": "true/false", "i": "integers", "u": "integers", "f": "real numbers"}
-        what = held.get(v.dtype.kind, str(v.dtype))
-        if table.format == "mtx":
-            what += f" (a {table.field!r} Matrix Market file)"
-        raise CliError(
-            f"{label}: the {S.name!r} semiring needs {words} in column 'value', "
-            f"but the file holds {what}"
-        )
-    if v.dtype.kind == "f":
-        nan = np.flatnonzero(np.isnan(v))
-        if len(nan):
-            raise CliError(
-                f"{label}, {table.where(int(nan[0]))}: 'value' is NaN, which is not a value "
-                f"of the {S.name!r} semiring (domain: {S.domain})"
-            )
-    if v.dtype.kind in "iuf":
-        for i in (int(np.argmin(v)), int(np.argmax(v))):
-            try:
-                S.check_value(v[i].item(), "")
-            except ValueError:
-                raise CliError(
-                    f"{label}, {table.where(i)}: 'value' {v[i].item()!r} is not a value of "
-                    f"the {S.name!r} semiring (domain: {S.domain})"
-                ) from None
 
 
 def _encode_ids(
@@ -585,7 +591,8 @@ def _decode(column: Any, dictionary: np.ndarray | None) -> Any:
 
 
 def _print_rows(out: Factor, dictionary: np.ndarray | None, limit: int) -> None:
-    """A header line, then the rows sorted by key; a last line says when ``limit`` cut them."""
+    """A header line, then the rows sorted by key, on stdout; a line on stderr says when
+    ``limit`` cut them."""
     head = list(out.vars)
     if out.is_local:
         pdf = out.to_pandas().sort_values(head, kind="stable")
@@ -599,11 +606,14 @@ def _print_rows(out: Factor, dictionary: np.ndarray | None, limit: int) -> None:
     cols = [_decode(shown[v].to_numpy(), dictionary) for v in head]
     for j, value in enumerate(shown["value"].tolist()):
         print("\t".join([*(str(c[j]) for c in cols), str(value)]))
-    rows = shown
+    # stdout holds the data only; what is not data goes to stderr
     if not total:
-        print("# no rows: every result is the semiring's zero")
-    elif total > len(rows):
-        print(f"# showing {len(rows):,} of {total:,} rows; use --output to write all")
+        print("# no rows: every result is the semiring's zero", file=sys.stderr)
+    elif total > len(shown):
+        print(
+            f"# showing {len(shown):,} of {total:,} rows; use --output to write all",
+            file=sys.stderr,
+        )
 
 
 def _write(out: Factor, dictionary: np.ndarray | None, path: Path) -> None:

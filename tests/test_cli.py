@@ -86,6 +86,9 @@ def _files(tmp_path: Path) -> dict[str, str]:
         "real.mtx": "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 0.5\n",
         "short.mtx": "%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 2\n",
         "broken.gz": "not gzip",
+        "clash.csv": "a,b,value\n1,2,3\n2,1,4\n",
+        "nums3.csv": "1,2,0.5\n2,3,0.5\n",
+        "unary.txt": "1\n2\n",
     }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
@@ -136,6 +139,21 @@ ERROR_CASES = [
         "--output",
     ),
     (["triangles"], "required: path"),
+    (
+        ["query", "Q(a) :- E(a, b)", "--relation", "E=@clash.csv", "--undirected"],
+        "clash.csv: line 2 and line 3 give the edge {1, 2} the values 3 and 4",
+    ),
+    (
+        ["query", "Q(a) :- E(a, b)", "--relation", "E=@nums3.csv"],
+        "nums3.csv has 3 column(s) but 2 are expected; its first line holds only numbers",
+    ),
+    (["triangles", "@bad3.txt", "--header"], "--header applies to CSV files"),
+    (["triangles", "@bad3.txt", "--no-header"], "--no-header applies to CSV files"),
+    (
+        ["query", "Q(a) :- W(a)", "--relation", "W=@unary.txt", "--undirected"],
+        "--undirected mirrors binary relations",
+    ),
+    (["query", "Q(a) :- E(a, b)", "--undirected", "--directed"], "not allowed with"),
     (["query", "Q(a) :- E(a, b)", "--limit", "-1"], "--limit"),
 ]
 
@@ -248,14 +266,10 @@ def test_query_string_ids_sorted_with_header_and_limit(spark, capsys):
     rule = "Q(a) :- E(a, b), W(b)"
     argv = ["query", rule, "--relation", f"E={NAMED}", "--relation", f"W={WEIGHTS}"]
     assert main([*argv, "--directed", "--limit", "3"]) == 0
-    out, _ = capsys.readouterr()
-    assert out.splitlines() == [
-        "a\tvalue",
-        "alice\t10",
-        "bob\t100",
-        "carol\t1000",
-        "# showing 3 of 4 rows; use --output to write all",
-    ]
+    out, err = capsys.readouterr()
+    # stdout holds the data only (regression: the footer used to be printed there)
+    assert out.splitlines() == ["a\tvalue", "alice\t10", "bob\t100", "carol\t1000"]
+    assert "# showing 3 of 4 rows; use --output to write all" in err
 
 
 def test_query_parquet_input_csv_output(spark, tmp_path, capsys):
@@ -290,12 +304,169 @@ def test_query_matrix_market_parquet_output(spark, tmp_path, capsys):
     a = tmp_path / "a.mtx"
     a.write_text("%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 2.0\n2 1 3.0\n")
     b = tmp_path / "b.csv"
-    b.write_text("j,k,value\n0,0,1\n1,0,10\n")
+    b.write_text("j,k,value\n1,1,1\n2,1,10\n")  # Matrix Market ids are 1-based
     out_pq = tmp_path / "ab.parquet"
     argv = ["query", "Q(i, k) :- A(i, j), B(j, k)", "--semiring", "real"]
     argv += ["--relation", f"A={a}", "--relation", f"B={b}", "--output", str(out_pq)]
     assert main(argv) == 0
     table = pq.read_table(out_pq)
     assert table.column_names == ["i", "k", "value"]
-    # A = [[2, 3], [3, 0]] (symmetric), B = [[1], [10]]: AB = [[32], [3]]
-    assert table.to_pydict() == {"i": [0, 1], "k": [0, 0], "value": [32.0, 3.0]}
+    # A = [[2, 3], [3, 0]] (symmetric), B = [[1], [10]]: AB = [[32], [3]], ids as written
+    assert table.to_pydict() == {"i": [1, 2], "k": [1, 1], "value": [32.0, 3.0]}
+
+
+# -- one graph, one meaning in every format (issue 19, items 7 and 8) ---------------------------
+def _karate_files(tmp_path: Path, edges: list[tuple[int, int]]) -> dict[str, str]:
+    """The same rows (ids as written) as an edge list, CSV with and without a header,
+    Parquet and a general Matrix Market file."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    lines = [f"{u} {v}" for u, v in edges]
+    files = {
+        "txt": "# karate\n" + "\n".join(lines) + "\n",
+        "tsv": "\n".join(line.replace(" ", "\t") for line in lines) + "\n",
+        "csv": "src,dst\n" + "\n".join(line.replace(" ", ",") for line in lines) + "\n",
+        "headerless.csv": "\n".join(line.replace(" ", ",") for line in lines) + "\n",
+        "mtx": "%%MatrixMarket matrix coordinate pattern general\n"
+        f"34 34 {len(edges)}\n" + "\n".join(lines) + "\n",
+    }
+    paths = {}
+    for ext, text in files.items():
+        p = tmp_path / f"karate.{ext}"
+        p.write_text(text)
+        paths[ext] = str(p)
+    u, v = zip(*edges, strict=True)
+    pq.write_table(pa.table({"src": list(u), "dst": list(v)}), tmp_path / "karate.parquet")
+    paths["parquet"] = str(tmp_path / "karate.parquet")
+    return paths
+
+
+def _karate_edges() -> list[tuple[int, int]]:
+    from faq.io import load_edge_array
+
+    return [(int(u), int(v)) for u, v in load_edge_array(KARATE)]
+
+
+def _symmetric_mtx(tmp_path: Path, edges: list[tuple[int, int]]) -> str:
+    """Karate as Matrix Market stores it: one triangle of a symmetric pattern matrix."""
+    p = tmp_path / "karate_sym.mtx"
+    body = "\n".join(f"{max(e)} {min(e)}" for e in edges)
+    p.write_text(
+        f"%%MatrixMarket matrix coordinate pattern symmetric\n34 34 {len(edges)}\n{body}\n"
+    )
+    return str(p)
+
+
+def _stdout(capsys, argv: list[str]) -> str:
+    assert main(argv) == 0
+    return capsys.readouterr().out
+
+
+TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
+TWO_HOP = "Q(a) :- E(a, b), E(b, c)"
+
+
+@pytest.mark.parametrize(("flag", "triangles"), [([], 45), (["--undirected"], 270)])
+def test_query_same_graph_same_answer_in_every_format(spark, tmp_path, capsys, flag, triangles):
+    # karate.txt lists each edge once, as (u, v) with u > v: read as written, the triangle
+    # rule sees each triangle once (45); undirected, all 6 orientations of each (270).
+    # Before: 45 on the edge list (re-oriented u < v) but 270 on the .mtx, and 0-based ids.
+    paths = _karate_files(tmp_path, _karate_edges())
+    counts = {
+        ext: _stdout(capsys, ["query", TRIANGLE, "--relation", f"E={p}", *flag])
+        for ext, p in paths.items()
+    }
+    assert counts == {ext: f"{triangles}\n" for ext in paths}
+    hops = {
+        ext: _stdout(capsys, ["query", TWO_HOP, "--relation", f"E={p}", "--limit", "0", *flag])
+        for ext, p in paths.items()
+    }
+    assert len(set(hops.values())) == 1, hops
+    rows = hops["txt"].splitlines()
+    assert rows[0] == "a\tvalue"
+    ids = [int(r.split("\t")[0]) for r in rows[1:]]
+    # ids as written (1-based, no shift): read as written node 1 is only ever a target
+    # (every line is u > v); read undirected every node starts a 2-hop walk u-v-u
+    assert ids == (list(range(1, 35)) if flag else [i for i in range(2, 35) if i in ids])
+    assert 1 not in ids or flag
+
+
+def test_query_symmetric_matrix_market_holds_both_directions(spark, tmp_path, capsys):
+    edges = _karate_edges()
+    sym = _symmetric_mtx(tmp_path, edges)
+    txt = _karate_files(tmp_path, edges)["txt"]
+    undirected = _stdout(
+        capsys, ["query", TWO_HOP, "--relation", f"E={txt}", "--undirected", "--limit", "0"]
+    )
+    for flag in ([], ["--undirected"]):
+        argv = ["query", TWO_HOP, "--relation", f"E={sym}", "--limit", "0", *flag]
+        assert _stdout(capsys, argv) == undirected
+    assert _stdout(capsys, ["query", TRIANGLE, "--relation", f"E={sym}"]) == "270\n"
+
+
+def test_triangles_same_count_in_every_format_and_orientation(spark, tmp_path, capsys):
+    edges = _karate_edges()
+    both = edges + [(v, u) for u, v in edges] + [(1, 1), (5, 5)]  # both directions, self-loops
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = _karate_files(tmp_path / "one", edges)
+    two = _karate_files(tmp_path / "two", both)
+    paths = [*one.values(), *two.values(), _symmetric_mtx(tmp_path, edges)]
+    counts = {p: _stdout(capsys, ["triangles", p]) for p in paths}
+    assert counts == {p: "45\n" for p in paths}
+
+
+def test_headerless_numeric_csv_is_read_as_data(spark, tmp_path, capsys):
+    # one triangle; before, its first edge became the header and the count was 0
+    p = tmp_path / "tri.csv"
+    p.write_text("1,2\n2,3\n3,1\n")
+    assert _stdout(capsys, ["triangles", str(p)]) == "1\n"
+    assert _stdout(capsys, ["query", "Q(a) :- E(a, b)", "--relation", f"E={p}"]) == (
+        "a\tvalue\n1\t1\n2\t1\n3\t1\n"
+    )
+    # --header forces the first line to be the header: two edges, no triangle
+    assert _stdout(capsys, ["triangles", str(p), "--header"]) == "0\n"
+    q = tmp_path / "named.csv"
+    q.write_text("u,v\n1,2\n2,3\n3,1\n")  # a real header is still a header
+    assert _stdout(capsys, ["triangles", str(q)]) == "1\n"
+    assert _stdout(capsys, ["triangles", str(p), "--no-header"]) == "1\n"
+    # the flag applies to the CSV inputs of a run, not to its edge lists
+    argv = ["query", "Q(a) :- E(a, b), F(b, a)", "--relation", f"E={p}", "--relation"]
+    assert _stdout(capsys, [*argv, f"F={KARATE}", "--no-header"]) == "a\tvalue\n1\t1\n2\t1\n"
+
+
+def test_ids_as_written_for_matrix_market(spark, capsys):
+    # tri.mtx counts from 1: the ids printed are the file's (before: shifted to 0-based)
+    out = _stdout(capsys, ["query", "Q(a) :- E(a, b)", "--relation", f"E={TRI_MTX}"])
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["a", "1", "2", "3", "4", "5"]
+
+
+def test_triangles_output_and_empty_result_footer_on_stderr(spark, tmp_path, capsys):
+    out_csv = tmp_path / "t.csv"
+    assert main(["triangles", KARATE, "--output", str(out_csv)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "wrote 1 row(s)" in err
+    assert out_csv.read_text().splitlines() == ["value", "45"]
+    p = tmp_path / "path.txt"
+    p.write_text("1 2\n2 3\n")  # no 3-hop path: the result is empty
+    argv = ["query", "Q(a) :- E(a, b), E(b, c), E(c, d)", "--relation", f"E={p}"]
+    out = _stdout(capsys, argv)
+    assert out == "a\tvalue\n"
+    assert main(argv) == 0 and "# no rows" in capsys.readouterr().err
+
+
+def test_help_states_the_reading_rules(capsys):
+    assert main(["query", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for phrase in (
+        "--undirected",
+        "reads each row as written, as a directed edge",
+        "1-based ids stay 1-based",
+        "a first line of numbers only (1,2) is data",
+        "'triangles' always counts the undirected triangles",
+        "--no-header",
+    ):
+        assert phrase in text, phrase
+    assert main(["triangles", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "whatever its format and orientation" in text and "--output" in text

@@ -1,5 +1,6 @@
 """Readers: the quirks real SNAP files have (see shared data README), strict parsing, CSV,
-Parquet and Matrix Market.  Everything here but the last test runs without Spark."""
+Parquet and Matrix Market, and ``faq.io.read`` (one rule for every format).  Everything here but
+test_read_matrix_market_dataframes runs without Spark."""
 
 from __future__ import annotations
 
@@ -234,11 +235,11 @@ def _mtx(tmp_path, text: str) -> Path:
 def test_matrix_market_pattern_symmetric():
     mm = load_matrix_market(DATA / "tri.mtx")
     assert (mm.field, mm.symmetry, mm.shape, len(mm.rows)) == ("pattern", "symmetric", (5, 5), 7)
-    assert mm.values is None and (mm.rows.min(), mm.rows.max()) == (0, 4)  # 0-based
+    assert mm.values is None and (mm.rows.min(), mm.rows.max()) == (1, 5)  # as written
     full = mm.expanded()
     assert len(full.rows) == 7 + 6  # the diagonal entry is not mirrored
-    assert set(zip(full.rows.tolist(), full.cols.tolist(), strict=True)) >= {(0, 1), (1, 0)}
-    assert mm.graph_edges().tolist() == [[0, 1], [0, 2], [1, 2], [2, 3], [2, 4], [3, 4]]
+    assert set(zip(full.rows.tolist(), full.cols.tolist(), strict=True)) >= {(1, 2), (2, 1)}
+    assert mm.graph_edges().tolist() == [[1, 2], [1, 3], [2, 3], [3, 4], [3, 5], [4, 5]]
     t = load_table(DATA / "tri.mtx", 2)
     assert t.format == "mtx" and t.field == "pattern" and t.rows == 13 and t.values is None
 
@@ -246,7 +247,7 @@ def test_matrix_market_pattern_symmetric():
 def test_matrix_market_real_integer_skew(tmp_path):
     real = "%%MatrixMarket matrix coordinate real general\n% c\n2 3 2\n1 3 0.5\n2 1 -2e1\n"
     mm = load_matrix_market(_mtx(tmp_path, real))
-    assert mm.rows.tolist() == [0, 1] and mm.cols.tolist() == [2, 0]
+    assert mm.rows.tolist() == [1, 2] and mm.cols.tolist() == [3, 1]
     assert mm.values.tolist() == [0.5, -20.0] and mm.expanded() is mm
     assert load_table(tmp_path / "m.mtx", 2).where(1) == "line 5"
     skew = "%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 1\n3 1 4\n"
@@ -255,15 +256,15 @@ def test_matrix_market_real_integer_skew(tmp_path):
     assert sorted(
         zip(full.rows.tolist(), full.cols.tolist(), full.values.tolist(), strict=True)
     ) == [
-        (0, 2, -4),
-        (2, 0, 4),
+        (1, 3, -4),
+        (3, 1, 4),
     ]
     sym = "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1.5\n2 1 3\n"
     t = load_table(_mtx(tmp_path, sym), 2)
     assert sorted(zip(*(k.tolist() for k in t.keys), t.values.tolist(), strict=True)) == [
-        (0, 0, 1.5),
-        (0, 1, 3.0),
-        (1, 0, 3.0),
+        (1, 1, 1.5),
+        (1, 2, 3.0),
+        (2, 1, 3.0),
     ]
     with pytest.raises(ArityError, match="is a matrix"):
         load_table(tmp_path / "m.mtx", 3)
@@ -290,7 +291,7 @@ def test_matrix_market_errors(tmp_path, text, match):
 def test_matrix_market_skip_bad_entries(tmp_path):
     p = _mtx(tmp_path, "%%MatrixMarket matrix coordinate pattern general\n2 2 3\n1 1\n9 9\n2 2\n")
     mm = load_matrix_market(p, strict=False)
-    assert mm.rows.tolist() == [0, 1] and mm.skipped == 1
+    assert mm.rows.tolist() == [1, 2] and mm.skipped == 1
     assert mm.first_skipped == "line 4: '9 9'"
 
 
@@ -300,4 +301,155 @@ def test_read_matrix_market_dataframes(spark):
     df = read_matrix_market(DATA / "tri.mtx", spark)
     assert df.columns == ["i", "j"] and df.count() == 13
     g = read_matrix_market(DATA / "tri.mtx", spark, graph=True, names=("u", "v"))
-    assert sorted(tuple(r) for r in g.collect())[:2] == [(0, 1), (0, 2)]
+    assert sorted(tuple(r) for r in g.collect())[:2] == [(1, 2), (1, 3)]
+
+
+# -- headerless CSV -------------------------------------------------------------------------------
+def test_csv_numeric_first_line_is_data(tmp_path):
+    # before: the first edge became the header, leaving two rows keyed by columns '1', '2'
+    p = tmp_path / "e.csv"
+    p.write_text("1,2\n\n2,3\n3,1\n")
+    t = load_table(p, 2)
+    assert t.columns == ("c0", "c1") and t.rows == 3
+    assert [k.tolist() for k in t.keys] == [[1, 2, 3], [2, 3, 1]]
+    assert t.where(0) == "line 1" and t.where(1) == "line 3"
+    forced = load_table(p, 2, header=True)
+    assert forced.columns == ("1", "2") and forced.rows == 2
+    with pytest.raises(ValueError, match="header=False applies to CSV files, but .* edgelist"):
+        load_table(DATA / "karate.txt", 2, header=False)
+    from faq.io.tables import csv_has_header
+
+    p.write_text(" 1.5 , -2e3\n")  # numbers of any form, spaces around them
+    assert not csv_has_header(p)
+    p.write_text('"1","2"\n')
+    assert not csv_has_header(p)
+    p.write_text("1,nan\n1,2\n")  # 'nan' is a word here
+    assert csv_has_header(p)
+    p.write_text("1,2\n2,3,4\n")
+    with pytest.raises(BadLineError, match=r"e\.csv, line 2: expected 2 comma-separated"):
+        load_table(p, 2)
+    p.write_text("1,2,0.5\n")
+    with pytest.raises(ArityError, match="first line holds only numbers.*header line"):
+        load_table(p, 2)
+    p.write_text("src,2\n1,2\n")  # one word makes it a header
+    assert load_table(p, 2).columns == ("src", "2")
+
+
+# -- one rule for every format: faq.io.read -------------------------------------------------------
+def _karate_everywhere(tmp_path: Path) -> dict[str, Path]:
+    """karate.txt's rows, as written, in every format."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    e = load_edge_array(DATA / "karate.txt")
+    lines = [f"{u},{v}" for u, v in e.tolist()]
+    paths = {"txt": DATA / "karate.txt"}
+    paths["csv"] = tmp_path / "k.csv"
+    paths["csv"].write_text("src,dst\n" + "\n".join(lines) + "\n")
+    paths["headerless"] = tmp_path / "k2.csv"
+    paths["headerless"].write_text("\n".join(lines) + "\n")
+    paths["mtx"] = tmp_path / "k.mtx"
+    paths["mtx"].write_text(
+        f"%%MatrixMarket matrix coordinate pattern general\n34 34 {len(e)}\n"
+        + "\n".join(line.replace(",", " ") for line in lines)
+    )
+    paths["parquet"] = tmp_path / "k.parquet"
+    pq.write_table(pa.table({"u": e[:, 0], "v": e[:, 1]}), paths["parquet"])
+    return paths
+
+
+def test_read_gives_one_factor_for_one_graph_in_every_format(tmp_path):
+    from faq import query
+    from faq.io import read
+
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    paths = _karate_everywhere(tmp_path)
+    sym = tmp_path / "sym.mtx"  # one triangle of a symmetric matrix: both directions
+    sym.write_text(paths["mtx"].read_text().replace("general", "symmetric"))
+    as_written = {k: read(p).to_dict() for k, p in paths.items()}
+    assert all(d == as_written["txt"] for d in as_written.values())
+    assert len(as_written["txt"]) == 78 and min(min(k) for k in as_written["txt"]) == 1
+    undirected = read(paths["txt"], undirected=True).to_dict()
+    assert len(undirected) == 156
+    for p in [*paths.values(), sym]:
+        assert read(p, undirected=True).to_dict() == undirected
+        assert tri.solve(E=read(p, simple=True)).scalar() == 45
+    assert read(sym).to_dict() == undirected  # a symmetric matrix holds both directions
+    assert tri.solve(E=read(paths["txt"])).scalar() == 45  # each u > v: every triangle once
+    assert tri.solve(E=read(paths["csv"], undirected=True)).scalar() == 270
+
+
+def test_read_options_and_errors(tmp_path):
+    from faq import Factor
+    from faq.io import read
+
+    p = tmp_path / "w.csv"
+    p.write_text("a,b,value\n1,2,3\n2,1,3\n2,2,5\n")
+    f = read(p, vars=("x", "y"), semiring="counting", name="W")
+    assert isinstance(f, Factor) and f.vars == ("x", "y") and f.name == "W"
+    assert f.to_dict() == {(1, 2): 3, (2, 1): 3, (2, 2): 5}
+    # undirected: each edge both ways once, whatever the file repeats; self-loop once
+    assert read(p, undirected=True).to_dict() == {(1, 2): 3, (2, 1): 3, (2, 2): 5}
+    assert read(p, simple=True).to_dict() == {(1, 2): 1.0}  # values dropped
+    p.write_text("a,b,value\n1,2,3\n2,1,4\n")
+    with pytest.raises(ValueError, match=r"line 2 and line 3 give the edge \{1, 2\} the values 3"):
+        read(p, undirected=True)
+    skew = tmp_path / "s.mtx"  # a skew-symmetric entry and its mirror differ in sign
+    skew.write_text("%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 1\n3 1 4\n")
+    with pytest.raises(ValueError, match=r"s\.mtx: line 3 and its mirror give the edge \{1, 3\}"):
+        read(skew, undirected=True)
+    p.write_text("a,b,value\n1,2,3\n2,1,-4\n")
+    with pytest.raises(ValueError, match=r"w\.csv, line 3: 'value' -4 is not a value"):
+        read(p, semiring="counting")
+    with pytest.raises(ArityError, match="2 key column"):
+        read(p, vars=("x",))
+    with pytest.raises(ValueError, match="not both"):
+        read(p, undirected=True, simple=True)
+    u = tmp_path / "u.txt"
+    u.write_text("1\n2\n")
+    with pytest.raises(ValueError, match="needs two key columns"):
+        read(u, vars=("x",), undirected=True)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2\n2 3 4\n3 1\n")
+    with pytest.raises(BadLineError, match=r"bad\.txt, line 2"):
+        read(bad)
+    with pytest.warns(UserWarning, match="skipped 1 malformed line"):
+        assert read(bad, strict=False).to_dict() == {(1, 2): 1.0, (3, 1): 1.0}
+
+
+def test_read_string_ids(tmp_path):
+    from faq import query
+    from faq.io import read
+
+    named = read(DATA / "named.txt", simple=True)
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    assert tri.solve(E=named).scalar() == 2
+    # a Parquet file with string sources and integer targets: one id type for mirroring
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"s": ["1", "x"], "t": [2, 1]}), tmp_path / "m.parquet")
+    assert read(tmp_path / "m.parquet", undirected=True).to_dict() == {
+        ("1", "2"): 1.0,
+        ("2", "1"): 1.0,
+        ("1", "x"): 1.0,
+        ("x", "1"): 1.0,
+    }
+
+
+def test_engine_never_imports_io():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "import faq, incremental, semirings\n"
+        "from faq import Factor, query\n"
+        "A = Factor.from_numpy(np.eye(2), vars=('i', 'j'))\n"
+        "query('Q(i) :- A(i, j)').solve(A=A)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('faq.io')))\n"
+    )
+    root = Path(__file__).parent.parent
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
