@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -169,9 +168,7 @@ def test_input_errors_come_before_spark(tmp_path, monkeypatch, no_spark, capsys,
     monkeypatch.chdir(tmp_path)
     files = _files(tmp_path)
     argv = [_substitute(a, files) for a in argv]
-    t0 = time.perf_counter()
-    assert main(argv) == 2
-    assert time.perf_counter() - t0 < 2
+    assert main(argv) == 2  # no_spark: refused before any session is asked for
     out, err = capsys.readouterr()
     assert out == ""
     line = _one_error_line(err)
@@ -204,20 +201,21 @@ def test_directory_as_edge_list(tmp_path, no_spark, capsys):
         (["query", "Q(a) :- E(a, b)", "--relation", f"E={KARATE}", "--relation", "G=x"], "'G'"),
     ],
 )
-def test_errors_as_a_process_are_fast_and_clean(argv, message):
-    t0 = time.perf_counter()
+def test_errors_as_a_process_start_no_spark(argv, message):
+    # No JVM can start in this process (JAVA_HOME points nowhere, no java on PATH): the one
+    # expected error line proves bad input is refused before Spark is started.
+    env = {**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": os.path.dirname(sys.executable)}
     run = subprocess.run(
         [sys.executable, "-m", "faq.cli", *argv],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        env=env,
+        timeout=120,
     )
-    seconds = time.perf_counter() - t0
     assert run.returncode == 2, run.stderr
     assert message in _one_error_line(run.stderr)
     assert run.stdout == ""
-    assert seconds < 2, f"{seconds:.1f} s: did the command start Spark first?"
 
 
 # -- runs on the test session ---------------------------------------------------------------------
