@@ -330,8 +330,9 @@ class Factor:
         """A provenance factor: each row annotated with the symbol in column ``tag``.
 
         ``data`` is a Spark or pandas DataFrame of key columns plus the ``tag``
-        column (strings such as ``"e01"``: a letter or underscore, then letters,
-        digits or underscores).  The factor is in the ``"provenance"`` semiring
+        column (strings such as ``"e01"``: an ASCII letter or underscore, then
+        ASCII letters, digits or underscores, the whole string; the same test on
+        pandas and Spark).  The factor is in the ``"provenance"`` semiring
         (:mod:`semirings.provenance`); rows with the same key add up
         (``e1 + e2``).  Checking the tags costs one Spark job for a Spark
         DataFrame.
@@ -342,7 +343,7 @@ class Factor:
             A missing ``tag`` column, a ``value`` column besides it, or a tag
             that is null or not a symbol (the message shows one).
         """
-        from semirings.provenance import PROVENANCE, SYMBOL
+        from semirings.provenance import PROVENANCE, is_symbol, spark_is_symbol
 
         label = _label(name)
         cols = list(data.columns)
@@ -359,14 +360,9 @@ class Factor:
             raise ValueError(
                 f"{label}: {len(vars_)} variables {vars_!r} but {len(keys)} key columns {keys!r}"
             )
-        pattern = SYMBOL.pattern
-        if _is_pandas(data):
+        if _is_pandas(data):  # the same test as on Spark: a whole string that is a symbol
             tags = data[tag]
-            bad = (
-                tags.isna()
-                | ~tags.astype(str).str.fullmatch(pattern)
-                | ~tags.map(lambda x: isinstance(x, str))
-            )
+            bad = ~tags.map(is_symbol).astype(bool)
             if bad.any():
                 raise ValueError(_bad_tag(label, tag, tags[bad].iloc[0], int(bad.sum())))
             pdf = data[keys].copy()
@@ -380,12 +376,12 @@ class Factor:
             raise ValueError(
                 f"{label}: tag column {tag!r} has type {dict(data.dtypes)[tag]}; tags are strings"
             )
-        bad = t.isNull() | ~t.rlike(f"^{pattern}$")
+        bad = ~spark_is_symbol(t)  # anchored with \A...\z: "e1\n" is refused as on pandas
         row = data.select(
-            F.count_if(bad).alias("n"), F.first(F.when(bad, F.coalesce(t, F.lit("null"))), True)
+            F.count_if(bad).alias("n"), F.first(F.when(bad, F.struct(t.alias("v"))), True)
         ).first()
-        if row[0]:
-            raise ValueError(_bad_tag(label, tag, row[1], int(row[0])))
+        if row[0]:  # the example is wrapped in a struct so a null tag shows as None
+            raise ValueError(_bad_tag(label, tag, row[1]["v"], int(row[0])))
         df = data.select(*[F.col(k).alias(v) for k, v in zip(keys, vars_, strict=True)],
                          t.alias(VALUE))  # fmt: skip
         return cls(df, vars_, PROVENANCE, name)
@@ -774,7 +770,8 @@ def _other(i: int, ndim: int) -> tuple[int, ...]:
 def _bad_tag(label: str, tag: str, example: Any, count: int) -> str:
     return (
         f"{label}: tag column {tag!r} has {count} value(s) that are not provenance symbols "
-        f"(a letter or underscore, then letters, digits or underscores), e.g. {example!r}"
+        f"(an ASCII letter or underscore, then ASCII letters, digits or underscores, and "
+        f"nothing else), e.g. {example!r}"
     )
 
 
