@@ -72,7 +72,7 @@ def _releases_on_error(init: Callable[..., None]) -> Callable[..., None]:
                 store.close()
             raise
         if self._store is not None and self._store.guard is not None:
-            self._store.guard.claim()  # type: ignore[attr-defined]
+            self._store.guard.claim()
 
     return wrapped
 

@@ -173,6 +173,17 @@ def test_a_view_whose_lease_was_taken_commits_nothing(tmp_path):
     assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
 
 
+def test_a_spark_view_whose_lease_was_taken_commits_nothing(spark, tmp_path):
+    view = IncrementalView(_q(), state="spark", state_dir=tmp_path, E=_edges({(1, 2): 1}))
+    state = _snapshot(tmp_path)
+    lease = json.loads((tmp_path / LEASE).read_text())
+    (tmp_path / LEASE).write_text(json.dumps({**lease, "token": "0" * 32, "pid": 1}))
+    with pytest.raises(LockError, match="lost its lease"):
+        view.step(E=_edges({(3, 4): 1}))
+    assert _snapshot(tmp_path) == state
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+
+
 def test_close_and_with_release_the_folder(tmp_path):
     with IncrementalView(_q(), state_dir=tmp_path, E=_edges({(1, 2): 1})) as view:
         assert (tmp_path / LEASE).exists() and (tmp_path / LOCK).exists()
