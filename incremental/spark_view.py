@@ -40,7 +40,7 @@ from faq.rule import VALUE, Rule
 from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
 from incremental import zset
 from incremental.deltas import unknown_message
-from incremental.store import Store
+from incremental.store import StateError, Store
 from semirings import Semiring
 from semirings import spark as sops
 
@@ -651,11 +651,8 @@ class SparkView:
                 path = folder / "output.parquet"
                 self._out.write.mode("error").parquet(str(path))
                 files.update(store.record_tree(path))
-            keep = {r.folder for r in rels.values()} | {out_folder}
             if prev is not None:
-                for rel, rec in prev["files"].items():
-                    if Path(rel).parts[0] in keep and rel not in files:
-                        files[rel] = rec
+                files.update(self._kept_files(prev, rels, out_folder, files))
             manifest = {
                 "format": _FORMAT,
                 "state": "spark",
@@ -684,6 +681,31 @@ class SparkView:
             raise
         self._manifest = manifest
         self._rels = rels
+
+    def _kept_files(
+        self, prev: dict[str, Any], rels: dict[str, _Relation], out_folder: str, new: dict
+    ) -> dict[str, Any]:
+        """The files of the last commit that the new one keeps (the Parquet folders of
+        unchanged relations and output), after a cheap check that each is still there with
+        its size.  A missing or resized file cannot be written again from here: the step
+        is refused (StateError naming the file) and the view left as it was."""
+        store = self._store
+        assert store is not None
+        used = {f"{r.folder}/rel-{n}.parquet/" for n, r in rels.items()}
+        used.add(f"{out_folder}/output.parquet/")
+        kept = {}
+        for rel, rec in prev["files"].items():
+            if rel in new or not any(rel.startswith(u) for u in used):
+                continue
+            problem = store.damaged(rel, rec)
+            if problem is not None:
+                raise StateError(
+                    f"{store.root / rel}: file {Path(rel).name!r} of the committed state "
+                    f"{problem} (deleted or changed under the live view); the step is refused "
+                    "and nothing is committed. The folder is damaged: rebuild the view"
+                )
+            kept[rel] = rec
+        return kept
 
     def _resume(self, m: dict[str, Any]) -> None:
         store = self._store

@@ -22,19 +22,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from faq.kernel import Table
 from faq.lookup import KeyedTable
+from semirings import Semiring
 from semirings.local import LocalOps
 
-__all__ = ["MANIFEST", "StateError", "Store"]
+__all__ = ["FINGERPRINT", "MANIFEST", "StateError", "Store", "semiring_fingerprint"]
+
+log = logging.getLogger("faq.incremental")
 
 MANIFEST = "manifest.json"
 """Name of the manifest file in a view's ``state_dir``."""
@@ -44,12 +48,51 @@ class StateError(ValueError):
     """A view's ``state_dir`` is damaged or is not a view's folder; the message names the file."""
 
 
-class Store:
-    """A view's folder: verified reads, atomic commits, garbage collection."""
+class Guard(Protocol):
+    """What a :class:`Store` asks of the hold on its folder (``incremental.lock.FolderLock``)."""
 
-    def __init__(self, root: Path) -> None:
+    def check(self) -> None: ...
+    def claim(self) -> None: ...
+    def verify(self) -> None: ...
+    def committed(self, tick: int | None) -> None: ...
+    def release(self) -> None: ...
+
+
+class Store:
+    """A view's folder: verified reads, atomic commits, garbage collection.
+
+    Parameters
+    ----------
+    root : Path
+        The folder.
+    semiring : Semiring, optional
+        The view's semiring: a user semiring's fingerprint goes into every
+        manifest (:func:`semiring_fingerprint`) and is compared on reopen.
+    guard : Guard, optional
+        The hold on the folder: checked before every manifest rename (a view
+        that lost it commits nothing) and told of every commit.
+    """
+
+    def __init__(
+        self, root: Path, semiring: Semiring | None = None, guard: Guard | None = None
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.semiring = semiring
+        self.guard = guard
+        self.fingerprint = (
+            None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
+        )
+
+    def check(self) -> None:
+        """Raise :class:`StateError` (a LockError) when this view may not change the folder."""
+        if self.guard is not None:
+            self.guard.check()
+
+    def close(self) -> None:
+        """Give the folder up (the lock and the lease; idempotent)."""
+        if self.guard is not None:
+            self.guard.release()
 
     def exists(self) -> bool:
         """True when the folder holds a committed view (refuses tick data without a manifest)."""
@@ -98,6 +141,47 @@ class Store:
                     f"{f}: file {f.name!r} does not match its SHA-256 checksum (damaged)"
                 )
         return m
+
+    def check_semiring(self, m: dict[str, Any]) -> None:
+        """Refuse a manifest written with another definition of this store's semiring.
+
+        Built-in semirings are identified by name (compared by the view); a user
+        semiring by its fingerprint.  A manifest written before fingerprints were
+        recorded is accepted, with a warning, for a user semiring.
+
+        Raises
+        ------
+        ValueError
+            Naming which of zero, one, add, mul, neg differs, with both values.
+        """
+        S = self.semiring
+        if S is None:
+            return
+        where = f"state_dir {str(self.root)!r}"
+        if FINGERPRINT not in m:
+            if self.fingerprint is not None:
+                log.warning(
+                    "%s was written before semiring fingerprints were recorded: its user "
+                    "semiring %r is identified by its name only",
+                    where,
+                    S.name,
+                )
+            return
+        stored = m[FINGERPRINT]
+        if stored is None and self.fingerprint is None:
+            return
+        if stored is None:
+            raise ValueError(
+                f"{where} holds a view over the built-in semiring {S.name!r}, not over a "
+                "user semiring of the same name"
+            )
+        differences = semiring_differences(stored, semiring_fingerprint(S))
+        if differences:
+            raise ValueError(
+                f"{where} holds a view over a semiring {S.name!r} defined differently: "
+                + "; ".join(differences)
+                + ". Reopen it with the semiring it was written with, or use another folder"
+            )
 
     def read_keyed(
         self, entry: dict[str, Any], vars_: tuple[str, ...], ops: LocalOps
@@ -160,12 +244,20 @@ class Store:
     def commit(self, manifest: dict[str, Any]) -> None:
         """Write ``manifest`` (with its checksum) atomically, then drop unnamed tick folders."""
         body = {k: v for k, v in manifest.items() if k != "checksum"}
+        if self.semiring is not None:
+            body[FINGERPRINT] = self.fingerprint
         full = {**body, "checksum": _digest(body)}
         tmp = self.root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
         with tmp.open("w", encoding="utf-8") as fh:
             json.dump(full, fh, indent=1, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
+        try:
+            if self.guard is not None:  # a view that lost its hold never commits
+                self.guard.verify()
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, self.root / MANIFEST)
         with contextlib.suppress(OSError):  # make the rename itself durable where supported
             fd = os.open(self.root, os.O_RDONLY)
@@ -174,6 +266,22 @@ class Store:
             finally:
                 os.close(fd)
         self.collect_garbage({Path(rel).parts[0] for rel in body["files"]})
+        if self.guard is not None:
+            self.guard.committed(body.get("tick"))
+
+    def damaged(self, rel: str, record: dict[str, Any]) -> str | None:
+        """How the committed file ``rel`` differs from its ``record`` by a cheap ``stat``
+        (missing, or another size), or None when it looks intact."""
+        f = self.root / rel
+        try:
+            size = f.stat().st_size
+        except FileNotFoundError:
+            return "is missing"
+        except OSError as exc:
+            return f"cannot be read ({exc})"
+        if size != record["bytes"]:
+            return f"has {size} bytes, the commit wrote {record['bytes']}"
+        return None
 
     def collect_garbage(self, keep: set[str]) -> None:
         """Remove tick folders not in ``keep`` and stale temporary manifests."""
@@ -210,3 +318,111 @@ def _numpy(col: Any) -> np.ndarray:
     if a.dtype.kind in "iu":
         return a.astype(np.int64)
     return a
+
+
+# -- the semiring a folder was written with ---------------------------------------------------
+FINGERPRINT = "semiring_fingerprint"
+"""Manifest key of a user semiring's fingerprint (None for a built-in semiring)."""
+
+_FLOAT_PROBES = (0.5, 2.0, -1.5, 3.25)
+_INT_PROBES = (2, 3, -1, 7)
+
+
+def builtin(S: Semiring) -> bool:
+    """True for the engine's own semirings, which a manifest identifies by name."""
+    from semirings.core import canonical
+
+    try:
+        return canonical(S.name) is S
+    except KeyError:
+        return False
+
+
+def semiring_fingerprint(S: Semiring) -> dict[str, Any]:
+    """What a user semiring computes, JSON-safe: ``zero``, ``one``, and ``add``, ``mul``
+    (and ``neg`` for a ring) on probe values of its own domain.
+
+    The probes are zero, one, values built from them (one ⊕ one, (one ⊕ one) ⊗ (one ⊕
+    one), (one ⊕ one) ⊕ one, zero ⊕ one) and, when zero or one is a number, a few
+    numbers of that type the semiring's ``contains`` accepts.  Each result is kept as its
+    ``repr`` (``"raises TypeError"`` when the function raised), keyed by the probes'
+    ``repr``, so two definitions are compared on the probes both have.
+    """
+    base: list[Any] = [S.zero, S.one]
+    numbers = [S.zero, S.one]
+    if any(isinstance(x, float) for x in numbers):
+        base += _FLOAT_PROBES
+    elif all(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
+        base += _INT_PROBES
+    two = _quiet(S.add, S.one, S.one)
+    derived = [
+        two,
+        _quiet(S.mul, two, two),
+        _quiet(S.add, two, S.one),
+        _quiet(S.add, S.zero, S.one),
+    ]
+    probes: dict[str, Any] = {}
+    for x in (*base, *derived):
+        if x is not _FAILED and _member(S, x):
+            probes.setdefault(_repr(x), x)
+    items = sorted(probes.items())
+    pairs = [(a, b) for i, a in enumerate(items) for b in items[i:]]
+    return {
+        "zero": _repr(S.zero),
+        "one": _repr(S.one),
+        "add": {f"{ra}, {rb}": _outcome(S.add, a, b) for (ra, a), (rb, b) in pairs},
+        "mul": {f"{ra}, {rb}": _outcome(S.mul, a, b) for (ra, a), (rb, b) in pairs},
+        "neg": None if S.neg is None else {r: _outcome(S.neg, x) for r, x in items},
+    }
+
+
+def semiring_differences(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """How two fingerprints differ: one line for each of zero, one, add, mul, neg that
+    does (the first probe that shows it, with both results)."""
+    out = []
+    for part in ("zero", "one"):
+        if stored.get(part) != now.get(part):
+            out.append(f"{part} is {stored.get(part)} in the folder, {now.get(part)} now")
+    for op in ("add", "mul", "neg"):
+        a, b = stored.get(op), now.get(op)
+        if (a is None) != (b is None):
+            was, new = ("defined", "not") if b is None else ("not defined", "defined")
+            out.append(f"neg is {was} in the folder, {new} now")
+            continue
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            continue
+        for k in sorted(a.keys() & b.keys()):
+            if a[k] != b[k]:
+                out.append(f"{op}({k}) is {a[k]} in the folder, {b[k]} now")
+                break
+    return out
+
+
+_FAILED = object()
+
+
+def _quiet(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        return _FAILED
+
+
+def _member(S: Semiring, x: Any) -> bool:
+    try:
+        return bool(S.contains(x))  # type: ignore[misc]
+    except Exception:
+        return False
+
+
+def _outcome(fn: Any, *args: Any) -> str:
+    try:
+        return _repr(fn(*args))
+    except Exception as exc:
+        return f"raises {type(exc).__name__}"
+
+
+def _repr(x: Any) -> str:
+    import re
+
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))

@@ -18,7 +18,9 @@ instead (:mod:`incremental.spark_view`), for relations beyond the driver.
 
 from __future__ import annotations
 
+import functools
 import logging
+import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +33,7 @@ from faq.kernel import Table
 from faq.physical import JOIN_METHODS
 from faq.rule import Rule
 from incremental.deltas import Rows, read_delta, unknown_message
+from incremental.lock import FolderLock
 from incremental.spark_view import SparkView, _key_names
 from incremental.state import LocalState
 from incremental.store import StateError, Store
@@ -48,7 +51,30 @@ STATES = ("auto", "driver", "spark")
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
 more than ``faq.gather.LOCAL_ROWS`` rows), ``"driver"`` or ``"spark"``."""
 
+IF_EXISTS = ("error", "resume")
+"""What a view given initial relations does with a ``state_dir`` that already holds one:
+``"error"`` refuses, ``"resume"`` reopens it and leaves the initial relations unread."""
+
 _FORMAT = 2
+
+
+def _releases_on_error(init: Callable[..., None]) -> Callable[..., None]:
+    """``__init__`` that gives the folder up when it fails, and claims it when it succeeds
+    (a view object of this process that held it is then fenced)."""
+
+    @functools.wraps(init)
+    def wrapped(self: IncrementalView, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except BaseException:
+            store = getattr(self, "_store", None)
+            if store is not None:
+                store.close()
+            raise
+        if self._store is not None and self._store.guard is not None:
+            self._store.guard.claim()
+
+    return wrapped
 
 
 class IncrementalView:
@@ -70,6 +96,12 @@ class IncrementalView:
         Variable-order strategy of every delta query (default ``"auto"``).
     state : {"auto", "driver", "spark"}
         Where the relations and the output live (see :data:`STATES`).
+    if_exists : {"error", "resume"}
+        With initial relations and a ``state_dir`` that already holds a view:
+        ``"error"`` (default) refuses; ``"resume"`` reopens the folder (the same
+        checks as a reopen) and does not read the initial relations.  A stream
+        job that creates its view on the first run and resumes it on every
+        restart passes ``if_exists="resume"``.
     **initial
         Initial contents, one Factor or DataFrame per relation name, in the
         delta format below; a relation not given starts empty.
@@ -97,6 +129,14 @@ class IncrementalView:
 
     A refused step raises ValueError and leaves the view exactly as it was.
 
+    **One writer per folder.**  A view with a ``state_dir`` holds it
+    exclusively (an OS file lock plus the lease file ``lease.json`` naming the
+    holder, :mod:`incremental.lock`) until :meth:`close`, the end of a ``with``
+    block, its garbage collection or the end of the process.  Another process
+    opening the folder meanwhile gets :class:`incremental.LockError` naming
+    the holder; a second view opened on it in the same process takes it over,
+    and the older one then refuses to step.
+
     Examples
     --------
     >>> from faq import query                                       # doctest: +SKIP
@@ -106,6 +146,7 @@ class IncrementalView:
     (-1, 44, 1)
     """
 
+    @_releases_on_error
     def __init__(
         self,
         query: Query,
@@ -114,6 +155,7 @@ class IncrementalView:
         join: str = "auto",
         order: str | Sequence[str] = "auto",
         state: str = "auto",
+        if_exists: str = "error",
         **initial: Any,
     ) -> None:
         if not isinstance(query, Query):
@@ -128,13 +170,15 @@ class IncrementalView:
             )
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}; valid: {', '.join(STATES)}")
+        if if_exists not in IF_EXISTS:
+            raise ValueError(f"unknown if_exists {if_exists!r}; valid: {', '.join(IF_EXISTS)}")
         self.query = query
         self.join = join
         self.order = order
         self.rule: Rule = query.rule
         self.semiring: Semiring = query.semiring
         self._keys = {name: _key_names(self.rule, name) for name in self.rule.relations}
-        self._store = Store(Path(state_dir)) if state_dir is not None else None
+        self._store = self._open_store(state_dir)
         self._tick = 0
         self._batch: int | None = None
         self._spark: SparkView | None = None
@@ -144,10 +188,11 @@ class IncrementalView:
         self.last_step: dict[str, Any] = {}
         manifest = None
         if self._store is not None and self._store.exists():
-            if initial:
+            if initial and if_exists == "error":
                 raise ValueError(
                     f"state_dir {str(self._store.root)!r} already holds a view; reopen it "
-                    "without initial relations"
+                    'without initial relations, or pass if_exists="resume" to reopen it and '
+                    "leave the initial relations unread"
                 )
             manifest = self._store.read()
             self._check_manifest(manifest)
@@ -266,11 +311,18 @@ class IncrementalView:
             null keys or weights, annotations outside the semiring, a retraction
             of a row the relation does not hold, or a negative multiplicity.
             The view is then left unchanged.
+        incremental.LockError
+            The view was closed, or lost its hold on its ``state_dir`` (another
+            view took it over): nothing is committed.
+        incremental.StateError
+            A Spark-resident view found a file of its committed state missing
+            or of another size: nothing is committed.
         """
         t0 = time.perf_counter()
+        if self._store is not None:
+            self._store.check()  # a closed or fenced view refuses at once
         if batch_id is not None:
-            if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
-                raise ValueError(f"batch_id must be a non-negative integer, got {batch_id!r}")
+            batch_id = _batch_id(batch_id)
             if self._batch is not None and batch_id <= self._batch:
                 self.last_step = {
                     "tick": self._tick,
@@ -359,6 +411,22 @@ class IncrementalView:
 
         return apply
 
+    def close(self) -> None:
+        """Give the ``state_dir`` up: its lock and lease are released (idempotent).
+
+        Later steps raise :class:`incremental.LockError`; ``result()`` and
+        ``relation()`` still read.  A view without a ``state_dir`` has nothing
+        to release.  Garbage collection and the end of the process release too.
+        """
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> IncrementalView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         where = f", state_dir={str(self._store.root)!r}" if self._store is not None else ""
         return f"IncrementalView({self.query!r}, tick={self._tick}{where})"
@@ -385,6 +453,14 @@ class IncrementalView:
         return Factor.from_table(t, S, f"Δ{self.rule.name}")
 
     # -- durability -----------------------------------------------------------------------------
+    def _open_store(self, state_dir: str | os.PathLike[str] | None) -> Store | None:
+        """The view's folder, held exclusively (refused with LockError when another
+        process holds it), or None without a ``state_dir``."""
+        if state_dir is None:
+            return None
+        root = Path(state_dir)
+        return Store(root, self.semiring, FolderLock(root))
+
     def _check_manifest(self, m: dict[str, Any]) -> None:
         assert self._store is not None
         path = self._store.root / "manifest.json"
@@ -395,6 +471,7 @@ class IncrementalView:
                 f"state_dir {str(self._store.root)!r} holds a view of {m.get('rule')} over "
                 f"{m.get('semiring')!r}, not of {self.rule} over {self.semiring.name!r}"
             )
+        self._store.check_semiring(m)
 
     def _persist(self, state: LocalState, tick: int, batch_id: int | None) -> None:
         """Write what changed in ``state`` (new bases, overrides), then the manifest."""
@@ -405,10 +482,12 @@ class IncrementalView:
         try:
             for part, kt in state.parts().items():
                 entry = dict(written.get(part, {}))
-                if entry.get("_base") is not kt.base:
+                if entry.get("_base") is not kt.base or self._lost(entry, "base", folder):
                     rel, rec = store.write_table(kt.base, folder / f"{part}.base.parquet")
                     entry = {"_base": kt.base, "base": rel, "base_rec": rec}
-                if kt.over.rows and entry.get("_over") is not kt.over:
+                if kt.over.rows and (
+                    entry.get("_over") is not kt.over or self._lost(entry, "over", folder)
+                ):
                     rel, rec = store.write_table(kt.over, folder / f"{part}.over.parquet")
                     entry.update(_over=kt.over, over=rel, over_rec=rec)
                 elif not kt.over.rows:
@@ -444,6 +523,23 @@ class IncrementalView:
             folder.rmdir()
         self._written = written
 
+    def _lost(self, entry: dict[str, Any], which: str, folder: Path) -> bool:
+        """Whether the committed file of ``entry`` (its ``base`` or ``over``), which the new
+        manifest would keep, is missing or of another size; then it is written again from
+        memory into ``folder`` (with a warning: nothing is lost)."""
+        assert self._store is not None
+        problem = self._store.damaged(entry[which], entry[f"{which}_rec"])
+        if problem is not None:
+            log.warning(
+                "state_dir %s: file %s of the committed state %s; written again from memory "
+                "into %s (nothing is lost)",
+                self._store.root,
+                entry[which],
+                problem,
+                folder.name,
+            )
+        return problem is not None
+
     def _resume(self, m: dict[str, Any]) -> None:
         store = self._store
         assert store is not None
@@ -472,3 +568,16 @@ class IncrementalView:
             for p, e in m["parts"].items()
         }
         log.info("view of %s reopened at tick %d", self.rule, self._tick)
+
+
+def _batch_id(batch_id: Any) -> int:
+    """A batch id as a Python int: any non-negative integer (numpy's too), not a bool."""
+    import numpy as np
+
+    if (
+        isinstance(batch_id, bool | np.bool_)
+        or not isinstance(batch_id, numbers.Integral)
+        or batch_id < 0
+    ):
+        raise ValueError(f"batch_id must be a non-negative integer, got {batch_id!r}")
+    return int(batch_id)
