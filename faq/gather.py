@@ -253,8 +253,9 @@ def spark_prepared(
 
     Raises ValueError naming ``label`` and the column for null keys or
     annotations outside the semiring, and, with ``nonnegative`` (the reason, for the
-    message), for negative annotations.  A trusted factor with statistics runs
-    no job (but one for ``nonnegative``).
+    message), for negative annotations after repeated keys are ⊕-combined (a negative
+    row whose key sums to a non-negative value is accepted, as in the driver).  A
+    trusted factor with statistics runs no job (but one for ``nonnegative``).
     """
     from pyspark.sql import functions as F
 
@@ -264,12 +265,10 @@ def spark_prepared(
     clean = f._trusted and (f._semiring is S or f._semiring is None)
     negative = F.col(VALUE).cast(o.type) < 0
     if clean and f._stats is not None:
-        if nonnegative and f._has_value:
-            rows = df.filter(negative).select(VALUE).limit(1).collect()
-            if rows:
-                raise ValueError(f"{label}: {nonnegative}, found {rows[0][0]!r}")
         if not f._consolidated:
             df = sops.reduce(S, df, keys, VALUE)
+        if nonnegative and f._has_value:
+            _refuse_negative(df, negative, label, nonnegative)
         return df, f._stats
     aggs = [F.count(F.lit(1)).alias("__rows")]
     for i, k in enumerate(keys):
@@ -298,17 +297,29 @@ def spark_prepared(
             f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
             f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
-    if row.get("__neg") is not None:
+    consolidated = clean and f._consolidated
+    if row.get("__neg") is not None and consolidated:
         raise ValueError(f"{label}: {nonnegative}, found {row['__neg']!r}")
     rows = int(row["__rows"])
     stats = RelationStats(
         rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False
     )
-    if clean and f._consolidated:
+    if consolidated:
         return df, stats
     if f._has_value:
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
         typed = df.select(*keys, F.lit(S.one).cast(o.type).alias(VALUE))
-    out = sops.reduce(S, typed, keys, VALUE)
-    return out.filter(sops.nonzero(S, F.col(VALUE))), stats
+    out = sops.reduce(S, typed, keys, VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+    if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
+        _refuse_negative(out, negative, label, nonnegative)
+    return out, stats
+
+
+def _refuse_negative(df: DataFrame, negative: Any, label: str, why: str | None) -> None:
+    """ValueError (``why``, naming ``label``) when a row of the consolidated ``df`` is
+    negative: repeated keys are ⊕-combined before annotations are judged, as in the
+    driver."""
+    rows = df.filter(negative).select(VALUE).limit(1).collect()
+    if rows:
+        raise ValueError(f"{label}: {why}, found {rows[0][0]!r}")
