@@ -12,7 +12,9 @@ and gathers their statistics.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,8 @@ __all__ = [
     "size_hint",
     "spark_prepared",
 ]
+
+log = logging.getLogger("faq")
 
 LOCAL_ROWS = 20_000_000
 """A relation with at most this many rows is read into the driver and joined by the local
@@ -86,11 +90,29 @@ def prepare(
     factor kept in Spark, in the same job as the other checks; the caller checks local
     rows.
     Raises ValueError naming ``label`` and the column for null keys, a value
-    column of the wrong type or annotations outside ``S``.
+    column of the wrong type or annotations outside ``S``.  Reading a DataFrame
+    logs one line at INFO on the ``"faq"`` logger (see
+    :func:`faq.session.show_progress`): the relation, the rows read, where they
+    went (the driver, or checked and kept in Spark) and the seconds it took.
     """
     t = f._local_table(required=False)
     if t is not None:
         return Relation(f.name or label, f.vars, f.stats or table_stats(t), table=t)
+    t0 = time.perf_counter()
+    rel = _read(f, S, label, local=local, nonnegative=nonnegative)
+    log.info(
+        "load %s(%s): %s rows %s in %.2f s",
+        rel.name,
+        ", ".join(rel.vars),
+        f"{rel.stats.rows:,}",
+        "into the driver" if rel.is_local else "checked, kept in Spark",
+        time.perf_counter() - t0,
+    )
+    return rel
+
+
+def _read(f: Factor, S: Semiring, label: str, *, local: bool, nonnegative: str | None) -> Relation:
+    """:func:`prepare` for a factor held by a Spark DataFrame."""
     if f._has_value:
         check_value_type(f.df, S, label)
     fits = _fits(f) if local else False

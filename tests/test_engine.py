@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -329,6 +330,24 @@ def test_show_progress_prints_one_line_per_step(spark, capsys):
     assert "step 1/1: eliminate j: wcoj join on driver -> 12 rows" in err
     query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
     assert "step 1/1" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "backend, where", [("auto", "into the driver"), ("spark", "checked, kept in Spark")]
+)
+def test_show_progress_prints_a_line_per_load(spark, capsys, backend, where):
+    from faq.session import show_progress
+
+    E = spark.createDataFrame([(0, 1), (1, 2), (0, 2), (2, 3), (2, 3)], ["src", "dst"])
+    show_progress()
+    try:
+        query(TRIANGLE, semiring="counting").solve(backend=backend, E=E)
+    finally:
+        show_progress(False)
+    err = capsys.readouterr().err
+    assert re.search(rf"load E\(src, dst\): 5 rows {where} in \d+\.\d\d s", err), err
+    # loaded once per relation, before the steps
+    assert err.count("load E") == 1 and err.index("load E") < err.index("step 1/")
 
 
 @pytest.mark.parametrize("backend", ["driver", "spark"])
