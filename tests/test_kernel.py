@@ -225,3 +225,32 @@ def test_kernel_compiles_once_then_loads_from_the_disk_cache(tmp_path):
     assert warm_compiled == 0 and warm_hits >= 4
     assert "faq kernel ready in" in runs[0] and "0 compiled now" in runs[1]
     assert any(tmp_path.rglob("*.nbi"))  # the index files numba keeps on disk
+
+
+NO_CACHE_DIR = """
+import numba.core.caching as caching
+caching.CacheImpl._locator_classes = []  # as if no directory were writable
+from faq import Factor, compiled, query
+E = Factor.from_dict({(0, 1): 1, (1, 2): 1, (0, 2): 1}, ("a", "b"), "counting")
+print("triangles", query("Q() :- E(a, b), E(b, c), E(a, c)", "counting").solve(E=E).scalar())
+print("cache", compiled.warm_up().cache_dir)
+"""
+
+
+@pytest.mark.skipif(not kernel.NUMBA, reason="numba is not installed")
+def test_kernel_compiles_without_a_writable_cache_directory():
+    # numba refuses cache=True when it finds no cache directory: the kernel then compiles
+    # without one (importing faq once failed with numba's RuntimeError)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", NO_CACHE_DIR],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "triangles 1" in out and "cache None" in out
