@@ -680,7 +680,12 @@ class Factor:
         return dict(zip(keys, values, strict=True))
 
     def to_pandas(self) -> pd.DataFrame:
-        """The rows as a pandas DataFrame: one column per variable, then ``value``."""
+        """The rows as a pandas DataFrame: one column per variable, then ``value``.
+
+        Rows are sorted by key (first variable first), whichever backend computed
+        the factor, so the output is the same from run to run; the index is
+        ``0 .. n-1``.  Collects a distributed factor (⊕-combining repeated keys).
+        """
         import pandas as pd
 
         t = self.to_table()
@@ -689,12 +694,17 @@ class Factor:
         data[VALUE] = (
             t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, dtype=np.int64))
         )
-        return pd.DataFrame(data)
+        pdf = pd.DataFrame(data)
+        if not t.vars or t.rows < 2:
+            return pdf
+        return pdf.sort_values(list(t.vars), kind="stable", ignore_index=True)
 
     def to_numpy(self, shape: Sequence[int] | None = None) -> np.ndarray:
         """A dense array indexed by the (non-negative integer) keys; absent entries are zero.
 
-        ``shape`` defaults to one more than the largest key on each axis.
+        ``shape`` defaults to one more than the largest key on each axis.  A factor
+        with no variables (a query with an empty head) gives a 0-d array holding its
+        value (the semiring's zero when it has no row).
         """
         S = self._semiring_or_plain()
         t = self.to_table()
@@ -718,6 +728,10 @@ class Factor:
             dtype = object
         arr = np.full(shape, S.zero, dtype=dtype)
         values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
+        if n == 0:  # one row at most (the table is consolidated): index () holds it
+            if len(values):
+                arr[()] = values[-1]
+            return arr
         arr[tuple(t.cols)] = values
         return arr
 

@@ -12,7 +12,9 @@ and gathers their statistics.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,8 @@ __all__ = [
     "size_hint",
     "spark_prepared",
 ]
+
+log = logging.getLogger("faq")
 
 LOCAL_ROWS = 20_000_000
 """A relation with at most this many rows is read into the driver and joined by the local
@@ -86,11 +90,29 @@ def prepare(
     factor kept in Spark, in the same job as the other checks; the caller checks local
     rows.
     Raises ValueError naming ``label`` and the column for null keys, a value
-    column of the wrong type or annotations outside ``S``.
+    column of the wrong type or annotations outside ``S``.  Reading a DataFrame
+    logs one line at INFO on the ``"faq"`` logger (see
+    :func:`faq.session.show_progress`): the relation, the rows read, where they
+    went (the driver, or checked and kept in Spark) and the seconds it took.
     """
     t = f._local_table(required=False)
     if t is not None:
         return Relation(f.name or label, f.vars, f.stats or table_stats(t), table=t)
+    t0 = time.perf_counter()
+    rel = _read(f, S, label, local=local, nonnegative=nonnegative)
+    log.info(
+        "load %s(%s): %s rows %s in %.2f s",
+        rel.name,
+        ", ".join(rel.vars),
+        f"{rel.stats.rows:,}",
+        "into the driver" if rel.is_local else "checked, kept in Spark",
+        time.perf_counter() - t0,
+    )
+    return rel
+
+
+def _read(f: Factor, S: Semiring, label: str, *, local: bool, nonnegative: str | None) -> Relation:
+    """:func:`prepare` for a factor held by a Spark DataFrame."""
     if f._has_value:
         check_value_type(f.df, S, label)
     fits = _fits(f) if local else False
@@ -253,8 +275,9 @@ def spark_prepared(
 
     Raises ValueError naming ``label`` and the column for null keys or
     annotations outside the semiring, and, with ``nonnegative`` (the reason, for the
-    message), for negative annotations.  A trusted factor with statistics runs
-    no job (but one for ``nonnegative``).
+    message), for negative annotations after repeated keys are ⊕-combined (a negative
+    row whose key sums to a non-negative value is accepted, as in the driver).  A
+    trusted factor with statistics runs no job (but one for ``nonnegative``).
     """
     from pyspark.sql import functions as F
 
@@ -264,12 +287,10 @@ def spark_prepared(
     clean = f._trusted and (f._semiring is S or f._semiring is None)
     negative = F.col(VALUE).cast(o.type) < 0
     if clean and f._stats is not None:
-        if nonnegative and f._has_value:
-            rows = df.filter(negative).select(VALUE).limit(1).collect()
-            if rows:
-                raise ValueError(f"{label}: {nonnegative}, found {rows[0][0]!r}")
         if not f._consolidated:
             df = sops.reduce(S, df, keys, VALUE)
+        if nonnegative and f._has_value:
+            _refuse_negative(df, negative, label, nonnegative)
         return df, f._stats
     aggs = [F.count(F.lit(1)).alias("__rows")]
     for i, k in enumerate(keys):
@@ -298,17 +319,29 @@ def spark_prepared(
             f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
             f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
-    if row.get("__neg") is not None:
+    consolidated = clean and f._consolidated
+    if row.get("__neg") is not None and consolidated:
         raise ValueError(f"{label}: {nonnegative}, found {row['__neg']!r}")
     rows = int(row["__rows"])
     stats = RelationStats(
         rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False
     )
-    if clean and f._consolidated:
+    if consolidated:
         return df, stats
     if f._has_value:
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
         typed = df.select(*keys, F.lit(S.one).cast(o.type).alias(VALUE))
-    out = sops.reduce(S, typed, keys, VALUE)
-    return out.filter(sops.nonzero(S, F.col(VALUE))), stats
+    out = sops.reduce(S, typed, keys, VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+    if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
+        _refuse_negative(out, negative, label, nonnegative)
+    return out, stats
+
+
+def _refuse_negative(df: DataFrame, negative: Any, label: str, why: str | None) -> None:
+    """ValueError (``why``, naming ``label``) when a row of the consolidated ``df`` is
+    negative: repeated keys are ⊕-combined before annotations are judged, as in the
+    driver."""
+    rows = df.filter(negative).select(VALUE).limit(1).collect()
+    if rows:
+        raise ValueError(f"{label}: {why}, found {rows[0][0]!r}")

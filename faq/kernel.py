@@ -20,8 +20,9 @@ same data structures:
 
 The work is bounded by the AGM bound of the bag (O(N^1.5) on a triangle) up
 to a logarithmic factor, and memory by ``chunk`` candidates at a time.  The
-searches are compiled with numba when it is installed (``faq.kernel.NUMBA``);
-otherwise a vectorised numpy search over composite keys does the same.
+searches are compiled with numba when it is installed (``faq.kernel.NUMBA``; see
+:mod:`faq.compiled`); otherwise a vectorised numpy search over composite keys does the
+same.
 
 Notes
 -----
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from faq import compiled
 from semirings.local import LocalOps, distinct, group_starts, sort_rows
 
 __all__ = [
@@ -54,13 +56,8 @@ __all__ = [
 CHUNK = 1 << 21
 """Most candidate rows one extension step materialises at a time (memory bound)."""
 
-try:  # the compiled search; the numpy fallback below computes the same
-    import numba as _numba
-
-    NUMBA = True
-except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
-    _numba = None
-    NUMBA = False
+NUMBA = compiled.NUMBA
+"""Whether the searches run compiled (numba is installed); else the numpy fallback runs."""
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -172,7 +169,7 @@ class Trie:
         if len(x) == 0:
             return np.empty(0, dtype=np.int64)
         if NUMBA and x.dtype.kind in "iu":
-            return _lookup_compiled(self.vals[d], self.starts[d], nodes, x)
+            return compiled.lookup(self.vals[d], self.starts[d], nodes, x)
         return self._lookup_numpy(d, nodes, x)
 
     def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -259,28 +256,6 @@ def _merge_repeats(
         idx = np.flatnonzero(alive)
         keys, values = [k[idx] for k in keys], values[idx]
     return keys, values, len(keys[0])
-
-
-# -- the compiled search ---------------------------------------------------------------------
-if NUMBA:
-
-    @_numba.njit(cache=True, nogil=True)
-    def _lookup_compiled(vals, starts, nodes, x):  # pragma: no cover - compiled
-        out = np.empty(len(x), np.int64)
-        for i in range(len(x)):
-            p = nodes[i]
-            lo = starts[p]
-            end = starts[p + 1]
-            hi = end
-            v = x[i]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if vals[mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            out[i] = lo if lo < end and vals[lo] == v else -1
-        return out
 
 
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -578,9 +553,9 @@ def _extend(
         fewest, skip = _slice(fewest, part)
     members = np.flatnonzero(fewest > 0)
     L = _Level(x, rel, depth, tries, keep, ops, fold, level, stats)
-    compiled = NUMBA and all(tries[j].vals[depth[j]].dtype.kind in "iu" for j in rel)
+    fast = NUMBA and all(tries[j].vals[depth[j]].dtype.kind in "iu" for j in rel)
     for sub in _batches(members, fewest[members], chunk):
-        if compiled:
+        if fast:
             yield _intersect(p, sub, proposer[sub], fewest[sub], skip[sub], L)
             continue
         for g_pos, j in enumerate(rel):
@@ -646,7 +621,7 @@ def _intersect(
     nodes = tuple(np.ascontiguousarray(p.nodes[j][sub]) for j in rel)
     proposer = proposer.astype(np.int64)
     if L.fold and all(tries[j].values is None for j in rel):  # only how many: count them
-        counts = _count_compiled(vals, starts, nodes, proposer, skip, take)
+        counts = compiled.count(vals, starts, nodes, proposer, skip, take)
         if stats is not None:
             stats.add(level, int(take.sum()), int(counts.sum()))
         alive = np.flatnonzero(counts)
@@ -654,7 +629,7 @@ def _intersect(
         n = ops.ones(counts[alive])
         w = n if p.w is None else ops.mul(p.w[owners], n)
         return _Prefixes({v: c[owners] for v, c in p.cols.items()}, w, [], len(owners))
-    owner, pos = _intersect_compiled(vals, starts, nodes, proposer, skip, take, int(take.sum()))
+    owner, pos = compiled.intersect(vals, starts, nodes, proposer, skip, take, int(take.sum()))
     if stats is not None:
         stats.add(level, int(take.sum()), len(owner))
     found = {j: pos[i] for i, j in enumerate(rel)}
@@ -724,129 +699,6 @@ def _grow(
     if L.x in L.keep:
         cols[L.x] = xv
     return _Prefixes(cols, w, nodes, len(pidx))
-
-
-if NUMBA:
-
-    @_numba.njit(cache=True, nogil=True, inline="always")
-    def _gallop(vals, lo, hi, v):  # pragma: no cover - compiled
-        """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
-        step = 1
-        bound = lo
-        while bound < hi and vals[bound] < v:
-            lo = bound + 1
-            bound = lo + step
-            step <<= 1
-        if bound > hi:
-            bound = hi
-        while lo < bound:
-            mid = (lo + bound) >> 1
-            if vals[mid] < v:
-                lo = mid + 1
-            else:
-                bound = mid
-        return lo
-
-    @_numba.njit(cache=True, nogil=True)
-    def _intersect_compiled(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
-        k = len(vals)
-        owner = np.empty(total, np.int64)
-        pos = np.empty((k, total), np.int64)
-        cur = np.empty(k, np.int64)
-        end = np.empty(k, np.int64)
-        m = 0
-        for i in range(len(proposer)):
-            j0 = proposer[i]
-            for j in range(k):  # each list's cursor at prefix i's children (written out:
-                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
-                end[j] = starts[j][nodes[j][i] + 1]
-            first = cur[j0] + skip[i]
-            last = first + take[i]
-            for q in range(first, last):
-                v = vals[j0][q]
-                ok = True
-                for j in range(k):  # every other list holds v at or after its cursor
-                    if j == j0:
-                        continue
-                    c = _gallop(vals[j], cur[j], end[j], v)
-                    cur[j] = c
-                    if c >= end[j] or vals[j][c] != v:
-                        ok = False
-                        break
-                if ok:
-                    owner[m] = i
-                    for j in range(k):
-                        pos[j, m] = q if j == j0 else cur[j]
-                    m += 1
-        return owner[:m], pos[:, :m]
-
-    @_numba.njit(cache=True, nogil=True)
-    def _count_compiled(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
-        k = len(vals)
-        if k == 2:
-            return _count_two(vals, starts, nodes, proposer, skip, take)
-        out = np.zeros(len(proposer), np.int64)
-        cur = np.empty(k, np.int64)
-        end = np.empty(k, np.int64)
-        for i in range(len(proposer)):
-            j0 = proposer[i]
-            for j in range(k):  # each list's cursor at prefix i's children (written out:
-                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
-                end[j] = starts[j][nodes[j][i] + 1]
-            first = cur[j0] + skip[i]
-            n = 0
-            for q in range(first, first + take[i]):
-                v = vals[j0][q]
-                ok = True
-                for j in range(k):  # every other list holds v at or after its cursor
-                    if j == j0:
-                        continue
-                    c = _gallop(vals[j], cur[j], end[j], v)
-                    cur[j] = c
-                    if c >= end[j] or vals[j][c] != v:
-                        ok = False
-                        break
-                if ok:
-                    n += 1
-            out[i] = n
-        return out
-
-    @_numba.njit(cache=True, nogil=True)
-    def _count_two(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
-        """Two sorted lists per prefix: a merge when their sizes are close, else a gallop."""
-        out = np.zeros(len(proposer), np.int64)
-        for i in range(len(proposer)):
-            j0 = proposer[i]
-            j1 = 1 - j0
-            a = vals[j0]
-            b = vals[j1]
-            ia = starts[j0][nodes[j0][i]] + skip[i]
-            ea = ia + take[i]
-            ib = starts[j1][nodes[j1][i]]
-            eb = starts[j1][nodes[j1][i] + 1]
-            n = 0
-            if eb - ib <= 8 * (ea - ia):
-                while ia < ea and ib < eb:
-                    x = a[ia]
-                    y = b[ib]
-                    if x < y:
-                        ia += 1
-                    elif x > y:
-                        ib += 1
-                    else:
-                        n += 1
-                        ia += 1
-                        ib += 1
-            else:
-                while ia < ea:
-                    ib = _gallop(b, ib, eb, a[ia])
-                    if ib >= eb:
-                        break
-                    if b[ib] == a[ia]:
-                        n += 1
-                    ia += 1
-            out[i] = n
-        return out
 
 
 class _Accumulator:

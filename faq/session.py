@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from faq import compiled
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
@@ -78,7 +80,10 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` unless it is set),
     so a virtualenv works without being activated, and the JVM logs only
     warnings and errors (``faq/log4j2.properties``).  Driver memory and JVM
-    options only take effect when this call starts the JVM.
+    options only take effect when this call starts the JVM.  While the JVM
+    starts, a thread compiles the kernel's numba code, or loads it from numba's
+    disk cache (:func:`faq.compiled.warm_up_in_background`; it logs ``kernel
+    ready in ...`` on the ``"faq"`` logger).
     """
     from pyspark.sql import SparkSession
 
@@ -92,6 +97,8 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     java_opts = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     extra = settings.get("spark.driver.extraJavaOptions", "")
     settings["spark.driver.extraJavaOptions"] = f"{extra} {java_opts}".strip()
+    # the kernel's numba code compiles (or loads from its disk cache) while the JVM starts
+    compiled.warm_up_in_background()
     builder = SparkSession.builder.master(master).appName("sparkfaq")
     for k, v in settings.items():
         builder = builder.config(k, v)

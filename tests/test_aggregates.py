@@ -270,3 +270,25 @@ def test_optimal_is_best_valid_order():
     assert plan.order in valid
     assert plan.cost == pytest.approx(min(costs))
     assert free.order not in valid  # the restriction changed the choice
+
+
+@pytest.mark.parametrize("backend", ["driver", "tasks", "spark"])
+def test_duplicate_rows_summing_non_negative_accepted_under_max(spark, backend):
+    # repeated keys are ⊕-combined first: (0, 1) is -1 + 3 = 2, a valid annotation, so
+    # max over integer × accepts it on every backend (Spark once refused the row -1)
+    rows = [(0, 0, 1), (0, 1, -1), (0, 1, 3), (1, 1, 2)]
+    A = spark.createDataFrame(rows, ["p", "q", "value"])
+    B = spark.createDataFrame([(0, 0, 1), (1, 0, 5)], ["p", "q", "value"])
+    want = reference_solve(
+        RULE,
+        "integer",
+        {"A": {(0, 0): 1, (0, 1): 2, (1, 1): 2}, "B": {(0, 0): 1, (1, 0): 5}},
+        aggregates={"y": "max"},
+    )
+    assert want == {(0,): 10, (1,): 10}
+    q = query(RULE, "integer", aggregates={"y": "max"})
+    assert q.solve(backend=backend, A=A, B=B).to_dict() == want
+    # a key whose rows sum to a negative value is still refused, naming that sum
+    bad = spark.createDataFrame([*rows, (1, 0, 4), (1, 0, -7)], ["p", "q", "value"])
+    with pytest.raises(ValueError, match="relation 'A'.*non-negative.*found -3"):
+        q.solve(backend=backend, A=bad, B=B)

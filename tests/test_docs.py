@@ -6,6 +6,8 @@ session.  A block preceded by a line ``<!-- not run: reason -->`` is skipped;
 the reason says why (it needs data outside the repository, say).  A python
 block followed directly by an ```` ```output ```` block must print exactly
 that text (trailing spaces aside): the output a page shows is checked too.
+Durations are the one exception: a number of seconds (``0.01 s``) matches
+any other number of seconds, so a page can show a real ``explain()`` report.
 """
 
 from __future__ import annotations
@@ -67,9 +69,13 @@ def blocks_with_output(text: str) -> list[tuple[int, str, str | None, str | None
     return blocks
 
 
+SECONDS = re.compile(r"\b\d+(?:\.\d+)? s\b")
+"""A duration in an output (``0.01 s``): it varies from run to run, so any matches any."""
+
+
 def _same_output(printed: str, shown: str) -> bool:
     def norm(t: str) -> list[str]:
-        return [ln.rstrip() for ln in t.strip("\n").splitlines()]
+        return [SECONDS.sub("<seconds> s", ln.rstrip()) for ln in t.strip("\n").splitlines()]
 
     return norm(printed) == norm(shown)
 
@@ -86,6 +92,11 @@ def test_output_blocks_are_found_and_compared():
     assert blocks_with_output(text) == [(1, "print(1)", None, "1"), (8, "z", None, None)]
     assert _same_output("1  \n2\n", "1\n2")
     assert not _same_output("1\n3\n", "1\n2")
+    assert _same_output(
+        "step 1: 12 rows in 2.53 s\ntotal 2.53 s", "step 1: 12 rows in 0.01 s\ntotal 0.01 s"
+    )
+    assert not _same_output("step 1: 13 rows in 0.01 s", "step 1: 12 rows in 0.01 s")
+    assert not _same_output("0.01 s; 151 candidates", "0.01 s; 226 candidates")
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -329,3 +330,51 @@ def test_show_progress_prints_one_line_per_step(spark, capsys):
     assert "step 1/1: eliminate j: wcoj join on driver -> 12 rows" in err
     query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
     assert "step 1/1" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "backend, where", [("auto", "into the driver"), ("spark", "checked, kept in Spark")]
+)
+def test_show_progress_prints_a_line_per_load(spark, capsys, backend, where):
+    from faq.session import show_progress
+
+    E = spark.createDataFrame([(0, 1), (1, 2), (0, 2), (2, 3), (2, 3)], ["src", "dst"])
+    show_progress()
+    try:
+        query(TRIANGLE, semiring="counting").solve(backend=backend, E=E)
+    finally:
+        show_progress(False)
+    err = capsys.readouterr().err
+    assert re.search(rf"load E\(src, dst\): 5 rows {where} in \d+\.\d\d s", err), err
+    # loaded once per relation, before the steps
+    assert err.count("load E") == 1 and err.index("load E") < err.index("step 1/")
+
+
+@pytest.mark.parametrize("backend", ["driver", "spark"])
+def test_scalar_results_to_numpy(spark, backend):
+    E = spark.createDataFrame([(0, 1), (1, 2), (0, 2), (2, 3)], ["a", "b"])
+    tri = query(TRIANGLE, semiring="counting").solve(backend=backend, E=E)
+    got = tri.to_numpy()
+    assert got.shape == () and got.dtype == np.int64 and got.item() == 1
+    # no row at all: the semiring's zero, still a 0-d array
+    none = query(TRIANGLE, semiring="counting").solve(backend=backend, E=E.limit(2))
+    assert none.to_numpy().shape == () and none.to_numpy().item() == 0
+    with pytest.raises(ValueError, match="shape \\(3,\\) has 1 axes, expected 0"):
+        tri.to_numpy(shape=(3,))
+    assert Factor.from_dict({(): 2.5}, vars=()).to_numpy().item() == 2.5
+
+
+@pytest.mark.parametrize("backend", ["driver", "spark"])
+def test_to_pandas_rows_sorted_by_key(spark, backend):
+    rng = np.random.default_rng(3)
+    pairs = {(int(a), int(b)) for a, b in rng.integers(0, 30, size=(200, 2)) if a != b}
+    E = spark.createDataFrame(sorted(pairs, key=lambda p: (-p[1], p[0])), ["a", "b"])
+    out = query("Q(b, a) :- E(a, x), E(x, b)", semiring="counting").solve(backend=backend, E=E)
+    pdf = out.to_pandas()
+    assert list(pdf.columns) == ["b", "a", "value"]
+    keys = list(zip(pdf["b"].tolist(), pdf["a"].tolist(), strict=True))
+    assert len(keys) > 50 and keys == sorted(keys)
+    assert dict(zip(keys, pdf["value"].tolist(), strict=True)) == out.to_dict()
+    words = Factor.from_dict({("b", 1): 1.0, ("a", 2): 2.0, ("a", 1): 3.0}, vars=("w", "n"))
+    assert words.to_pandas()["w"].tolist() == ["a", "a", "b"]
+    assert words.to_pandas()["n"].tolist() == [1, 2, 1]

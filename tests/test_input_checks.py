@@ -198,3 +198,24 @@ def test_a_dataframe_with_columns_equal_ignoring_case_is_refused(spark):
     df = spark.createDataFrame([(0, 1)], "a bigint, A bigint")
     with pytest.raises(ValueError, match=r"columns \['A', 'a'\] differ only in case"):
         Factor(df, vars=("x", "y"), name="E")
+
+
+STREAMING_NOISE = {
+    # "spark.sql.adaptive.enabled is not supported in streaming", "Temporary checkpoint"
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream": "ERROR",
+    # "Current batch is falling behind"
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor": "ERROR",
+    # "Failed to cancel job group"
+    "org.apache.spark.scheduler.DAGScheduler": "ERROR",
+    # "Query ... terminated with error" and its Java stack trace, after a kill
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution": "FATAL",
+}
+
+
+@pytest.mark.parametrize("name, level", STREAMING_NOISE.items())
+def test_local_session_silences_streaming_notices(spark, name, level):
+    # the test session comes from local_session(): its JVM read faq/log4j2.properties
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.Class.forName(name)  # the class (so the logger name) exists in this Spark
+    logger = jvm.org.apache.logging.log4j.LogManager.getLogger(name)
+    assert logger.getLevel().toString() == level

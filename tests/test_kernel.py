@@ -185,3 +185,72 @@ def test_slices_count_the_shared_levels_once():
     out = kernel.generic_join_threads([ab, bc, ac], ("a", "b", "c"), (), o, 2, stats=split)
     assert out.values.tolist() == [2 * 500 + 1]
     assert split.proposed == whole.proposed and split.kept == whole.kept
+
+
+WARM_UP = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", stream=sys.stdout)
+from faq import compiled
+compiled.warm_up_in_background().join()
+w = compiled.warm_up()
+print("figures", w.from_cache, w.compiled, w.cache_dir is not None)
+"""
+
+
+@pytest.mark.skipif(not kernel.NUMBA, reason="numba is not installed")
+def test_kernel_compiles_once_then_loads_from_the_disk_cache(tmp_path):
+    # two fresh processes share an empty numba cache: the first compiles the searches
+    # and logs it, the second loads every one of them from the disk cache
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(root)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", WARM_UP], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    ]
+    figures = [
+        tuple(int(x) if x.isdigit() else x for x in ln.split()[1:])
+        for run in runs
+        for ln in run.splitlines()
+        if ln.startswith("figures")
+    ]
+    (cold_hits, cold_compiled, cached), (warm_hits, warm_compiled, _) = figures
+    assert cold_hits == 0 and cold_compiled >= 4 and cached == "True"
+    assert warm_compiled == 0 and warm_hits >= 4
+    assert "faq kernel ready in" in runs[0] and "0 compiled now" in runs[1]
+    assert any(tmp_path.rglob("*.nbi"))  # the index files numba keeps on disk
+
+
+NO_CACHE_DIR = """
+import numba.core.caching as caching
+caching.CacheImpl._locator_classes = []  # as if no directory were writable
+from faq import Factor, compiled, query
+E = Factor.from_dict({(0, 1): 1, (1, 2): 1, (0, 2): 1}, ("a", "b"), "counting")
+print("triangles", query("Q() :- E(a, b), E(b, c), E(a, c)", "counting").solve(E=E).scalar())
+print("cache", compiled.warm_up().cache_dir)
+"""
+
+
+@pytest.mark.skipif(not kernel.NUMBA, reason="numba is not installed")
+def test_kernel_compiles_without_a_writable_cache_directory():
+    # numba refuses cache=True when it finds no cache directory: the kernel then compiles
+    # without one (importing faq once failed with numba's RuntimeError)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", NO_CACHE_DIR],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "triangles 1" in out and "cache None" in out

@@ -1,0 +1,317 @@
+"""The kernel's compiled searches (numba), numba's disk cache of them, and their warm-up.
+
+The searches of :mod:`faq.kernel` over sorted tries are compiled by numba the
+first time they run, which takes a second or two per process (more on a busy
+machine).  They are compiled with ``cache=True``: numba keeps the machine code
+in a disk cache (``__pycache__`` beside this file, else the user's cache
+directory, or ``$NUMBA_CACHE_DIR``) and the next process loads it in a fraction
+of that.  Where no cache directory is writable they are compiled without one.
+
+:func:`warm_up` compiles them (or loads them) for the usual arguments and logs
+how long it took and how much came from the disk cache;
+:func:`warm_up_in_background` does so in a thread, which
+:func:`faq.session.local_session` starts before the JVM so that the two
+overlap.  Without numba (``NUMBA`` False) the kernel's numpy search runs
+instead and there is nothing to compile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "NUMBA",
+    "Warmed",
+    "count",
+    "intersect",
+    "lookup",
+    "warm_up",
+    "warm_up_in_background",
+]
+
+try:
+    import numba as _numba
+
+    NUMBA = True
+except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
+    _numba = None
+    NUMBA = False
+
+log = logging.getLogger("faq")
+
+
+def _jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``numba.njit(**options)`` with numba's disk cache, or without it where numba finds
+    no writable cache directory (it refuses ``cache=True`` then)."""
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        try:
+            return _numba.njit(cache=True, **options)(fn)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return _numba.njit(**options)(fn)
+
+    return wrap
+
+
+if NUMBA:
+
+    @_jit(nogil=True)
+    def lookup(vals, starts, nodes, x):  # pragma: no cover - compiled
+        """The child of each ``nodes[i]`` whose value is ``x[i]``, or -1 (binary search)."""
+        out = np.empty(len(x), np.int64)
+        for i in range(len(x)):
+            p = nodes[i]
+            lo = starts[p]
+            end = starts[p + 1]
+            hi = end
+            v = x[i]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if vals[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[i] = lo if lo < end and vals[lo] == v else -1
+        return out
+
+    @_jit(nogil=True, inline="always")
+    def _gallop(vals, lo, hi, v):  # pragma: no cover - compiled
+        """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
+        step = 1
+        bound = lo
+        while bound < hi and vals[bound] < v:
+            lo = bound + 1
+            bound = lo + step
+            step <<= 1
+        if bound > hi:
+            bound = hi
+        while lo < bound:
+            mid = (lo + bound) >> 1
+            if vals[mid] < v:
+                lo = mid + 1
+            else:
+                bound = mid
+        return lo
+
+    @_jit(nogil=True)
+    def intersect(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
+        """Per prefix ``i``, the candidates ``skip[i] .. skip[i] + take[i]`` of list
+        ``proposer[i]`` that every other sorted list holds: (owner prefix, position in each
+        list) of each match."""
+        k = len(vals)
+        owner = np.empty(total, np.int64)
+        pos = np.empty((k, total), np.int64)
+        cur = np.empty(k, np.int64)
+        end = np.empty(k, np.int64)
+        m = 0
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            for j in range(k):  # each list's cursor at prefix i's children (written out:
+                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
+                end[j] = starts[j][nodes[j][i] + 1]
+            first = cur[j0] + skip[i]
+            last = first + take[i]
+            for q in range(first, last):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):  # every other list holds v at or after its cursor
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
+                    owner[m] = i
+                    for j in range(k):
+                        pos[j, m] = q if j == j0 else cur[j]
+                    m += 1
+        return owner[:m], pos[:, :m]
+
+    @_jit(nogil=True)
+    def count(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
+        """How many matches :func:`intersect` would find for each prefix."""
+        k = len(vals)
+        if k == 2:
+            return _count_two(vals, starts, nodes, proposer, skip, take)
+        out = np.zeros(len(proposer), np.int64)
+        cur = np.empty(k, np.int64)
+        end = np.empty(k, np.int64)
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            for j in range(k):  # each list's cursor at prefix i's children (written out:
+                cur[j] = starts[j][nodes[j][i]]  # a helper function costs 3x here)
+                end[j] = starts[j][nodes[j][i] + 1]
+            first = cur[j0] + skip[i]
+            n = 0
+            for q in range(first, first + take[i]):
+                v = vals[j0][q]
+                ok = True
+                for j in range(k):  # every other list holds v at or after its cursor
+                    if j == j0:
+                        continue
+                    c = _gallop(vals[j], cur[j], end[j], v)
+                    cur[j] = c
+                    if c >= end[j] or vals[j][c] != v:
+                        ok = False
+                        break
+                if ok:
+                    n += 1
+            out[i] = n
+        return out
+
+    @_jit(nogil=True)
+    def _count_two(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
+        """Two sorted lists per prefix: a merge when their sizes are close, else a gallop."""
+        out = np.zeros(len(proposer), np.int64)
+        for i in range(len(proposer)):
+            j0 = proposer[i]
+            j1 = 1 - j0
+            a = vals[j0]
+            b = vals[j1]
+            ia = starts[j0][nodes[j0][i]] + skip[i]
+            ea = ia + take[i]
+            ib = starts[j1][nodes[j1][i]]
+            eb = starts[j1][nodes[j1][i] + 1]
+            n = 0
+            if eb - ib <= 8 * (ea - ia):
+                while ia < ea and ib < eb:
+                    x = a[ia]
+                    y = b[ib]
+                    if x < y:
+                        ia += 1
+                    elif x > y:
+                        ib += 1
+                    else:
+                        n += 1
+                        ia += 1
+                        ib += 1
+            else:
+                while ia < ea:
+                    ib = _gallop(b, ib, eb, a[ia])
+                    if ib >= eb:
+                        break
+                    if b[ib] == a[ia]:
+                        n += 1
+                    ia += 1
+            out[i] = n
+        return out
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """What :func:`warm_up` did: seconds, compiled functions (one per signature) loaded
+    from numba's disk cache and compiled afresh, and the cache directory (None: no
+    disk cache)."""
+
+    seconds: float
+    from_cache: int
+    compiled: int
+    cache_dir: str | None
+
+
+_LOCK = threading.Lock()
+_WARMED: list[Warmed] = []
+_THREAD_LOCK = threading.Lock()
+_THREAD: list[threading.Thread] = []
+
+
+def _dispatchers() -> list[Any]:
+    return [lookup, intersect, count, _count_two]
+
+
+def _tally() -> tuple[int, int]:
+    hits = misses = 0
+    for d in _dispatchers():
+        s = d.stats
+        hits += sum(s.cache_hits.values())
+        misses += sum(s.cache_misses.values())
+    return hits, misses
+
+
+def _run_searches(k: int) -> None:
+    """Each search once on a tiny index of ``k`` sorted lists of int64 keys (the types
+    the kernel passes), so numba compiles (or loads) those signatures."""
+    vals = tuple(np.array([1, 2, 3], dtype=np.int64) for _ in range(k))
+    starts = tuple(np.array([0, 3], dtype=np.int64) for _ in range(k))
+    nodes = tuple(np.zeros(1, dtype=np.int64) for _ in range(k))
+    proposer = np.zeros(1, dtype=np.int64)
+    skip = np.zeros(1, dtype=np.int64)
+    take = np.array([3], dtype=np.int64)
+    lookup(vals[0], starts[0], nodes[0], np.array([2], dtype=np.int64))
+    intersect(vals, starts, nodes, proposer, skip, take, 3)
+    count(vals, starts, nodes, proposer, skip, take)
+
+
+def warm_up() -> Warmed | None:
+    """Compile the kernel's searches for the usual arguments now, or load them from disk.
+
+    Covers int64 keys and bags of two and three relations per variable (what
+    triangles, paths and chains use; other argument types compile when first
+    met).  Logs one INFO line on the ``"faq"`` logger (``kernel ready in ...``).
+    Runs once per process; later calls return the first call's figures.
+
+    Returns
+    -------
+    Warmed or None
+        Seconds taken and how many compiled functions came from numba's disk
+        cache or were compiled; None without numba.
+    """
+    if not NUMBA:
+        return None
+    with _LOCK:
+        if _WARMED:
+            return _WARMED[0]
+        t0 = time.perf_counter()
+        hits0, misses0 = _tally()
+        for k in (2, 3):
+            _run_searches(k)
+        hits, misses = _tally()
+        where = getattr(lookup.stats, "cache_path", None)  # None without a disk cache
+        done = Warmed(time.perf_counter() - t0, hits - hits0, misses - misses0, where)
+        _WARMED.append(done)
+    log.info(
+        "kernel ready in %.2f s: %d compiled function(s) loaded from numba's disk cache, "
+        "%d compiled now (cache: %s)",
+        done.seconds,
+        done.from_cache,
+        done.compiled,
+        done.cache_dir or "none, no writable directory",
+    )
+    return done
+
+
+def warm_up_in_background() -> threading.Thread | None:
+    """Start :func:`warm_up` in a thread (once per process) and return it.
+
+    The searches release the GIL and numba compiles under its own lock, so a
+    solve that needs them meanwhile waits for that compilation instead of
+    repeating it.  The thread is not a daemon: a process that ends at once
+    waits for it (at most the compile time) and leaves the disk cache
+    complete.  None without numba, or when the work is already done.
+    """
+    if not NUMBA or _WARMED:
+        return None
+    with _THREAD_LOCK:
+        if _THREAD:
+            return _THREAD[0]
+        t = threading.Thread(target=_quiet_warm_up, name="faq-kernel-warm-up")
+        _THREAD.append(t)
+    t.start()
+    return t
+
+
+def _quiet_warm_up() -> None:
+    """:func:`warm_up` for a thread: a failure is logged, the kernel then compiles on use."""
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001 - a warm-up must never break the caller's process
+        log.warning("kernel warm-up failed; the kernel compiles when first used", exc_info=True)
