@@ -17,7 +17,7 @@ from faq.factor import Factor
 from faq.kernel import Table
 from faq.planner import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
 from faq.report import render
-from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
+from faq.rule import VALUE, Atom, Rule, literal, parse_einsum, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
@@ -57,7 +57,10 @@ class Query:
             )
         self.rule = parse_rule(rule) if isinstance(rule, str) else rule
         _check_names(self.rule)
-        self._to, self._engine_rule = _private_rule(self.rule)
+        # atoms with constants read fresh relations: their rows selected, constants dropped
+        self._plain, self._fresh = without_constants(self.rule)
+        self._plain_query: Query | None = None
+        self._to, self._engine_rule = _private_rule(self._plain)
         self._back = {p: v for v, p in self._to.items()}  # private name -> user's name
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
@@ -141,6 +144,7 @@ class Query:
         """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
         check_key_types(self.rule, factors)
+        factors = self._selections(factors)
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
@@ -166,8 +170,48 @@ class Query:
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
 
+    def _selections(self, given: Mapping[str, Factor]) -> dict[str, Factor]:
+        """The relations the engine reads (those of the rule without constants), from the
+        ``given`` ones (the rule's, or some of them): an atom's constants select its
+        relation's rows (pushed into the scan: a numpy mask, or a filter in the
+        DataFrame's plan, before statistics are gathered).  Types are checked first
+        (:func:`check_key_types`)."""
+        out: dict[str, Factor] = {}
+        for name in self._plain.relations:
+            atom = self._fresh.get(name)
+            if atom is None:
+                if name in given:
+                    out[name] = given[name]
+            elif atom.relation in given:
+                out[name] = given[atom.relation].selected(dict(atom.consts))
+        return out
+
+    def without_constants(self, **relations: Factor) -> tuple[Query, dict[str, Factor]]:
+        """The same query over relations without constants, and the relations it reads.
+
+        For a rule with constants (``Q(b) :- M(0, b)``), a query whose atoms with
+        constants read fresh relations (``Q(b) :- M__c1(b)``), and ``relations``
+        (all of this query's relations, or some: changes, say) mapped to them, each
+        constant selecting its rows.  A rule without constants: this query and
+        ``relations`` as they are.  The delta rule (:meth:`solve_delta`) runs on it.
+
+        Raises
+        ------
+        ValueError
+            A constant whose type is not its column's (see :func:`check_key_types`).
+        """
+        if not self._fresh:
+            return self, dict(relations)
+        check_constants(self.rule, relations)
+        if self._plain_query is None:
+            self._plain_query = Query(self._plain, self.semiring)
+        return self._plain_query, self._selections(relations)
+
     def _label(self, name: str) -> str:
         """How errors name relation ``name`` (with its own key names when renamed)."""
+        atom = self._fresh.get(name)
+        if atom is not None:
+            return f"{self._label(atom.relation)}, rows selected by atom {atom}"
         if name not in self._renamed:
             return f"relation {name!r}"
         cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(self._renamed[name]))
@@ -197,7 +241,7 @@ class Query:
             rel = replace(rel, table=t)
         v = t.values
         if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
-            raise ValueError(f"relation {name!r}: {why}, found {v[neg[0]].item()!r}")
+            raise ValueError(f"{self._label(name)}: {why}, found {v[neg[0]].item()!r}")
         return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
@@ -387,22 +431,26 @@ def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tupl
     return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
 
 
-def check_key_types(rule: Rule, factors: dict[str, Factor]) -> None:
-    """Refuse a variable whose key columns have different types in different places.
+def check_key_types(rule: Rule, factors: Mapping[str, Factor]) -> None:
+    """Refuse a variable whose key columns have different types in different places,
+    or a constant whose column has another type.
 
     Integer types of any width count as one type (``bigint``); nothing else is
     unified, so a string key is never cast to a number (or a number to a
-    string).  Reads only schemas: no Spark job.
+    string), and an integer constant selects only from an integer column, a
+    string constant only from a string column.  Reads only schemas: no Spark job.
 
     Raises
     ------
     ValueError
-        Naming the variable, both atoms with their relations and both types.
+        Naming the variable, both atoms with their relations and both types;
+        or the constant, its atom, the column and its type.
     """
+    check_constants(rule, factors)
     types = {name: f.key_types for name, f in factors.items()}
     seen: dict[str, tuple[str, Atom, int]] = {}
     for atom in rule.atoms:
-        for i, v in enumerate(atom.vars):
+        for i, v in zip(atom.positions, atom.vars, strict=True):
             t = types[atom.relation][i]
             if v not in seen:
                 seen[v] = (t, atom, i)
@@ -415,6 +463,32 @@ def check_key_types(rule: Rule, factors: dict[str, Factor]) -> None:
                     f"relation {atom.relation!r} (atom {atom}) is {t}; keys are never cast "
                     "(integers of any width count as bigint): convert one of them first"
                 )
+
+
+def check_constants(rule: Rule, factors: Mapping[str, Factor]) -> None:
+    """Refuse a constant of ``rule`` whose column, in the factor given for its relation
+    (relations not in ``factors`` are skipped), holds keys of another type: an integer
+    constant needs an integer column, a string constant a string one.  An empty local
+    factor holds no keys to compare: it passes."""
+    for atom in rule.atoms:
+        f = factors.get(atom.relation)
+        if not atom.consts or f is None or (f.is_local and f.to_table().rows == 0):
+            continue
+        types = f.key_types
+        for i, c in atom.consts:
+            want, kind = ("string", "a string") if isinstance(c, str) else ("bigint", "an integer")
+            if types[i] == want:
+                continue
+            hint = ""
+            if types[i] == "string":
+                hint = f" (the string constant is written {literal(str(c))})"
+            elif types[i] == "bigint" and isinstance(c, str) and re.fullmatch(r"-?[0-9]+", c):
+                hint = f" (the integer constant is written {int(c)})"
+            raise ValueError(
+                f"atom {atom} of {rule}: the constant {literal(c)} is {kind}, but column {i} "
+                f"({f.vars[i]!r}) of relation {atom.relation!r} holds {types[i]} keys; keys "
+                f"are never cast{hint}"
+            )
 
 
 def _atom_view(atom: Atom, rel: gather.Relation) -> Data:

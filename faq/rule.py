@@ -22,7 +22,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Atom", "Constant", "Rule", "literal", "parse_einsum", "parse_rule", "VALUE"]
+__all__ = [
+    "Atom",
+    "Constant",
+    "Rule",
+    "literal",
+    "parse_einsum",
+    "parse_rule",
+    "without_constants",
+    "VALUE",
+]
 
 VALUE = "value"
 """The reserved name of the annotation column."""
@@ -97,10 +106,15 @@ class Atom:
         """The atom's variables without repeats, in first-appearance order."""
         return tuple(dict.fromkeys(self.vars))
 
-    def __str__(self) -> str:
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The arguments as written, one per column: variable names and constant literals."""
         args = dict(zip(self.positions, self.vars, strict=True))
         args.update((p, literal(c)) for p, c in self.consts)
-        return f"{self.relation}({', '.join(args[p] for p in range(self.arity))})"
+        return tuple(args[p] for p in range(self.arity))
+
+    def __str__(self) -> str:
+        return f"{self.relation}({', '.join(self.arguments)})"
 
 
 @dataclass(frozen=True)
@@ -268,8 +282,7 @@ def parse_rule(rule: str) -> Rule:
     if not body.strip():
         raise ValueError(f"malformed rule {rule!r}: the body has no atoms")
     atoms = tuple(
-        _parse_atom(body[s:e], body_masked[s:e], rule, "atom")
-        for s, e in _split(body_masked, rule)
+        _parse_atom(body[s:e], body_masked[s:e], rule, "atom") for s, e in _split(body_masked, rule)
     )
     arity: dict[str, Atom] = {}
     for a in atoms:
@@ -288,6 +301,42 @@ def parse_rule(rule: str) -> Rule:
                 f"head {head} in rule {rule!r}: variable {v!r} does not appear in the body"
             )
     return Rule(head.relation, head.vars, atoms)
+
+
+def without_constants(rule: Rule) -> tuple[Rule, dict[str, Atom]]:
+    """``rule`` with every atom that has constants reading a fresh relation instead.
+
+    The fresh relation (``M__c1``…; one per relation and set of constants) has the
+    atom's variable columns only: it holds the rows of the atom's relation whose
+    constant columns equal the constants, without those columns.  Returns the
+    rule and, per fresh name, the atom it stands for (its relation, constants
+    and :attr:`Atom.positions`).  A rule without constants is returned as it is.
+
+    >>> r, fresh = without_constants(parse_rule("Q(b) :- M(0, b), M(b, c)"))
+    >>> str(r), {n: str(a) for n, a in fresh.items()}
+    ('Q(b) :- M__c1(b), M(b, c)', {'M__c1': 'M(0, b)'})
+    """
+    if not any(a.consts for a in rule.atoms):
+        return rule, {}
+    taken = {rule.name, *rule.relations}
+    names: dict[tuple[str, tuple[tuple[int, Constant], ...]], str] = {}
+    fresh: dict[str, Atom] = {}
+    atoms = []
+    for a in rule.atoms:
+        if not a.consts:
+            atoms.append(a)
+            continue
+        key = (a.relation, a.consts)
+        if key not in names:
+            k, n = len(names) + 1, ""
+            while not n or n in taken:
+                n = f"{a.relation}__c{k}"
+                k += 1
+            taken.add(n)
+            names[key] = n
+            fresh[n] = a
+        atoms.append(Atom(names[key], a.vars))
+    return Rule(rule.name, rule.head, tuple(atoms)), fresh
 
 
 def parse_einsum(spec: str, names: list[str]) -> Rule:
