@@ -20,6 +20,7 @@ atom then selects the rows whose key column equals it (``M(0, b)``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "literal",
     "parse_einsum",
     "parse_rule",
+    "replace_constants",
     "without_constants",
     "VALUE",
 ]
@@ -301,6 +303,18 @@ def parse_rule(rule: str) -> Rule:
                 f"head {head} in rule {rule!r}: variable {v!r} does not appear in the body"
             )
     return Rule(head.relation, head.vars, atoms)
+
+
+def replace_constants(rule: Rule, f: Callable[[Constant], Constant]) -> Rule:
+    """``rule`` with every constant ``c`` replaced by ``f(c)`` (ids mapped to codes, say).
+
+    >>> str(replace_constants(parse_rule("Q(b) :- M('x', b)"), lambda c: len(c)))
+    'Q(b) :- M(1, b)'
+    """
+    atoms = tuple(
+        Atom(a.relation, a.vars, tuple((p, f(c)) for p, c in a.consts)) for a in rule.atoms
+    )
+    return Rule(rule.name, rule.head, atoms)
 
 
 def without_constants(rule: Rule) -> tuple[Rule, dict[str, Atom]]:

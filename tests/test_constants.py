@@ -327,3 +327,22 @@ def test_random_rules_with_constants(spark, S, backend):
         assert_same(got.to_dict(), want, S, f"{rule} backend={backend}")
 
     check()
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_cli_maps_constants_like_string_ids(spark, capsys):
+    """Files with string ids are read as integer codes: a constant is mapped the same way
+    (before, E(0, b) silently selected the node whose code is 0, alice)."""
+    from faq.cli import main
+
+    named = "tests/data/named.txt"
+    for rule, rows in [
+        ("Q(b) :- E('alice', b)", ["bob\t1"]),
+        ('Q(b) :- E("dave", b)', ["bob\t1"]),
+        ("Q(b) :- E(0, b)", ["# no rows: every result is the semiring's zero"]),  # no id "0"
+    ]:
+        assert main(["query", rule, "--directed", "--relation", f"E={named}"]) == 0
+        assert capsys.readouterr().out.splitlines() == ["b\tvalue", *rows]
+    karate = ["--relation", "E=tests/data/karate.txt", "--limit", "2"]
+    assert main(["query", "Q(b) :- E(1, b)", *karate]) == 0
+    assert capsys.readouterr().out.splitlines()[:3] == ["b\tvalue", "2\t1", "3\t1"]
