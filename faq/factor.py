@@ -556,7 +556,8 @@ class Factor:
 
         Keys are compared as they are (never cast): the caller checks that each
         value has its column's type (:meth:`faq.Query.solve` does).  A Spark
-        factor stays in Spark (a filter in its plan, statistics gathered again).
+        factor stays in Spark (a filter in its plan, statistics gathered again);
+        a null key equals no value, so its row is not selected.
         """
         keep = [i for i in range(len(self._vars)) if i not in equal]
         vars_ = tuple(self._vars[i] for i in keep)
