@@ -15,9 +15,10 @@ from faq.aggregates import Aggregates, resolve
 from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
 from faq.kernel import Table
+from faq.keytypes import check_constants, check_key_types
 from faq.planner import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
 from faq.report import render
-from faq.rule import VALUE, Atom, Rule, literal, parse_einsum, parse_rule, without_constants
+from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
@@ -429,66 +430,6 @@ class Query:
 def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tuple[Any, ...]:
     ids = tuple((n, id(relations[n])) for n in sorted(relations))
     return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
-
-
-def check_key_types(rule: Rule, factors: Mapping[str, Factor]) -> None:
-    """Refuse a variable whose key columns have different types in different places,
-    or a constant whose column has another type.
-
-    Integer types of any width count as one type (``bigint``); nothing else is
-    unified, so a string key is never cast to a number (or a number to a
-    string), and an integer constant selects only from an integer column, a
-    string constant only from a string column.  Reads only schemas: no Spark job.
-
-    Raises
-    ------
-    ValueError
-        Naming the variable, both atoms with their relations and both types;
-        or the constant, its atom, the column and its type.
-    """
-    check_constants(rule, factors)
-    types = {name: f.key_types for name, f in factors.items()}
-    seen: dict[str, tuple[str, Atom, int]] = {}
-    for atom in rule.atoms:
-        for i, v in zip(atom.positions, atom.vars, strict=True):
-            t = types[atom.relation][i]
-            if v not in seen:
-                seen[v] = (t, atom, i)
-                continue
-            t0, atom0, i0 = seen[v]
-            if t != t0:
-                raise ValueError(
-                    f"variable {v!r} of {rule} has keys of different types: column {i0} of "
-                    f"relation {atom0.relation!r} (atom {atom0}) is {t0}, column {i} of "
-                    f"relation {atom.relation!r} (atom {atom}) is {t}; keys are never cast "
-                    "(integers of any width count as bigint): convert one of them first"
-                )
-
-
-def check_constants(rule: Rule, factors: Mapping[str, Factor]) -> None:
-    """Refuse a constant of ``rule`` whose column, in the factor given for its relation
-    (relations not in ``factors`` are skipped), holds keys of another type: an integer
-    constant needs an integer column, a string constant a string one.  An empty local
-    factor holds no keys to compare: it passes."""
-    for atom in rule.atoms:
-        f = factors.get(atom.relation)
-        if not atom.consts or f is None or (f.is_local and f.to_table().rows == 0):
-            continue
-        types = f.key_types
-        for i, c in atom.consts:
-            want, kind = ("string", "a string") if isinstance(c, str) else ("bigint", "an integer")
-            if types[i] == want:
-                continue
-            hint = ""
-            if types[i] == "string":
-                hint = f" (the string constant is written {literal(str(c))})"
-            elif types[i] == "bigint" and isinstance(c, str) and re.fullmatch(r"-?[0-9]+", c):
-                hint = f" (the integer constant is written {int(c)})"
-            raise ValueError(
-                f"atom {atom} of {rule}: the constant {literal(c)} is {kind}, but column {i} "
-                f"({f.vars[i]!r}) of relation {atom.relation!r} holds {types[i]} keys; keys "
-                f"are never cast{hint}"
-            )
 
 
 def _atom_view(atom: Atom, rel: gather.Relation) -> Data:
