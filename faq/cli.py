@@ -59,7 +59,9 @@ rules:
   semiring's ⊕, and the annotations of the atoms that match are multiplied
   with ⊗.  A relation may repeat (Q() :- E(a, b), E(b, c), E(a, c)), and a
   variable repeated inside an atom selects the diagonal (E(a, a)).  An empty
-  head, Q(), gives a single value, printed alone.
+  head, Q(), gives a single value, printed alone.  An argument may also be a
+  constant, an integer or a quoted string: E(0, b) or E('alice', b) reads only
+  the rows whose first column holds it.
 """
 
 _INPUTS = """\
@@ -333,6 +335,8 @@ def _run(args: argparse.Namespace) -> int:
     output = _output_path(args.output) if args.output else None
 
     keys, values, dictionary = _read_inputs(q, specs, args, triangles)
+    if dictionary is not None and any(a.consts for a in q.rule.atoms):
+        q = _coded_constants(q, dictionary)
     t_read = time.perf_counter()
 
     from faq.gather import LOCAL_ROWS
@@ -554,6 +558,19 @@ def _encode_ids(
         keys[name] = [np.searchsorted(dictionary, k).astype(np.int64) for k in ks]
     log.info("string ids: %d distinct, mapped to integers", len(dictionary))
     return dictionary
+
+
+def _coded_constants(q: Query, dictionary: np.ndarray) -> Query:
+    """``q`` with its constants mapped like the ids (an integer as its decimal text); a
+    constant that is no id gets code -1, which selects nothing."""
+    from faq.query import Query
+    from faq.rule import replace_constants
+
+    def code(c: int | str) -> int:
+        i = int(np.searchsorted(dictionary, str(c)))
+        return i if i < len(dictionary) and dictionary[i] == str(c) else -1
+
+    return Query(replace_constants(q.rule, code), q.semiring)
 
 
 def _dataframe(spark: SparkSession, keys: list[np.ndarray], values: np.ndarray | None) -> DataFrame:

@@ -23,7 +23,7 @@ product), run as Spark queries.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -139,6 +139,13 @@ def solve_delta(
     unknown = [n for n in deltas if n not in q.rule.relations]
     if unknown:
         raise ValueError(f"unknown relation(s) {unknown!r} for {q.rule}")
+    if any(a.consts for a in q.rule.atoms):  # constants select rows of relations and changes
+        names = q.rule.relations
+        plain, relations = q.without_constants(**relations)
+        _, deltas = q.without_constants(**deltas)
+        res = solve_delta(plain, relations, deltas, order=order, join=join, local=local)
+        touched = {n: f for n, f in res.touched.items() if n in names}
+        return replace(res, touched=touched)
     S = q.semiring
     live = {n: d for n, d in deltas.items() if d.count() > 0}
     if local and all(d.count() <= LOCAL_DELTA_ROWS for d in live.values()):

@@ -547,6 +547,36 @@ class Factor:
         out._trusted, out._consolidated, out._stats = self._trusted, self._consolidated, self._stats
         return out
 
+    def selected(self, equal: Mapping[int, Any]) -> Factor:
+        """The rows whose key column ``i`` equals ``equal[i]``, without those columns.
+
+        Keys are compared as they are (never cast): the caller checks that each
+        value has its column's type (:meth:`faq.Query.solve` does).  A Spark
+        factor stays in Spark (a filter in its plan, statistics gathered again);
+        a null key equals no value, so its row is not selected.
+        """
+        keep = [i for i in range(len(self._vars)) if i not in equal]
+        vars_ = tuple(self._vars[i] for i in keep)
+        t = self._local_table(required=False)
+        if t is not None:
+            mask = np.ones(t.rows, dtype=bool)
+            for i, c in equal.items():
+                mask &= t.cols[i] == c
+            rows = np.flatnonzero(mask)
+            values = t.values[rows] if t.values is not None else None
+            table = Table(vars_, tuple(t.cols[i][rows] for i in keep), values, unique=t.unique)
+            return Factor._local(table, self._semiring_or_plain(), self.name)
+        from pyspark.sql import functions as F
+
+        cols = [F.col("`" + v.replace("`", "``") + "`") for v in self._vars]
+        df = self.df
+        for i, c in equal.items():
+            df = df.filter(cols[i] == F.lit(c))
+        df = df.select(*[cols[i] for i in keep], *([F.col(VALUE)] if self._has_value else []))
+        out = Factor(df, vars_, self._semiring, self.name)
+        out._trusted, out._consolidated = self._trusted, self._consolidated
+        return out
+
     # -- basic properties ----------------------------------------------------------------
     @property
     def vars(self) -> tuple[str, ...]:

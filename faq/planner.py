@@ -70,9 +70,11 @@ class PlanFactor:
     rows: float
     distinct: dict[str, float]
     atom: int | None = None
+    args: tuple[str, ...] = ()
+    """How an atom with constants is shown (``M(0, b)``); empty: by its variables."""
 
     def __str__(self) -> str:
-        return f"{self.label}({', '.join(self.vars)})"
+        return f"{self.label}({', '.join(self.args or self.vars)})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -365,7 +367,8 @@ def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> tuple[PlanFactor, ..
     for i, (a, s) in enumerate(zip(rule.atoms, stats, strict=True)):
         dv = a.distinct_vars
         dist = {v: float(s.distinct.get(v, s.rows)) for v in dv}
-        out.append(PlanFactor(a.relation, dv, float(s.rows), dist, atom=i))
+        args = a.arguments if a.consts else ()
+        out.append(PlanFactor(a.relation, dv, float(s.rows), dist, atom=i, args=args))
     return tuple(out)
 
 

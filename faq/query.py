@@ -15,9 +15,10 @@ from faq.aggregates import Aggregates, resolve
 from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
 from faq.kernel import Table
+from faq.keytypes import check_constants, check_key_types
 from faq.planner import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
 from faq.report import render
-from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule
+from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
 from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
 from semirings import Semiring
@@ -57,7 +58,10 @@ class Query:
             )
         self.rule = parse_rule(rule) if isinstance(rule, str) else rule
         _check_names(self.rule)
-        self._to, self._engine_rule = _private_rule(self.rule)
+        # atoms with constants read fresh relations: their rows selected, constants dropped
+        self._plain, self._fresh = without_constants(self.rule)
+        self._plain_query: Query | None = None
+        self._to, self._engine_rule = _private_rule(self._plain)
         self._back = {p: v for v, p in self._to.items()}  # private name -> user's name
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
@@ -141,6 +145,7 @@ class Query:
         """Every relation checked and counted (local ones collected), seen through each atom."""
         factors = self._factors(relations)
         check_key_types(self.rule, factors)
+        factors = self._selections(factors)
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
@@ -166,8 +171,48 @@ class Query:
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
 
+    def _selections(self, given: Mapping[str, Factor]) -> dict[str, Factor]:
+        """The relations the engine reads (those of the rule without constants), from the
+        ``given`` ones (the rule's, or some of them): an atom's constants select its
+        relation's rows (pushed into the scan: a numpy mask, or a filter in the
+        DataFrame's plan, before statistics are gathered).  Types are checked first
+        (:func:`check_key_types`)."""
+        out: dict[str, Factor] = {}
+        for name in self._plain.relations:
+            atom = self._fresh.get(name)
+            if atom is None:
+                if name in given:
+                    out[name] = given[name]
+            elif atom.relation in given:
+                out[name] = given[atom.relation].selected(dict(atom.consts))
+        return out
+
+    def without_constants(self, **relations: Factor) -> tuple[Query, dict[str, Factor]]:
+        """The same query over relations without constants, and the relations it reads.
+
+        For a rule with constants (``Q(b) :- M(0, b)``), a query whose atoms with
+        constants read fresh relations (``Q(b) :- M__c1(b)``), and ``relations``
+        (all of this query's relations, or some: changes, say) mapped to them, each
+        constant selecting its rows.  A rule without constants: this query and
+        ``relations`` as they are.  The delta rule (:meth:`solve_delta`) runs on it.
+
+        Raises
+        ------
+        ValueError
+            A constant whose type is not its column's (see :func:`check_key_types`).
+        """
+        if not self._fresh:
+            return self, dict(relations)
+        check_constants(self.rule, relations)
+        if self._plain_query is None:
+            self._plain_query = Query(self._plain, self.semiring)
+        return self._plain_query, self._selections(relations)
+
     def _label(self, name: str) -> str:
         """How errors name relation ``name`` (with its own key names when renamed)."""
+        atom = self._fresh.get(name)
+        if atom is not None:
+            return f"{self._label(atom.relation)}, rows selected by atom {atom}"
         if name not in self._renamed:
             return f"relation {name!r}"
         cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(self._renamed[name]))
@@ -197,7 +242,7 @@ class Query:
             rel = replace(rel, table=t)
         v = t.values
         if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
-            raise ValueError(f"relation {name!r}: {why}, found {v[neg[0]].item()!r}")
+            raise ValueError(f"{self._label(name)}: {why}, found {v[neg[0]].item()!r}")
         return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
@@ -385,36 +430,6 @@ class Query:
 def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tuple[Any, ...]:
     ids = tuple((n, id(relations[n])) for n in sorted(relations))
     return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
-
-
-def check_key_types(rule: Rule, factors: dict[str, Factor]) -> None:
-    """Refuse a variable whose key columns have different types in different places.
-
-    Integer types of any width count as one type (``bigint``); nothing else is
-    unified, so a string key is never cast to a number (or a number to a
-    string).  Reads only schemas: no Spark job.
-
-    Raises
-    ------
-    ValueError
-        Naming the variable, both atoms with their relations and both types.
-    """
-    types = {name: f.key_types for name, f in factors.items()}
-    seen: dict[str, tuple[str, Atom, int]] = {}
-    for atom in rule.atoms:
-        for i, v in enumerate(atom.vars):
-            t = types[atom.relation][i]
-            if v not in seen:
-                seen[v] = (t, atom, i)
-                continue
-            t0, atom0, i0 = seen[v]
-            if t != t0:
-                raise ValueError(
-                    f"variable {v!r} of {rule} has keys of different types: column {i0} of "
-                    f"relation {atom0.relation!r} (atom {atom0}) is {t0}, column {i} of "
-                    f"relation {atom.relation!r} (atom {atom}) is {t}; keys are never cast "
-                    "(integers of any width count as bigint): convert one of them first"
-                )
 
 
 def _atom_view(atom: Atom, rel: gather.Relation) -> Data:

@@ -1,8 +1,9 @@
 """A brute-force reference evaluator: the oracle the Spark engine is tested against.
 
 Pure Python, no Spark.  It enumerates every assignment of the variables that
-matches a tuple in each atom (a nested-loop join over the active domain), ⊗s
-the annotations of the matched tuples and ⊕s the products per head tuple.
+matches a tuple in each atom (a nested-loop join over the active domain; a
+constant in an atom matches only the tuples holding it), ⊗s the annotations of
+the matched tuples and ⊕s the products per head tuple.
 
 >>> import semirings
 >>> E = {(0, 1): 1, (1, 2): 1, (0, 2): 1}
@@ -60,6 +61,7 @@ def _assignments(
 ) -> dict[tuple[Any, ...], Any]:
     """Every assignment matching a tuple in each atom, its product ⊕-ed per ``keep`` key."""
     out: dict[tuple[Any, ...], Any] = {}
+    consts = [a.consts for a in r.atoms]
 
     def walk(i: int, env: dict[str, Any], acc: Any) -> None:
         if i == len(r.atoms):
@@ -68,9 +70,13 @@ def _assignments(
             return
         atom = r.atoms[i]
         for key, val in rels[atom.relation]:
+            if any(
+                isinstance(key[p], str) != isinstance(c, str) or key[p] != c for p, c in consts[i]
+            ):
+                continue  # a constant selects the rows holding it (no cast: 1 is not '1')
             bound: dict[str, Any] = {}
             ok = True
-            for var, x in zip(atom.vars, key, strict=True):
+            for var, x in zip(atom.vars, (key[p] for p in atom.positions), strict=True):
                 have = env.get(var, bound.get(var, _MISSING))
                 if have is _MISSING:
                     bound[var] = x

@@ -589,7 +589,7 @@ class SparkView:
             t = "bigint"
             for a in self.rule.atoms:
                 if v in a.vars:
-                    t = self._rels[a.relation].types[a.vars.index(v)]
+                    t = self._rels[a.relation].types[a.positions[a.vars.index(v)]]
                     break
             types.append(t)
         return tuple(types)
@@ -782,11 +782,12 @@ def _native(x: Any) -> Any:
 
 
 def _key_names(rule: Rule, name: str) -> tuple[str, ...]:
-    """Key column names of a relation's state: its first atom's variables, if distinct."""
+    """Key column names of a relation's state: its first atom's variables, if distinct
+    (and the atom has no constants)."""
     atom = next(a for a in rule.atoms if a.relation == name)
-    if len(set(atom.vars)) == len(atom.vars):
+    if not atom.consts and len(set(atom.vars)) == len(atom.vars):
         return atom.vars
-    return tuple(f"c{i}" for i in range(len(atom.vars)))
+    return tuple(f"c{i}" for i in range(atom.arity))
 
 
 def _key_types(f: Factor) -> list[str]:
