@@ -10,7 +10,8 @@ see :mod:`incremental.maintain` for how each kind of semiring is maintained.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -190,19 +191,17 @@ class LocalState:
     ) -> tuple[LocalState, maintain.Change]:
         S = self.semiring
         o = local_ops(S)
-        io = local_ops(semirings.INTEGER)
         rels, rows = dict(self.rels), dict(self.rows)
         changed: dict[str, Table] = {}
         inserted: dict[str, Table] = {}
         retracting = False
         for name, d in deltas.items():
             keys = self.keys[name]
-            values = d.values if d.values is not None else _ones(o, d.rows)
-            ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
-            ms = group_reduce(ms, ms.vars, io)
+            ms = _row_counts(name, keys, d, o)
             if not ms.rows:
                 continue
-            new_rows, _, counts = self.rows[name].plus(ms)
+            with _multiplicities(name):
+                new_rows, _, counts = self.rows[name].plus(ms)
             _refuse_missing(name, counts, S)
             key_cols = ms.cols[:-1]
             at = _distinct(key_cols)
@@ -253,9 +252,7 @@ class LocalState:
         for name, d in initial.items():
             keys = self.keys[name]
             if state.regime == "general":
-                values = d.values if d.values is not None else _ones(o, d.rows)
-                ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
-                ms = group_reduce(ms, ms.vars, io)
+                ms = _row_counts(name, keys, d, o)
                 _refuse_missing(name, ms, self.semiring)
                 rows[name] = KeyedTable.of(ms, io)
                 assert ms.values is not None
@@ -388,6 +385,26 @@ def _annotation_delta(state: LocalState, name: str, d: Rows, o: LocalOps) -> Tab
     return group_reduce(Table(keys, d.cols, values, unique=False), keys, o)
 
 
+def _row_counts(name: str, keys: tuple[str, ...], d: Rows, o: LocalOps) -> Table:
+    """``d`` as a multiset delta: each distinct annotated row with its summed weight."""
+    values = d.values if d.values is not None else _ones(o, d.rows)
+    ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
+    with _multiplicities(name):
+        return group_reduce(ms, ms.vars, local_ops(semirings.INTEGER))
+
+
+@contextmanager
+def _multiplicities(name: str) -> Iterator[None]:
+    """Turn an int64 overflow of row multiplicities into a message naming the relation."""
+    try:
+        yield
+    except OverflowError as exc:
+        raise OverflowError(
+            f"relation {name!r}: a row's multiplicity would leave the 64-bit integers "
+            "(|count| > 2**63 - 1); the view is unchanged"
+        ) from exc
+
+
 def _refuse_negative(name: str, after: Table, semiring: str) -> None:
     assert after.values is not None
     neg = np.flatnonzero(after.values < 0)
@@ -425,21 +442,23 @@ def _distinct(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
 
 
 def _repeat_reduce(t: Table, counts: np.ndarray, keys: tuple[str, ...], o: LocalOps) -> Table:
-    """Per key, the ⊕ of ``t``'s values each repeated its count (rows with count > 0).
+    """Per key, the ⊕ of ``t``'s values each taken its count of times (rows with count > 0).
 
-    ``t.values`` hold the annotations here; idempotent built-ins need no repeats.
+    ``t.values`` hold the annotations here.  The ⊕ of ``w`` copies of ``x`` is computed in
+    closed form as ``x ⊗ (1 ⊕ … ⊕ 1)`` (distributivity): ``w · x`` in the additive
+    built-ins, ``x`` for an idempotent ⊕, ``x + ln w`` in ``log``, and for a user semiring
+    the ⊕ of ``w`` ones by repeated doubling (``log2 w`` additions), so a row of weight
+    ``2**62`` costs what a row of weight one does.
     """
     assert t.values is not None
     keep = np.flatnonzero(counts > 0)
     values, cols, n = t.values[keep], tuple(c[keep] for c in t.cols), counts[keep]
-    if (
-        o.semiring not in (semirings.MAX_PRODUCT, semirings.MIN_PLUS, semirings.MAX_PLUS)
-        and (n > 1).any()
-    ):
-        idx = np.repeat(np.arange(len(n)), n)
-        values, cols = values[idx], tuple(c[idx] for c in cols)
     if values.dtype != o.dtype and o.dtype is not object:
         values = values.astype(o.dtype)
+    many = np.flatnonzero(n > 1)
+    if len(many):
+        values = values.copy()
+        values[many] = o.mul(values[many], o.ones(n[many]))
     return group_reduce(Table(keys, cols, values, unique=False), keys, o)
 
 
