@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,10 +22,10 @@ from faq import Factor, Query
 from faq.kernel import Table, group_reduce
 from faq.lookup import KeyedTable, match_keys
 from faq.rule import Rule
-from incremental import maintain
+from incremental import maintain, precision
 from incremental.deltas import Rows
 from semirings import Semiring
-from semirings.local import LocalOps, distinct, local_ops
+from semirings.local import LocalOps, distinct, group_starts, local_ops
 
 __all__ = ["ANNOTATION", "LocalState"]
 
@@ -53,6 +53,11 @@ class LocalState:
         its keys plus :data:`ANNOTATION`, with integer multiplicities.
     out : KeyedTable
         The output (derivation counts for boolean).
+    comp : dict of str to KeyedTable
+        ``real`` only (:mod:`incremental.precision`): ``lo-<relation>`` and ``out-lo``,
+        the low parts of the compensated sums (only where not zero), and ``out-mag``,
+        the magnitude of what flowed into each output key since it was last computed
+        from the relations.
     """
 
     rule: Rule
@@ -61,6 +66,7 @@ class LocalState:
     rels: dict[str, KeyedTable]
     rows: dict[str, KeyedTable]
     out: KeyedTable
+    comp: dict[str, KeyedTable] = field(default_factory=dict)
 
     @property
     def regime(self) -> str:
@@ -85,7 +91,11 @@ class LocalState:
             rows = {
                 n: _empty_keyed((*k, ANNOTATION), io, (*_int_cols(k), ann)) for n, k in keys.items()
             }
-        return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o))
+        comp = {}
+        if maintain.compensated(S):
+            comp = {f"lo-{n}": _empty_keyed(k, o) for n, k in keys.items()}
+            comp |= {p: _empty_keyed(rule.head, o) for p in ("out-lo", "out-mag")}
+        return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o), comp)
 
     # -- reading ------------------------------------------------------------------------------
     def result(self) -> Factor:
@@ -132,6 +142,8 @@ class LocalState:
         how = (order, join, local)
         if state.regime == "general":
             return state._apply_general(deltas, how)
+        if state.comp:
+            return state._apply_compensated(deltas, how)
         return state._apply_additive(deltas, how)
 
     def _typed(self, name: str, d: Rows) -> LocalState:
@@ -148,7 +160,10 @@ class LocalState:
             if name in rows:
                 ann = rows[name].base.cols[-1][:0]
                 rows[name] = _empty_keyed(rows[name].vars, rows[name].ops, (*like, ann))
-            return replace(self, rels=rels, rows=rows)
+            comp = dict(self.comp)
+            if f"lo-{name}" in comp:
+                comp[f"lo-{name}"] = _empty_keyed(rel.vars, rel.ops, like)
+            return replace(self, rels=rels, rows=rows, comp=comp)
         i = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
         raise ValueError(
             f"delta of relation {name!r}: key column at position {i} holds {_kind_name(got[i])} "
@@ -183,6 +198,56 @@ class LocalState:
             change, _ = maintain.changed_rows(present, now, bo)
         new = replace(self, rels=rels, out=out)
         return new, maintain.Change(change, out, terms, where)
+
+    # real: compensated sums, and output keys that cancelled are recomputed (re-anchored)
+    def _apply_compensated(
+        self, deltas: Mapping[str, Rows], how: tuple[Any, str, bool]
+    ) -> tuple[LocalState, maintain.Change]:
+        S, head = self.semiring, self.rule.head
+        o = local_ops(S)
+        tables: dict[str, Table] = {}
+        rels, comp = dict(self.rels), dict(self.comp)
+        for name, d in deltas.items():
+            keys, lo = self.keys[name], f"lo-{name}"
+            cols, dh, dl = _compensated_delta(d)
+            if not len(dh):
+                continue
+            nh, nl = precision.add(
+                precision.aligned(rels[name], cols, len(dh)),
+                precision.aligned(comp[lo], cols, len(dh)),
+                dh,
+                dl,
+            )
+            _refuse_overflow(name, cols, nh)
+            rels[name] = rels[name].replace(precision.keyed(keys, cols, nh))
+            comp[lo] = comp[lo].replace(precision.keyed(keys, cols, nl))
+            tables[name] = Table(keys, cols, dh)
+        dq, terms, where = maintain.delta_rule(self.rule, S, self.rels, tables, *how)
+        dq = _drop_zeros(dq, o)
+        new = replace(self, rels=rels, comp=comp)
+        if not dq.rows:
+            return new, maintain.Change(dq, self.out, terms, where)
+        assert dq.values is not None
+        cols, n = dq.cols, dq.rows
+        oh, ol = (precision.aligned(t, cols, n) for t in (self.out, comp["out-lo"]))
+        nh, nl = precision.add(oh, ol, dq.values, np.zeros(n))
+        mag = precision.aligned(comp["out-mag"], cols, n) + np.abs(dq.values)
+        change = dq.values.copy()
+        anchor = np.flatnonzero(precision.needs_anchor(nh, mag))
+        if len(anchor):
+            groups = Table(head, tuple(c[anchor] for c in cols), np.ones(len(anchor), bool))
+            fresh, more, _ = maintain.recompute_groups(self.rule, S, rels, groups, *how)
+            fv = _at_groups(fresh, groups, o).values
+            assert fv is not None
+            nh[anchor], nl[anchor], mag[anchor] = fv, 0.0, np.abs(fv)
+            change[anchor] = precision.add(fv, np.zeros(len(fv)), -oh[anchor], -ol[anchor])[0]
+            terms = (*terms, *({**t, "purpose": "re-anchor"} for t in more))
+        mag[nh == 0] = 0.0
+        out = self.out.replace(precision.keyed(head, cols, nh))
+        comp["out-lo"] = comp["out-lo"].replace(precision.keyed(head, cols, nl))
+        comp["out-mag"] = comp["out-mag"].replace(precision.keyed(head, cols, mag))
+        delta = _drop_zeros(Table(head, cols, change), o)
+        return replace(new, out=out, comp=comp), maintain.Change(delta, out, terms, where)
 
     # every other semiring: multisets of annotated rows; ⊕ when only inserting, else the
     # affected output groups are recomputed
@@ -258,13 +323,29 @@ class LocalState:
                 assert ms.values is not None
                 ann = Table(keys, ms.cols[:-1], ms.cols[-1])
                 rels[name] = KeyedTable.of(_repeat_reduce(ann, ms.values, keys, o), o)
+            elif state.comp:
+                cols, dh, dl = _compensated_delta(d)
+                _refuse_overflow(name, cols, dh)
+                rels[name] = KeyedTable.of(Table(keys, cols, dh), o)
+                lo = np.flatnonzero(dl)
+                comp = {**state.comp, f"lo-{name}": KeyedTable.of(_pick(keys, cols, dl, lo), o)}
+                state = replace(state, comp=comp)
             else:
                 t = _annotation_delta(state, name, d, o)
                 if state.regime in ("counting", "boolean"):
                     _refuse_negative(name, t, self.semiring.name)
                 rels[name] = KeyedTable.of(t, o)
         state = replace(state, rels=rels, rows=rows)
-        return replace(state, out=state.solve(order, join)).indexed()
+        return replace(state, out=state.solve(order, join))._magnitudes().indexed()
+
+    def _magnitudes(self) -> LocalState:
+        """``real``: the output's magnitudes taken as its absolute values (after a solve)."""
+        if not self.comp:
+            return self
+        t = self.out.table()
+        assert t.values is not None
+        mag = KeyedTable.of(Table(t.vars, t.cols, np.abs(t.values)), self.out.ops)
+        return replace(self, comp={**self.comp, "out-mag": mag})
 
     def solve(self, order: str | Sequence[str], join: str) -> KeyedTable:
         """The output recomputed from the relations by a batch solve."""
@@ -288,7 +369,7 @@ class LocalState:
 
     def indexed(self) -> LocalState:
         """The same state with every column index built (so a first tick does not pay it)."""
-        for r in (*self.rels.values(), *self.rows.values(), self.out):
+        for r in (*self.rels.values(), *self.rows.values(), self.out, *self.comp.values()):
             r.build_index()
         return self
 
@@ -306,7 +387,9 @@ class LocalState:
         out = tables["out"]
         if state.regime != "general":
             rels = {n: tables[f"rel-{n}"] for n in keys}
-            return replace(state, rels=rels, out=out).indexed()
+            comp = {p: tables.get(p, kt) for p, kt in state.comp.items()}
+            state = replace(state, rels=rels, out=out, comp=comp)
+            return (state if "out-mag" in tables else state._magnitudes()).indexed()
         rows = {n: tables[f"rows-{n}"] for n in keys}
         rels = {}
         for n, ms in rows.items():
@@ -322,7 +405,7 @@ class LocalState:
             named = {f"rows-{n}": r for n, r in self.rows.items()}
         else:
             named = {f"rel-{n}": r for n, r in self.rels.items()}
-        return {**named, "out": self.out}
+        return {**named, "out": self.out, **self.comp}
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -403,6 +486,39 @@ def _multiplicities(name: str) -> Iterator[None]:
             f"relation {name!r}: a row's multiplicity would leave the 64-bit integers "
             "(|count| > 2**63 - 1); the view is unchanged"
         ) from exc
+
+
+def _compensated_delta(d: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """``real``: the distinct keys of ``d`` and each one's ``Σ weight · value`` as a
+    compensated pair ``(hi, lo)`` (see :mod:`incremental.precision`); zero sums dropped."""
+    w = d.weights.astype(np.float64)
+    with np.errstate(over="ignore"):
+        values = w if d.values is None else d.values.astype(np.float64) * w
+    if d.cols:
+        perm, starts = group_starts(list(d.cols))
+    else:
+        perm, starts = np.arange(d.rows), np.zeros(min(d.rows, 1), dtype=np.int64)
+    hi, lo = precision.segment_sum(values[perm], starts)
+    keep = np.flatnonzero(hi != 0)
+    first = perm[starts][keep]
+    return tuple(c[first] for c in d.cols), hi[keep], lo[keep]
+
+
+def _pick(
+    keys: tuple[str, ...], cols: Sequence[np.ndarray], v: np.ndarray, at: np.ndarray
+) -> Table:
+    return Table(keys, tuple(c[at] for c in cols), v[at])
+
+
+def _refuse_overflow(name: str, cols: Sequence[np.ndarray], hi: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(hi))
+    if len(bad):
+        key = tuple(_py(c[bad[0]]) for c in cols)
+        raise OverflowError(
+            f"refused: relation {name!r} would hold {len(bad)} tuple(s) whose 'real' "
+            f"annotation is beyond the float64 range (±1.8e308), e.g. {key!r}; the view is "
+            "unchanged"
+        )
 
 
 def _refuse_negative(name: str, after: Table, semiring: str) -> None:
