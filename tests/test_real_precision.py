@@ -76,7 +76,12 @@ def test_a_durable_real_view_keeps_its_compensation(spark, tmp_path):
 
 
 VALUES = [1.0, 2.0, -3.0, 0.5, 1e16, -1e16, 3e16, 1e20, 2.0**-30]
-QUERIES = ["Q(a) :- R(a, b)", "Q(a, c) :- R(a, b), S(b, c)", "Q() :- R(a, b), S(b, c)", "Q(a) :- R(a, b), R(b, a)"]
+QUERIES = [
+    "Q(a) :- R(a, b)",
+    "Q(a, c) :- R(a, b), S(b, c)",
+    "Q() :- R(a, b), S(b, c)",
+    "Q(a) :- R(a, b), R(b, a)",
+]
 
 
 @st.composite
