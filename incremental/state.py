@@ -24,6 +24,7 @@ from faq.lookup import KeyedTable, match_keys
 from faq.rule import Rule
 from incremental import maintain, precision
 from incremental.deltas import Rows
+from incremental.sets import set_delta
 from semirings import Semiring
 from semirings.local import LocalOps, distinct, group_starts, local_ops
 
@@ -125,9 +126,11 @@ class LocalState:
         order: str | Sequence[str],
         join: str,
         local: bool = True,
+        sets: Mapping[str, str] | None = None,
     ) -> tuple[LocalState, maintain.Change]:
         """The state after ``deltas``, and the change of the output (``local``: see
-        :meth:`faq.Query.solve_delta`).
+        :meth:`faq.Query.solve_delta`; ``sets``: the set relations and their modes, see
+        :mod:`incremental.sets`).
 
         Raises
         ------
@@ -139,12 +142,23 @@ class LocalState:
         state = self
         for name, d in deltas.items():
             state = state._typed(name, d)
+        deltas = state._as_sets(deltas, sets)
         how = (order, join, local)
         if state.regime == "general":
             return state._apply_general(deltas, how)
         if state.comp:
             return state._apply_compensated(deltas, how)
         return state._apply_additive(deltas, how)
+
+    def _as_sets(
+        self, deltas: Mapping[str, Rows], sets: Mapping[str, str] | None
+    ) -> dict[str, Rows]:
+        """``deltas`` with those of set relations turned into the bag deltas they mean."""
+        out = dict(deltas)
+        for name, mode in (sets or {}).items():
+            if name in out:
+                out[name] = set_delta(name, mode, out[name], self.rels[name], self.regime)
+        return {n: d for n, d in out.items() if d.rows}
 
     def _typed(self, name: str, d: Rows) -> LocalState:
         """Check ``d``'s key types against the relation's; an empty relation takes them."""
@@ -305,12 +319,18 @@ class LocalState:
 
     # -- initial contents and recompute -------------------------------------------------------
     def load(
-        self, initial: Mapping[str, Rows], order: str | Sequence[str], join: str
+        self,
+        initial: Mapping[str, Rows],
+        order: str | Sequence[str],
+        join: str,
+        sets: Mapping[str, str] | None = None,
     ) -> LocalState:
-        """The state holding ``initial`` (on an empty state), its output by one batch solve."""
+        """The state holding ``initial`` (on an empty state), its output by one batch solve
+        (``sets``: as in :meth:`apply`)."""
         state = self
         for name, d in initial.items():
             state = state._typed(name, d)
+        initial = state._as_sets(initial, sets)
         o = local_ops(state.stored)
         io = local_ops(semirings.INTEGER)
         rels, rows = dict(state.rels), dict(state.rows)
