@@ -30,8 +30,21 @@ import numpy as np
 
 from faq.kernel import Table
 from faq.lookup import KeyedTable, match_keys
+from incremental.deltas import Rows
+from semirings.local import group_starts
 
-__all__ = ["REANCHOR", "add", "aligned", "needs_anchor", "segment_sum", "two_sum"]
+__all__ = [
+    "REANCHOR",
+    "add",
+    "aligned",
+    "delta_sums",
+    "keyed",
+    "needs_anchor",
+    "refuse_overflow",
+    "segment_sum",
+    "two_sum",
+    "union_keys",
+]
 
 REANCHOR = 2.0**-20
 """An output key is recomputed from the relations when ``|sum| < REANCHOR · magnitude``
@@ -110,3 +123,42 @@ def needs_anchor(hi: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
 def keyed(vars_: tuple[str, ...], cols: Sequence[np.ndarray], values: np.ndarray) -> Table:
     """A table of float annotations (zeros kept: for :meth:`KeyedTable.replace`)."""
     return Table(vars_, tuple(cols), np.asarray(values, dtype=np.float64))
+
+
+def union_keys(a: Table, b: Table) -> tuple[np.ndarray, ...]:
+    """The distinct keys of ``a`` and ``b`` together (same variables)."""
+    if not a.vars:
+        return ()
+    both = [np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True)]
+    if not len(both[0]):
+        return tuple(both)
+    perm, starts = group_starts(both)
+    return tuple(c[perm[starts]] for c in both)
+
+
+def delta_sums(d: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """The distinct keys of ``d`` and each one's ``Σ weight · value`` as a compensated pair
+    ``(hi, lo)``; keys whose sum is zero are dropped."""
+    w = d.weights.astype(np.float64)
+    with np.errstate(over="ignore"):
+        values = w if d.values is None else d.values.astype(np.float64) * w
+    if d.cols:
+        perm, starts = group_starts(list(d.cols))
+    else:
+        perm, starts = np.arange(d.rows), np.zeros(min(d.rows, 1), dtype=np.int64)
+    hi, lo = segment_sum(values[perm], starts)
+    keep = np.flatnonzero(hi != 0)
+    first = perm[starts][keep]
+    return tuple(c[first] for c in d.cols), hi[keep], lo[keep]
+
+
+def refuse_overflow(name: str, cols: Sequence[np.ndarray], hi: np.ndarray) -> None:
+    """OverflowError when a tuple's annotation would leave the float64 range."""
+    bad = np.flatnonzero(~np.isfinite(hi))
+    if len(bad):
+        key = tuple(c[bad[0]].item() if hasattr(c[bad[0]], "item") else c[bad[0]] for c in cols)
+        raise OverflowError(
+            f"refused: relation {name!r} would hold {len(bad)} tuple(s) whose 'real' "
+            f"annotation is beyond the float64 range (±1.8e308), e.g. {key!r}; the view is "
+            "unchanged"
+        )

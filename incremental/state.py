@@ -26,7 +26,7 @@ from incremental import maintain, precision
 from incremental.deltas import Rows
 from incremental.sets import set_delta
 from semirings import Semiring
-from semirings.local import LocalOps, distinct, group_starts, local_ops
+from semirings.local import LocalOps, distinct, local_ops
 
 __all__ = ["ANNOTATION", "LocalState"]
 
@@ -94,7 +94,7 @@ class LocalState:
             }
         comp = {}
         if maintain.compensated(S):
-            comp = {f"lo-{n}": _empty_keyed(k, o) for n, k in keys.items()}
+            comp = {f"{p}-{n}": _empty_keyed(k, o) for n, k in keys.items() for p in ("lo", "abs")}
             comp |= {p: _empty_keyed(rule.head, o) for p in ("out-lo", "out-mag")}
         return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o), comp)
 
@@ -175,8 +175,9 @@ class LocalState:
                 ann = rows[name].base.cols[-1][:0]
                 rows[name] = _empty_keyed(rows[name].vars, rows[name].ops, (*like, ann))
             comp = dict(self.comp)
-            if f"lo-{name}" in comp:
-                comp[f"lo-{name}"] = _empty_keyed(rel.vars, rel.ops, like)
+            for part in (f"lo-{name}", f"abs-{name}"):
+                if part in comp:
+                    comp[part] = _empty_keyed(rel.vars, rel.ops, like)
             return replace(self, rels=rels, rows=rows, comp=comp)
         i = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
         raise ValueError(
@@ -223,7 +224,7 @@ class LocalState:
         rels, comp = dict(self.rels), dict(self.comp)
         for name, d in deltas.items():
             keys, lo = self.keys[name], f"lo-{name}"
-            cols, dh, dl = _compensated_delta(d)
+            cols, dh, dl = precision.delta_sums(d)
             if not len(dh):
                 continue
             nh, nl = precision.add(
@@ -232,21 +233,28 @@ class LocalState:
                 dh,
                 dl,
             )
-            _refuse_overflow(name, cols, nh)
+            precision.refuse_overflow(name, cols, nh)
             rels[name] = rels[name].replace(precision.keyed(keys, cols, nh))
             comp[lo] = comp[lo].replace(precision.keyed(keys, cols, nl))
+            ab = f"abs-{name}"
+            comp[ab] = comp[ab].replace(precision.keyed(keys, cols, np.abs(nh)))
             tables[name] = Table(keys, cols, dh)
         dq, terms, where = maintain.delta_rule(self.rule, S, self.rels, tables, *how)
-        dq = _drop_zeros(dq, o)
+        # the magnitude of the terms ΔQ added: the same delta rule over absolute values
+        absolute = {n: self.comp[f"abs-{n}"] for n in self.rels}
+        size = {n: Table(t.vars, t.cols, np.abs(t.values)) for n, t in tables.items()}
+        mags = maintain.delta_rule(self.rule, S, absolute, size, *how)[0]
         new = replace(self, rels=rels, comp=comp)
-        if not dq.rows:
-            return new, maintain.Change(dq, self.out, terms, where)
-        assert dq.values is not None
-        cols, n = dq.cols, dq.rows
+        cols = precision.union_keys(dq, mags)
+        n = len(cols[0]) if cols else int(bool(dq.rows or mags.rows))
+        if not n:
+            return new, maintain.Change(_drop_zeros(dq, o), self.out, terms, where)
+        dqv = precision.aligned(KeyedTable.of(_drop_zeros(dq, o), o), cols, n)
         oh, ol = (precision.aligned(t, cols, n) for t in (self.out, comp["out-lo"]))
-        nh, nl = precision.add(oh, ol, dq.values, np.zeros(n))
-        mag = precision.aligned(comp["out-mag"], cols, n) + np.abs(dq.values)
-        change = dq.values.copy()
+        nh, nl = precision.add(oh, ol, dqv, np.zeros(n))
+        mag = precision.aligned(comp["out-mag"], cols, n)
+        mag += precision.aligned(KeyedTable.of(mags, o), cols, n)
+        change = dqv.copy()
         anchor = np.flatnonzero(precision.needs_anchor(nh, mag))
         if len(anchor):
             groups = Table(head, tuple(c[anchor] for c in cols), np.ones(len(anchor), bool))
@@ -344,11 +352,15 @@ class LocalState:
                 ann = Table(keys, ms.cols[:-1], ms.cols[-1])
                 rels[name] = KeyedTable.of(_repeat_reduce(ann, ms.values, keys, o), o)
             elif state.comp:
-                cols, dh, dl = _compensated_delta(d)
-                _refuse_overflow(name, cols, dh)
+                cols, dh, dl = precision.delta_sums(d)
+                precision.refuse_overflow(name, cols, dh)
                 rels[name] = KeyedTable.of(Table(keys, cols, dh), o)
                 lo = np.flatnonzero(dl)
-                comp = {**state.comp, f"lo-{name}": KeyedTable.of(_pick(keys, cols, dl, lo), o)}
+                comp = {
+                    **state.comp,
+                    f"lo-{name}": KeyedTable.of(Table(keys, tuple(c[lo] for c in cols), dl[lo]), o),
+                    f"abs-{name}": KeyedTable.of(Table(keys, cols, np.abs(dh)), o),
+                }
                 state = replace(state, comp=comp)
             else:
                 t = _annotation_delta(state, name, d, o)
@@ -408,6 +420,11 @@ class LocalState:
         if state.regime != "general":
             rels = {n: tables[f"rel-{n}"] for n in keys}
             comp = {p: tables.get(p, kt) for p, kt in state.comp.items()}
+            for n, r in rels.items():  # derived, not written: the absolute annotations
+                if f"abs-{n}" in comp:
+                    t = r.table()
+                    assert t.values is not None
+                    comp[f"abs-{n}"] = KeyedTable.of(Table(t.vars, t.cols, np.abs(t.values)), r.ops)
             state = replace(state, rels=rels, out=out, comp=comp)
             return (state if "out-mag" in tables else state._magnitudes()).indexed()
         rows = {n: tables[f"rows-{n}"] for n in keys}
@@ -425,7 +442,8 @@ class LocalState:
             named = {f"rows-{n}": r for n, r in self.rows.items()}
         else:
             named = {f"rel-{n}": r for n, r in self.rels.items()}
-        return {**named, "out": self.out, **self.comp}
+        comp = {p: kt for p, kt in self.comp.items() if not p.startswith("abs-")}
+        return {**named, "out": self.out, **comp}
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -506,39 +524,6 @@ def _multiplicities(name: str) -> Iterator[None]:
             f"relation {name!r}: a row's multiplicity would leave the 64-bit integers "
             "(|count| > 2**63 - 1); the view is unchanged"
         ) from exc
-
-
-def _compensated_delta(d: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
-    """``real``: the distinct keys of ``d`` and each one's ``Σ weight · value`` as a
-    compensated pair ``(hi, lo)`` (see :mod:`incremental.precision`); zero sums dropped."""
-    w = d.weights.astype(np.float64)
-    with np.errstate(over="ignore"):
-        values = w if d.values is None else d.values.astype(np.float64) * w
-    if d.cols:
-        perm, starts = group_starts(list(d.cols))
-    else:
-        perm, starts = np.arange(d.rows), np.zeros(min(d.rows, 1), dtype=np.int64)
-    hi, lo = precision.segment_sum(values[perm], starts)
-    keep = np.flatnonzero(hi != 0)
-    first = perm[starts][keep]
-    return tuple(c[first] for c in d.cols), hi[keep], lo[keep]
-
-
-def _pick(
-    keys: tuple[str, ...], cols: Sequence[np.ndarray], v: np.ndarray, at: np.ndarray
-) -> Table:
-    return Table(keys, tuple(c[at] for c in cols), v[at])
-
-
-def _refuse_overflow(name: str, cols: Sequence[np.ndarray], hi: np.ndarray) -> None:
-    bad = np.flatnonzero(~np.isfinite(hi))
-    if len(bad):
-        key = tuple(_py(c[bad[0]]) for c in cols)
-        raise OverflowError(
-            f"refused: relation {name!r} would hold {len(bad)} tuple(s) whose 'real' "
-            f"annotation is beyond the float64 range (±1.8e308), e.g. {key!r}; the view is "
-            "unchanged"
-        )
 
 
 def _refuse_negative(name: str, after: Table, semiring: str) -> None:

@@ -131,3 +131,19 @@ def test_real_ticks_with_large_and_small_values_match_the_exact_answer(spark, da
             g, w = Fraction(got.get(k, 0.0)), want.get(k, Fraction(0))
             tol = Fraction(1, 10**9) * abs(w) + Fraction(8, 2**53) * size.get(k, 0)
             assert abs(g - w) <= tol, f"tick {t}, key {k}: view {float(g)!r}, exact {float(w)!r}"
+
+
+def test_large_terms_cancelling_inside_one_tick_are_re_anchored(spark):
+    # ΔQ(0) = ΔR ⋈ S + R' ⋈ ΔS = 1e16 - (1e16 + 3) rounds to -4 (exactly -3): the magnitude
+    # of the tick's terms (1e16, not |ΔQ|) says the key must be recomputed
+    q = query("Q(a) :- R(a, b), S(b)", semiring="real")
+    r = spark.createDataFrame([(0, 1, 3.0), (0, 2, 1.0)], "a bigint, b bigint, value double")
+    s = spark.createDataFrame([(1, 1.0), (2, 100.0)], "b bigint, value double")
+    view = IncrementalView(q, state="driver", R=r, S=s)
+    assert view.result().to_dict() == {(0,): 103.0}
+    view.step(
+        R=spark.createDataFrame([(0, 1, 1e16)], "a bigint, b bigint, value double"),
+        S=spark.createDataFrame([(1, 1.0, -1)], "b bigint, value double, _weight bigint"),
+    )
+    batch = q.solve(R=view.relation("R"), S=view.relation("S")).to_dict()
+    assert view.result().to_dict() == batch == {(0,): 100.0}
