@@ -12,7 +12,8 @@ one leaves ``inf``.  A driver-resident ``real`` view therefore keeps:
   TwoSum, the normalised form of Neumaier's compensated summation.  ``hi``
   is what queries read; ``lo`` is kept beside it, only where it is not zero;
 * per output key, the *magnitude* of what flowed into it since it was last
-  computed from the relations: the sum of ``|ΔQ|`` over the ticks.  A key
+  computed from the relations: over the ticks, the sum of ``|term|`` over the
+  terms each ΔQ added (the delta queries over absolute annotations).  A key
   whose sum is much smaller than that magnitude (:data:`REANCHOR`) has
   cancelled, and the rounding errors of the delta queries that built it may
   be most of what is left; so does a key that is ``inf`` or ``nan``.  Such
