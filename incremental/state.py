@@ -154,6 +154,8 @@ class LocalState:
         self, deltas: Mapping[str, Rows], sets: Mapping[str, str] | None
     ) -> dict[str, Rows]:
         """``deltas`` with those of set relations turned into the bag deltas they mean."""
+        if not sets:
+            return dict(deltas)
         out = dict(deltas)
         for name, mode in (sets or {}).items():
             if name in out:
