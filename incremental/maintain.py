@@ -39,7 +39,7 @@ from faq.rule import Atom, Rule
 from semirings import Semiring
 from semirings.local import local_ops
 
-__all__ = ["Change", "GROUPS", "changed_rows", "regime", "stored_semiring"]
+__all__ = ["Change", "GROUPS", "changed_rows", "compensated", "regime", "stored_semiring"]
 
 GROUPS = "__groups__"
 """The relation name of the affected groups in a restricted recompute."""
@@ -52,6 +52,11 @@ def regime(S: Semiring) -> str:
     if S is semirings.BOOLEAN:
         return "boolean"
     return "ring" if S.is_ring else "general"
+
+
+def compensated(S: Semiring) -> bool:
+    """True for a ring of floats (``real``): sums are kept compensated (see precision.py)."""
+    return regime(S) == "ring" and local_ops(S).dtype == np.float64
 
 
 def stored_semiring(S: Semiring) -> Semiring:

@@ -149,6 +149,11 @@ class SparkView:
       (insertions, or raising an annotation under an idempotent ⊕).  Deleting
       is not supported yet.
 
+    ``real`` sums are Spark's ``sum``, in no fixed order and not compensated: unlike
+    the driver state (:mod:`incremental.precision`), large values inserted and
+    retracted can leave rounding errors behind.  Set relations (``sets=``) are
+    refused here.
+
     A delta without a ``value`` column has annotation one (``+1``) per row;
     duplicate keys in a delta are ⊕-combined.  A refused step raises
     ValueError and leaves the view exactly as it was.  Each commit

@@ -10,8 +10,9 @@ see :mod:`incremental.maintain` for how each kind of semiring is maintained.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,9 @@ from faq import Factor, Query
 from faq.kernel import Table, group_reduce
 from faq.lookup import KeyedTable, match_keys
 from faq.rule import Rule
-from incremental import maintain
+from incremental import maintain, precision
 from incremental.deltas import Rows
+from incremental.sets import set_delta
 from semirings import Semiring
 from semirings.local import LocalOps, distinct, local_ops
 
@@ -52,6 +54,11 @@ class LocalState:
         its keys plus :data:`ANNOTATION`, with integer multiplicities.
     out : KeyedTable
         The output (derivation counts for boolean).
+    comp : dict of str to KeyedTable
+        ``real`` only (:mod:`incremental.precision`): ``lo-<relation>`` and ``out-lo``,
+        the low parts of the compensated sums (only where not zero), and ``out-mag``,
+        the magnitude of what flowed into each output key since it was last computed
+        from the relations.
     """
 
     rule: Rule
@@ -60,6 +67,7 @@ class LocalState:
     rels: dict[str, KeyedTable]
     rows: dict[str, KeyedTable]
     out: KeyedTable
+    comp: dict[str, KeyedTable] = field(default_factory=dict)
 
     @property
     def regime(self) -> str:
@@ -84,7 +92,11 @@ class LocalState:
             rows = {
                 n: _empty_keyed((*k, ANNOTATION), io, (*_int_cols(k), ann)) for n, k in keys.items()
             }
-        return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o))
+        comp = {}
+        if maintain.compensated(S):
+            comp = {f"{p}-{n}": _empty_keyed(k, o) for n, k in keys.items() for p in ("lo", "abs")}
+            comp |= {p: _empty_keyed(rule.head, o) for p in ("out-lo", "out-mag")}
+        return cls(rule, S, dict(keys), rels, rows, _empty_keyed(rule.head, o), comp)
 
     # -- reading ------------------------------------------------------------------------------
     def result(self) -> Factor:
@@ -114,9 +126,11 @@ class LocalState:
         order: str | Sequence[str],
         join: str,
         local: bool = True,
+        sets: Mapping[str, str] | None = None,
     ) -> tuple[LocalState, maintain.Change]:
         """The state after ``deltas``, and the change of the output (``local``: see
-        :meth:`faq.Query.solve_delta`).
+        :meth:`faq.Query.solve_delta`; ``sets``: the set relations and their modes, see
+        :mod:`incremental.sets`).
 
         Raises
         ------
@@ -128,10 +142,25 @@ class LocalState:
         state = self
         for name, d in deltas.items():
             state = state._typed(name, d)
+        deltas = state._as_sets(deltas, sets)
         how = (order, join, local)
         if state.regime == "general":
             return state._apply_general(deltas, how)
+        if state.comp:
+            return state._apply_compensated(deltas, how)
         return state._apply_additive(deltas, how)
+
+    def _as_sets(
+        self, deltas: Mapping[str, Rows], sets: Mapping[str, str] | None
+    ) -> dict[str, Rows]:
+        """``deltas`` with those of set relations turned into the bag deltas they mean."""
+        if not sets:
+            return dict(deltas)
+        out = dict(deltas)
+        for name, mode in (sets or {}).items():
+            if name in out:
+                out[name] = set_delta(name, mode, out[name], self.rels[name], self.regime)
+        return {n: d for n, d in out.items() if d.rows}
 
     def _typed(self, name: str, d: Rows) -> LocalState:
         """Check ``d``'s key types against the relation's; an empty relation takes them."""
@@ -147,7 +176,11 @@ class LocalState:
             if name in rows:
                 ann = rows[name].base.cols[-1][:0]
                 rows[name] = _empty_keyed(rows[name].vars, rows[name].ops, (*like, ann))
-            return replace(self, rels=rels, rows=rows)
+            comp = dict(self.comp)
+            for part in (f"lo-{name}", f"abs-{name}"):
+                if part in comp:
+                    comp[part] = _empty_keyed(rel.vars, rel.ops, like)
+            return replace(self, rels=rels, rows=rows, comp=comp)
         i = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
         raise ValueError(
             f"delta of relation {name!r}: key column at position {i} holds {_kind_name(got[i])} "
@@ -183,6 +216,63 @@ class LocalState:
         new = replace(self, rels=rels, out=out)
         return new, maintain.Change(change, out, terms, where)
 
+    # real: compensated sums, and output keys that cancelled are recomputed (re-anchored)
+    def _apply_compensated(
+        self, deltas: Mapping[str, Rows], how: tuple[Any, str, bool]
+    ) -> tuple[LocalState, maintain.Change]:
+        S, head = self.semiring, self.rule.head
+        o = local_ops(S)
+        tables: dict[str, Table] = {}
+        rels, comp = dict(self.rels), dict(self.comp)
+        for name, d in deltas.items():
+            keys, lo = self.keys[name], f"lo-{name}"
+            cols, dh, dl = precision.delta_sums(d)
+            if not len(dh):
+                continue
+            nh, nl = precision.add(
+                precision.aligned(rels[name], cols, len(dh)),
+                precision.aligned(comp[lo], cols, len(dh)),
+                dh,
+                dl,
+            )
+            precision.refuse_overflow(name, cols, nh)
+            rels[name] = rels[name].replace(precision.keyed(keys, cols, nh))
+            comp[lo] = comp[lo].replace(precision.keyed(keys, cols, nl))
+            ab = f"abs-{name}"
+            comp[ab] = comp[ab].replace(precision.keyed(keys, cols, np.abs(nh)))
+            tables[name] = Table(keys, cols, dh)
+        dq, terms, where = maintain.delta_rule(self.rule, S, self.rels, tables, *how)
+        # the magnitude of the terms ΔQ added: the same delta rule over absolute values
+        absolute = {n: self.comp[f"abs-{n}"] for n in self.rels}
+        size = {n: Table(t.vars, t.cols, np.abs(t.values)) for n, t in tables.items()}
+        mags = maintain.delta_rule(self.rule, S, absolute, size, *how)[0]
+        new = replace(self, rels=rels, comp=comp)
+        cols = precision.union_keys(dq, mags)
+        n = len(cols[0]) if cols else int(bool(dq.rows or mags.rows))
+        if not n:
+            return new, maintain.Change(_drop_zeros(dq, o), self.out, terms, where)
+        dqv = precision.aligned(KeyedTable.of(_drop_zeros(dq, o), o), cols, n)
+        oh, ol = (precision.aligned(t, cols, n) for t in (self.out, comp["out-lo"]))
+        nh, nl = precision.add(oh, ol, dqv, np.zeros(n))
+        mag = precision.aligned(comp["out-mag"], cols, n)
+        mag += precision.aligned(KeyedTable.of(mags, o), cols, n)
+        change = dqv.copy()
+        anchor = np.flatnonzero(precision.needs_anchor(nh, mag))
+        if len(anchor):
+            groups = Table(head, tuple(c[anchor] for c in cols), np.ones(len(anchor), bool))
+            fresh, more, _ = maintain.recompute_groups(self.rule, S, rels, groups, *how)
+            fv = _at_groups(fresh, groups, o).values
+            assert fv is not None
+            nh[anchor], nl[anchor], mag[anchor] = fv, 0.0, np.abs(fv)
+            change[anchor] = precision.add(fv, np.zeros(len(fv)), -oh[anchor], -ol[anchor])[0]
+            terms = (*terms, *({**t, "purpose": "re-anchor"} for t in more))
+        mag[nh == 0] = 0.0
+        out = self.out.replace(precision.keyed(head, cols, nh))
+        comp["out-lo"] = comp["out-lo"].replace(precision.keyed(head, cols, nl))
+        comp["out-mag"] = comp["out-mag"].replace(precision.keyed(head, cols, mag))
+        delta = _drop_zeros(Table(head, cols, change), o)
+        return replace(new, out=out, comp=comp), maintain.Change(delta, out, terms, where)
+
     # every other semiring: multisets of annotated rows; ⊕ when only inserting, else the
     # affected output groups are recomputed
     def _apply_general(
@@ -190,19 +280,17 @@ class LocalState:
     ) -> tuple[LocalState, maintain.Change]:
         S = self.semiring
         o = local_ops(S)
-        io = local_ops(semirings.INTEGER)
         rels, rows = dict(self.rels), dict(self.rows)
         changed: dict[str, Table] = {}
         inserted: dict[str, Table] = {}
         retracting = False
         for name, d in deltas.items():
             keys = self.keys[name]
-            values = d.values if d.values is not None else _ones(o, d.rows)
-            ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
-            ms = group_reduce(ms, ms.vars, io)
+            ms = _row_counts(name, keys, d, o)
             if not ms.rows:
                 continue
-            new_rows, _, counts = self.rows[name].plus(ms)
+            with _multiplicities(name):
+                new_rows, _, counts = self.rows[name].plus(ms)
             _refuse_missing(name, counts, S)
             key_cols = ms.cols[:-1]
             at = _distinct(key_cols)
@@ -241,33 +329,57 @@ class LocalState:
 
     # -- initial contents and recompute -------------------------------------------------------
     def load(
-        self, initial: Mapping[str, Rows], order: str | Sequence[str], join: str
+        self,
+        initial: Mapping[str, Rows],
+        order: str | Sequence[str],
+        join: str,
+        sets: Mapping[str, str] | None = None,
     ) -> LocalState:
-        """The state holding ``initial`` (on an empty state), its output by one batch solve."""
+        """The state holding ``initial`` (on an empty state), its output by one batch solve
+        (``sets``: as in :meth:`apply`)."""
         state = self
         for name, d in initial.items():
             state = state._typed(name, d)
+        initial = state._as_sets(initial, sets)
         o = local_ops(state.stored)
         io = local_ops(semirings.INTEGER)
         rels, rows = dict(state.rels), dict(state.rows)
         for name, d in initial.items():
             keys = self.keys[name]
             if state.regime == "general":
-                values = d.values if d.values is not None else _ones(o, d.rows)
-                ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
-                ms = group_reduce(ms, ms.vars, io)
+                ms = _row_counts(name, keys, d, o)
                 _refuse_missing(name, ms, self.semiring)
                 rows[name] = KeyedTable.of(ms, io)
                 assert ms.values is not None
                 ann = Table(keys, ms.cols[:-1], ms.cols[-1])
                 rels[name] = KeyedTable.of(_repeat_reduce(ann, ms.values, keys, o), o)
+            elif state.comp:
+                cols, dh, dl = precision.delta_sums(d)
+                precision.refuse_overflow(name, cols, dh)
+                rels[name] = KeyedTable.of(Table(keys, cols, dh), o)
+                lo = np.flatnonzero(dl)
+                comp = {
+                    **state.comp,
+                    f"lo-{name}": KeyedTable.of(Table(keys, tuple(c[lo] for c in cols), dl[lo]), o),
+                    f"abs-{name}": KeyedTable.of(Table(keys, cols, np.abs(dh)), o),
+                }
+                state = replace(state, comp=comp)
             else:
                 t = _annotation_delta(state, name, d, o)
                 if state.regime in ("counting", "boolean"):
                     _refuse_negative(name, t, self.semiring.name)
                 rels[name] = KeyedTable.of(t, o)
         state = replace(state, rels=rels, rows=rows)
-        return replace(state, out=state.solve(order, join)).indexed()
+        return replace(state, out=state.solve(order, join))._magnitudes().indexed()
+
+    def _magnitudes(self) -> LocalState:
+        """``real``: the output's magnitudes taken as its absolute values (after a solve)."""
+        if not self.comp:
+            return self
+        t = self.out.table()
+        assert t.values is not None
+        mag = KeyedTable.of(Table(t.vars, t.cols, np.abs(t.values)), self.out.ops)
+        return replace(self, comp={**self.comp, "out-mag": mag})
 
     def solve(self, order: str | Sequence[str], join: str) -> KeyedTable:
         """The output recomputed from the relations by a batch solve."""
@@ -291,7 +403,7 @@ class LocalState:
 
     def indexed(self) -> LocalState:
         """The same state with every column index built (so a first tick does not pay it)."""
-        for r in (*self.rels.values(), *self.rows.values(), self.out):
+        for r in (*self.rels.values(), *self.rows.values(), self.out, *self.comp.values()):
             r.build_index()
         return self
 
@@ -309,7 +421,14 @@ class LocalState:
         out = tables["out"]
         if state.regime != "general":
             rels = {n: tables[f"rel-{n}"] for n in keys}
-            return replace(state, rels=rels, out=out).indexed()
+            comp = {p: tables.get(p, kt) for p, kt in state.comp.items()}
+            for n, r in rels.items():  # derived, not written: the absolute annotations
+                if f"abs-{n}" in comp:
+                    t = r.table()
+                    assert t.values is not None
+                    comp[f"abs-{n}"] = KeyedTable.of(Table(t.vars, t.cols, np.abs(t.values)), r.ops)
+            state = replace(state, rels=rels, out=out, comp=comp)
+            return (state if "out-mag" in tables else state._magnitudes()).indexed()
         rows = {n: tables[f"rows-{n}"] for n in keys}
         rels = {}
         for n, ms in rows.items():
@@ -325,7 +444,8 @@ class LocalState:
             named = {f"rows-{n}": r for n, r in self.rows.items()}
         else:
             named = {f"rel-{n}": r for n, r in self.rels.items()}
-        return {**named, "out": self.out}
+        comp = {p: kt for p, kt in self.comp.items() if not p.startswith("abs-")}
+        return {**named, "out": self.out, **comp}
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -388,6 +508,26 @@ def _annotation_delta(state: LocalState, name: str, d: Rows, o: LocalOps) -> Tab
     return group_reduce(Table(keys, d.cols, values, unique=False), keys, o)
 
 
+def _row_counts(name: str, keys: tuple[str, ...], d: Rows, o: LocalOps) -> Table:
+    """``d`` as a multiset delta: each distinct annotated row with its summed weight."""
+    values = d.values if d.values is not None else _ones(o, d.rows)
+    ms = Table((*keys, ANNOTATION), (*d.cols, values), d.weights, unique=False)
+    with _multiplicities(name):
+        return group_reduce(ms, ms.vars, local_ops(semirings.INTEGER))
+
+
+@contextmanager
+def _multiplicities(name: str) -> Iterator[None]:
+    """Turn an int64 overflow of row multiplicities into a message naming the relation."""
+    try:
+        yield
+    except OverflowError as exc:
+        raise OverflowError(
+            f"relation {name!r}: a row's multiplicity would leave the 64-bit integers "
+            "(|count| > 2**63 - 1); the view is unchanged"
+        ) from exc
+
+
 def _refuse_negative(name: str, after: Table, semiring: str) -> None:
     assert after.values is not None
     neg = np.flatnonzero(after.values < 0)
@@ -425,21 +565,23 @@ def _distinct(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
 
 
 def _repeat_reduce(t: Table, counts: np.ndarray, keys: tuple[str, ...], o: LocalOps) -> Table:
-    """Per key, the ⊕ of ``t``'s values each repeated its count (rows with count > 0).
+    """Per key, the ⊕ of ``t``'s values each taken its count of times (rows with count > 0).
 
-    ``t.values`` hold the annotations here; idempotent built-ins need no repeats.
+    ``t.values`` hold the annotations here.  The ⊕ of ``w`` copies of ``x`` is computed in
+    closed form as ``x ⊗ (1 ⊕ … ⊕ 1)`` (distributivity): ``w · x`` in the additive
+    built-ins, ``x`` for an idempotent ⊕, ``x + ln w`` in ``log``, and for a user semiring
+    the ⊕ of ``w`` ones by repeated doubling (``log2 w`` additions), so a row of weight
+    ``2**62`` costs what a row of weight one does.
     """
     assert t.values is not None
     keep = np.flatnonzero(counts > 0)
     values, cols, n = t.values[keep], tuple(c[keep] for c in t.cols), counts[keep]
-    if (
-        o.semiring not in (semirings.MAX_PRODUCT, semirings.MIN_PLUS, semirings.MAX_PLUS)
-        and (n > 1).any()
-    ):
-        idx = np.repeat(np.arange(len(n)), n)
-        values, cols = values[idx], tuple(c[idx] for c in cols)
     if values.dtype != o.dtype and o.dtype is not object:
         values = values.astype(o.dtype)
+    many = np.flatnonzero(n > 1)
+    if len(many):
+        values = values.copy()
+        values[many] = o.mul(values[many], o.ones(n[many]))
     return group_reduce(Table(keys, cols, values, unique=False), keys, o)
 
 

@@ -23,7 +23,7 @@ import logging
 import numbers
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from faq.physical import JOIN_METHODS
 from faq.rule import Rule
 from incremental.deltas import Rows, read_delta, unknown_message
 from incremental.lock import FolderLock
+from incremental.sets import set_modes
 from incremental.spark_view import SparkView, _key_names
 from incremental.state import LocalState
 from incremental.store import StateError, Store
@@ -102,6 +103,12 @@ class IncrementalView:
         checks as a reopen) and does not read the initial relations.  A stream
         job that creates its view on the first run and resumes it on every
         restart passes ``if_exists="resume"``.
+    sets : {"ignore", "refuse"} or dict, optional
+        Relations kept as sets, not bags (:mod:`incremental.sets`): a tuple is
+        present at most once, and inserting one that is present (or retracting
+        one that is not) is dropped (``"ignore"``) or refused (``"refuse"``).
+        A string applies to every relation, a dict names relations.  Default:
+        every relation is a bag (a Z-set).  Driver state only.
     **initial
         Initial contents, one Factor or DataFrame per relation name, in the
         delta format below; a relation not given starts empty.
@@ -156,6 +163,7 @@ class IncrementalView:
         order: str | Sequence[str] = "auto",
         state: str = "auto",
         if_exists: str = "error",
+        sets: str | Mapping[str, str] | None = None,
         **initial: Any,
     ) -> None:
         if not isinstance(query, Query):
@@ -177,6 +185,7 @@ class IncrementalView:
         self.order = order
         self.rule: Rule = query.rule
         self.semiring: Semiring = query.semiring
+        self._sets = set_modes(sets, self.rule.relations)
         self._keys = {name: _key_names(self.rule, name) for name in self.rule.relations}
         self._store = self._open_store(state_dir)
         self._tick = 0
@@ -214,6 +223,12 @@ class IncrementalView:
                     break
                 rows[n] = got
                 most = None if most is None else most - got.rows
+        if state == "spark" and self._sets:
+            raise ValueError(
+                f"sets={self._sets!r}: set relations need the driver state, and this view's "
+                "state is in Spark (state='spark', or initial relations beyond "
+                "faq.gather.LOCAL_ROWS rows); keep the relations as bags (no sets=) there"
+            )
         if state == "spark":
             self._spark = SparkView(
                 query,
@@ -230,7 +245,7 @@ class IncrementalView:
             self._resume(manifest)
             return
         empty = LocalState.empty(self.rule, self.semiring, self._keys)
-        self._local = empty.load(rows, order, join)
+        self._local = empty.load(rows, order, join, self._sets)
         log.info(
             "view of %s: %s rows loaded, initial output %s rows in %.2f s",
             self.rule,
@@ -354,7 +369,7 @@ class IncrementalView:
             r = self._read(n, d, "delta") if d is not None else None
             if r is not None and r.rows:
                 rows[n] = r
-        new, change = self._local.apply(rows, self.order, self.join, self._local_rule)
+        new, change = self._local.apply(rows, self.order, self.join, self._local_rule, self._sets)
         if self._store is not None:
             self._persist(new, self._tick + 1, batch_id if batch_id is not None else self._batch)
         self._local = new
@@ -472,6 +487,11 @@ class IncrementalView:
                 f"{m.get('semiring')!r}, not of {self.rule} over {self.semiring.name!r}"
             )
         self._store.check_semiring(m)
+        if m.get("sets", {}) != self._sets:
+            raise ValueError(
+                f"state_dir {str(self._store.root)!r} holds a view whose set relations are "
+                f"{m.get('sets', {})!r} (sets=), not {self._sets!r}; reopen it with the same sets="
+            )
 
     def _persist(self, state: LocalState, tick: int, batch_id: int | None) -> None:
         """Write what changed in ``state`` (new bases, overrides), then the manifest."""
@@ -507,6 +527,7 @@ class IncrementalView:
                 "tick": tick,
                 "batch_id": batch_id,
                 "keys": {n: list(k) for n, k in self._keys.items()},
+                **({"sets": self._sets} if self._sets else {}),
                 "parts": {
                     p: {"base": e["base"], "over": e.get("over"), "rows": e["rows"]}
                     for p, e in written.items()
@@ -519,7 +540,7 @@ class IncrementalView:
 
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        if not any(folder.iterdir()):
+        if folder.exists() and not any(folder.iterdir()):  # the commit may have removed it
             folder.rmdir()
         self._written = written
 
