@@ -964,7 +964,7 @@ def _typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
         )
     o = local_ops(S)
     if o.dtype is object:
-        return v.astype(object)
+        return sops.python_values(S, v.astype(object))
     if t == "bigint":
         _check_int64_range(v, S, f"{label}, column {VALUE!r}")
     return v.astype(o.dtype)

@@ -331,7 +331,7 @@ def spark_prepared(
     if f._has_value:
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
-        typed = df.select(*keys, F.lit(S.one).cast(o.type).alias(VALUE))
+        typed = df.select(*keys, sops.constant(S, S.one).alias(VALUE))
     out = sops.reduce(S, typed, keys, VALUE).filter(sops.nonzero(S, F.col(VALUE)))
     if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
         _refuse_negative(out, negative, label, nonnegative)

@@ -203,7 +203,7 @@ def generic_join(
     bound: list[str] = []
     cached: list[DataFrame] = []
     if start is None:
-        prefix: DataFrame = spark.range(1).select(F.lit(S.one).cast(o.type).alias(W))
+        prefix: DataFrame = spark.range(1).select(sops.constant(S, S.one).alias(W))
         rest = list(frames)
     else:
         prefix = start.df.select(*start.vars, F.col(VALUE).alias(W))

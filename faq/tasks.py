@@ -141,7 +141,7 @@ def run_in_tasks(
     schema = ", ".join(
         [f"`{v}` {t}" for v, t in zip(keep, key_types, strict=True)] + [f"`{VALUE}` {vtype}"]
     )
-    task = _Task(tuple(tries), order, keep, S, T)
+    task = _Task(tuple(tries), order, keep, S, T, _arrow_type(vtype))
     df = spark.range(0, T, 1, numPartitions=T).mapInArrow(task, schema)
     if not collect:
         return sops.reduce(S, df, list(keep), VALUE)
@@ -162,12 +162,14 @@ class _Task:
         keep: tuple[str, ...],
         S: Semiring,
         T: int,
+        value_type: pa.DataType | None = None,
     ) -> None:
         self.tries = tries
         self.order = order
         self.keep = keep
         self.S = S
         self.T = T
+        self.value_type = value_type  # given for nested types (Arrow cannot infer a struct)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -189,8 +191,19 @@ class _Task:
                     if out.values is not None
                     else ops.ones(np.ones(out.rows, dtype=np.int64))
                 )
-                arrays.append(pa.array(_plain(values)))
+                arrays.append(pa.array(_plain(values), type=self.value_type))
                 yield pa.RecordBatch.from_arrays(arrays, names=[*self.keep, VALUE])
+
+
+def _arrow_type(spark_type: str) -> pa.DataType | None:
+    """The Arrow type of a nested Spark type (``struct<...>``, ``array<...>``, ``map<...>``)
+    of a user semiring's values; None for a plain type, which Arrow infers."""
+    if not spark_type.startswith(("struct<", "array<", "map<")):
+        return None
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import DataType
+
+    return to_arrow_type(DataType.fromDDL(spark_type))
 
 
 def _plain(values: np.ndarray) -> Any:
@@ -206,7 +219,10 @@ def _from_arrow(at: pa.Table, keep: tuple[str, ...], S: Semiring) -> Table:
         a = at.column(v).to_numpy()
         cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
     raw = at.column(VALUE).to_numpy(zero_copy_only=False)
-    values = raw.astype(ops.dtype) if ops.dtype is not object else raw.astype(object)
+    if ops.dtype is object:
+        values = sops.python_values(S, raw.astype(object))
+    else:
+        values = raw.astype(ops.dtype)
     return group_reduce(Table(keep, tuple(cols), values, unique=False), keep, ops)
 
 

@@ -86,7 +86,7 @@ def weighted(df: DataFrame, semiring: str | Semiring = semirings.INTEGER) -> Dat
     keys = key_columns(df)
     if VALUE in df.columns:
         return df.select(*keys, F.col(VALUE).cast(t).alias(VALUE))
-    return df.select(*keys, F.lit(S.one).cast(t).alias(VALUE))
+    return df.select(*keys, sops.constant(S, S.one).alias(VALUE))
 
 
 def to_dict(

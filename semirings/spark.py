@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from semirings.core import Semiring, SparkOps, guarded
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     from pyspark.sql import Column, DataFrame
 
 _UDF_CACHE: dict[int, SparkOps] = {}
@@ -40,13 +41,40 @@ def reduce(semiring: Semiring, df: DataFrame, keys: list[str], value: str) -> Da
     return df.groupBy(*keys).agg(o.agg(df[value]).alias(value))
 
 
-def nonzero(semiring: Semiring, c: Column) -> Column:
-    """Predicate: the annotation ``c`` is not the semiring zero."""
+def constant(semiring: Semiring, value: object) -> Column:
+    """The semiring value ``value`` (its zero or one) as a Spark column of the semiring's type.
+
+    A bool, int, float or str is a literal; any other value (a tuple for a
+    ``struct<...>`` semiring, a list for an ``array<...>`` one) comes from a
+    zero-argument Python UDF, since Spark has no literal of those.
+    """
     from pyspark.sql import functions as F
 
+    t = ops(semiring).type
+    if value is None or isinstance(value, bool | int | float | str):
+        return F.lit(value).cast(t)
+    return F.udf(lambda: value, t)()
+
+
+def python_values(semiring: Semiring, values: np.ndarray) -> np.ndarray:
+    """An object array of annotations read from Arrow, as the semiring's own values.
+
+    Arrow reads a ``struct<...>`` value as a dict; a semiring of that type
+    holds tuples (what a Spark UDF receives), so each dict becomes the tuple of
+    its fields.  Values of any other type are returned as they are.
+    """
+    if (ops(semiring).type or "").startswith("struct<"):
+        for i, x in enumerate(values):
+            if isinstance(x, dict):
+                values[i] = tuple(x.values())
+    return values
+
+
+def nonzero(semiring: Semiring, c: Column) -> Column:
+    """Predicate: the annotation ``c`` is not the semiring zero."""
     if isinstance(semiring.zero, bool):
         return c if semiring.zero is False else ~c
-    return c != F.lit(semiring.zero)
+    return c != constant(semiring, semiring.zero)
 
 
 def _udf_ops(semiring: Semiring) -> SparkOps:

@@ -338,3 +338,31 @@ def test_witness_refuses_values_that_never_equal_the_sum():
     A = Factor.from_dict({(0, 0): _Opaque(1), (0, 1): _Opaque(2)}, ("i", "j"), S)
     with pytest.raises(ValueError, match=r"equals \(==\) the ⊕"):
         query("Q(i) :- A(i, j)", semiring=S).solve(A=A, witness=True, backend="driver")
+
+
+@pytest.mark.parametrize("backend", ["driver", "tasks", "spark"])
+def test_struct_valued_user_semiring_on_every_backend(spark, backend):
+    # Regression: with spark_type="struct<...>" the Spark paths built a literal of the
+    # semiring's one/zero (a tuple), which Spark refused with a raw LITERAL_TYPE error,
+    # and Spark results came back as dicts where the driver gives tuples.
+    zero = (-math.inf, "")
+
+    def mul(x, y):  # commutative: the labels' letters, sorted
+        return zero if zero in (x, y) else (x[0] + y[0], "".join(sorted(x[1] + y[1])))
+
+    S = semirings.Semiring(
+        name="pair", zero=zero, one=(0.0, ""), add=max, mul=mul,
+        contains=lambda x: isinstance(x, tuple), spark_type="struct<w:double,s:string>",
+    )  # fmt: skip
+    a = {(0, 0): (1.0, "a"), (0, 1): (2.0, "b"), (1, 1): (0.5, "c")}
+    b = {(0,): (5.0, "d"), (1,): (1.0, "e")}
+    rule = "Q(i) :- A(i, j), B(j)"
+    reference = reference_solve(rule, S, {"A": a, "B": b})
+    out = query(rule, semiring=S).solve(
+        A=Factor.from_dict(a, ("i", "j"), S),
+        B=Factor.from_dict(b, ("j",), S),
+        witness=True,
+        backend=backend,
+    )
+    assert out.to_dict() == reference == {(0,): (6.0, "ad"), (1,): (1.5, "ce")}
+    assert out.witnesses() == {(0,): {"j": 0}, (1,): {"j": 1}}
