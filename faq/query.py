@@ -624,15 +624,25 @@ def einsum(
 
     ``einsum("ij,jk->ik", A, B)`` is the product of A and B; operands are
     Factors, DataFrames or numpy arrays (dense arrays become sparse factors).
-    ``aggregates`` gives summed-out letters their own operators, as in
-    :func:`query` (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
+    A Python or numpy scalar, or a 0-d array, is an operand with no subscripts,
+    as in numpy (``einsum("a,->a", x, 2.0)`` is ``2.0 ⊗ x``).  ``aggregates``
+    gives summed-out letters their own operators, as in :func:`query`
+    (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
     """
+    operands = tuple(_scalar_operand(o) for o in operands)
     names = [f"T{i}" for i in range(len(operands))]
     rule = parse_einsum(spec, names)
     q = Query(rule, semiring, aggregates)
     return q.solve(
         order=order, join=join, backend=backend, **dict(zip(names, operands, strict=True))
     )
+
+
+def _scalar_operand(o: Any) -> Any:
+    """A Python or numpy scalar (bool, int, float) as a 0-d array; anything else as it is."""
+    if isinstance(o, bool | int | float | np.bool_ | np.integer | np.floating):
+        return np.asarray(o)
+    return o
 
 
 def _is_connect_dataframe(df: Any) -> bool:

@@ -378,3 +378,22 @@ def test_to_pandas_rows_sorted_by_key(spark, backend):
     words = Factor.from_dict({("b", 1): 1.0, ("a", 2): 2.0, ("a", 1): 3.0}, vars=("w", "n"))
     assert words.to_pandas()["w"].tolist() == ["a", "a", "b"]
     assert words.to_pandas()["n"].tolist() == [1, 2, 1]
+
+
+@pytest.mark.parametrize(
+    "scalar", [2.0, 2, np.float64(2.0), np.int64(2), np.float32(2.0), np.array(2.0)]
+)
+def test_einsum_scalar_operands_as_in_numpy(scalar):
+    # Regression (issue 23, point 5): a Python or numpy scalar was a TypeError.
+    x = np.array([1.0, 0.0, 3.0])
+    out = einsum("a,->a", x, scalar)
+    assert out.to_numpy(shape=(3,)).tolist() == np.einsum("a,->a", x, scalar).tolist()
+    assert einsum(",->", scalar, 3.0).scalar() == np.einsum(",->", scalar, 3.0)
+    tropical = einsum("a,->a", np.array([1.0, 5.0]), scalar, semiring="min-plus")
+    assert tropical.to_dict() == {(0,): 3.0, (1,): 7.0}
+    assert einsum("a,->", np.array([True, False]), True, semiring="boolean").scalar() is True
+
+
+def test_einsum_refuses_operands_that_are_not_numbers():
+    with pytest.raises(TypeError, match="relation 'T1'"):
+        einsum("a,->a", np.array([1.0]), "2.0")
