@@ -302,6 +302,7 @@ class _Evaluation:
         delta = {n: self.merge(ts) for n, ts in base.items()}
         old = {n: self.empty(n) for n in g.names}
         self.record(g, 0, delta, [])
+        idempotent = self.S.idempotent or self.idempotent_on(list(delta.values()), check=False)
         k = 0
         while g.recursive and any(d.rows for d in delta.values()):
             k += 1
@@ -309,7 +310,7 @@ class _Evaluation:
                 self.refuse(g, delta)
             now = {n: self.merge([old[n], delta[n]]) for n in g.names}
             cand, where = self.candidates(g, old, delta)
-            if self.S.idempotent:
+            if idempotent and self.idempotent_on([t for ts in cand.values() for t in ts]):
                 delta = {
                     n: _improved(now[n], self.merge([now[n], *cand[n]]), self.ops) for n in g.names
                 }
@@ -319,6 +320,26 @@ class _Evaluation:
             self.record(g, k, delta, where)
         for n in g.names:
             self.state[n] = self.merge([old[n], delta[n]])
+
+    def idempotent_on(self, tables: list[Table], check: bool = True) -> bool:
+        """Whether ``a ⊕ a == a`` for the semiring's one and every value of ``tables``
+        (a user max or min semiring need not declare ``idempotent``).  With ``check``,
+        a failure is an error: the rounds so far relied on it."""
+        S = self.S
+        if S.idempotent:
+            return True
+        one = np.empty(1, dtype=self.ops.dtype)
+        one[0] = S.one
+        v = np.concatenate([one] + [t.values for t in tables if t.values is not None and t.rows])
+        twice = self.ops.reduceat(np.repeat(v, 2), np.arange(0, 2 * len(v), 2))
+        bad = np.flatnonzero(~np.asarray(twice == v, dtype=bool))
+        if bad.size and check:
+            raise ValueError(
+                f"semiring {S.name!r}: ⊕ looked idempotent (a ⊕ a == a for one and the first "
+                f"round's values) but is not for {v[bad[0]]!r}; a fixpoint needs ⊕ idempotent "
+                "for every value or for none"
+            )
+        return not bad.size
 
     def candidates(
         self, g: _Group, old: dict[str, Table], delta: dict[str, Table]
