@@ -223,21 +223,28 @@ class Program:
         for g in self.groups:
             ev.group(g)
         self.rounds = ev.rounds
-        self._last_key = tuple(sorted((n, id(x)) for n, x in relations.items()))
+        self._last_key = _key(relations, opts)
         out = Factor.from_table(ev.state[self.answer], self.semiring, self.answer)
         if witness:
             out.witness_frame = ev.witnesses(self.answer)
         return out
 
-    def explain(self, **relations: Any) -> str:
-        """The groups in evaluation order and, per semi-naive round, each Δ's size.
+    def explain(
+        self,
+        order: str | Sequence[str] = "auto",
+        join: str = "auto",
+        backend: str = "auto",
+        **relations: Any,
+    ) -> str:
+        """The groups in evaluation order and, per semi-naive round, each Δ's size and
+        where its joins ran.
 
-        Right after :meth:`solve` with the same relation objects, the report of
-        that run; otherwise the program is solved first.
+        Right after :meth:`solve` with the same relation objects and options, the
+        report of that run; otherwise the program is solved first.
         """
-        key = tuple(sorted((n, id(x)) for n, x in relations.items()))
-        if key != self._last_key:
-            self.solve(**relations)
+        opts = {"order": order, "join": join, "backend": backend}
+        if _key(relations, opts) != self._last_key:
+            self.solve(**opts, **relations)
         lines = [f"program ({self.semiring.name}), answer {self.answer}:"]
         lines += [f"  {r}" for r in self.rules]
         for g in self.groups:
@@ -434,6 +441,13 @@ def _improved(old: Table, merged: Table, ops: Any) -> Table:
     changed = (size == 1) | (vals[a] != vals[b])
     pick = np.maximum(a, b)[changed] - n
     return merged.take(np.sort(pick))
+
+
+def _key(relations: Mapping[str, Any], opts: Mapping[str, Any]) -> tuple[Any, ...]:
+    order = opts["order"]
+    order = order if isinstance(order, str) else tuple(order)
+    ids = tuple(sorted((n, id(x)) for n, x in relations.items()))
+    return (ids, order, opts["join"], opts["backend"])
 
 
 def _reachable(n: str, deps: Mapping[str, set[str]]) -> set[str]:

@@ -183,6 +183,16 @@ def test_spark_dataframe_and_numpy_inputs(spark):
     assert any(r["where"] == ["spark"] for r in sp.rounds)
 
 
+def test_string_node_ids_and_an_empty_base(spark):
+    sp = query(SSSP, semiring="min-plus")
+    E = edges({("a", "b"): 1.0, ("b", "c"): 3.0, ("a", "c"): 9.0, ("c", "a"): 1.0})
+    for backend in ("driver", "spark"):
+        out = sp.solve(S=nodes({("a",): 0.0}), E=E, backend=backend, witness=True)
+        assert out.to_dict() == {("a",): 0.0, ("b",): 1.0, ("c",): 4.0}
+        assert out.witnesses() == {("a",): {"x_": None}, ("b",): {"x_": "a"}, ("c",): {"x_": "b"}}
+    assert sp.solve(S=nodes({}), E=E).to_dict() == {}
+
+
 def test_explain_shows_rounds_and_delta_sizes(spark):
     sp = query(SSSP, semiring="min-plus")
     S, E = nodes({(0,): 0.0}), edges({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0})
@@ -194,6 +204,7 @@ def test_explain_shows_rounds_and_delta_sizes(spark):
     assert "round 2: ΔD 1 rows [driver]" in text
     assert "round 3: ΔD 0 rows" in text
     assert [r["delta"]["D"] for r in sp.rounds] == [1, 2, 1, 0]
+    assert "round 1: ΔD 2 rows [spark]" in sp.explain(S=S, E=E, backend="spark")
 
 
 def test_nonlinear_transitive_closure_in_counting_on_a_dag(spark):
