@@ -319,7 +319,7 @@ def _stop_progress(handler: logging.Handler, old_level: int) -> None:
 # -- the run ----------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    from faq import query
+    from faq import Query, query
 
     triangles = args.command == "triangles"
     if triangles:
@@ -331,6 +331,11 @@ def _run(args: argparse.Namespace) -> int:
             q = query(args.rule, semiring=S)
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        if not isinstance(q, Query):
+            raise CliError(
+                f"rule {args.rule!r} is a program of several (or recursive) rules; the "
+                "command line solves one rule: use faq.query in Python (docs/recursion.md)"
+            )
         specs = _relation_specs(args.relation, q)
     output = _output_path(args.output) if args.output else None
 

@@ -27,6 +27,8 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+    from faq.recursion import Program
+
 __all__ = ["Query", "einsum", "query"]
 
 _RESERVED = ("order", "join", "trace", "backend")
@@ -586,13 +588,16 @@ def query_error(exc: Exception, q: Query) -> Exception:
 
 def query(
     rule: str, semiring: str | Semiring = "real", aggregates: Mapping[str, str] | None = None
-) -> Query:
+) -> Query | Program:
     """A query from a rule such as ``"Q(i, l) :- A(i, j), B(j, k), C(k, l)"``.
 
     Parameters
     ----------
     rule : str
         The head's variables are free; every other variable is aggregated.
+        Several rules (one per line, or separated by ``;``), or a rule whose
+        head is in its body, make a :class:`faq.recursion.Program`: its
+        ``solve`` gives the least fixpoint of the first rule's head.
     semiring : str or Semiring
         The semiring: its ⊗ multiplies the atoms, its ⊕ aggregates bound variables.
     aggregates : dict, optional
@@ -608,6 +613,16 @@ def query(
     >>> query("Q(x) :- A(x, y), B(y, z)", aggregates={"y": "max"}).aggregates.describe()
     'max_{y} sum_{z}'
     """
+    if isinstance(rule, str):
+        from faq.recursion import Program, is_program
+
+        if is_program(rule):
+            if aggregates:
+                raise ValueError(
+                    f"query {rule!r}: per-variable aggregates are not supported in a program "
+                    "of several (or recursive) rules"
+                )
+            return Program(rule, semiring)
     return Query(rule, semiring, aggregates)
 
 

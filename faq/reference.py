@@ -20,7 +20,7 @@ import semirings
 from faq.rule import Rule, parse_rule
 from semirings import Semiring
 
-__all__ = ["reference_solve"]
+__all__ = ["reference_fixpoint", "reference_solve"]
 
 
 def reference_solve(
@@ -123,6 +123,51 @@ def _nested(
         table = folded
     pos = [names.index(v) for v in r.head]
     return {tuple(k[p] for p in pos): x for k, x in table.items() if not S.is_zero(x)}
+
+
+def reference_fixpoint(
+    program: str | Sequence[str],
+    semiring: str | Semiring,
+    relations: Mapping[str, Mapping[tuple[Any, ...], Any]],
+    max_rounds: int = 1000,
+) -> dict[str, dict[tuple[Any, ...], Any]]:
+    """The least fixpoint of a program of rules, by naive (Kleene) iteration.
+
+    ``program`` holds rules separated by line ends or ``;`` (or is a list of
+    rules); every relation named in a head is defined by its rules (their
+    results ⊕-combined), the others are read from ``relations``.  Starting from
+    empty relations, every rule is evaluated with :func:`reference_solve` over
+    the current ones, until a round changes nothing.
+
+    Returns ``{relation: {key tuple: annotation}}`` for every defined relation.
+
+    Raises
+    ------
+    ValueError
+        No fixpoint after ``max_rounds`` rounds.
+
+    >>> E = {(0, 1): 2.0, (1, 2): 3.0, (0, 2): 9.0}
+    >>> prog = "D(x) :- S(x); D(y) :- D(x), E(x, y)"
+    >>> reference_fixpoint(prog, "min-plus", {"S": {(0,): 0.0}, "E": E})["D"]
+    {(0,): 0.0, (1,): 2.0, (2,): 5.0}
+    """
+    from faq.rule import split_rules
+
+    texts = split_rules(program) if isinstance(program, str) else list(program)
+    rules = [parse_rule(t, recursive=True) for t in texts]
+    S = semirings.get(semiring)
+    state: dict[str, dict[tuple[Any, ...], Any]] = {r.name: {} for r in rules}
+    for _ in range(max_rounds):
+        new: dict[str, dict[tuple[Any, ...], Any]] = {name: {} for name in state}
+        for r in rules:
+            out = new[r.name]
+            for k, v in reference_solve(r, S, {**relations, **state}).items():
+                out[k] = S.add(out[k], v) if k in out else v
+        new = {n: {k: v for k, v in t.items() if not S.is_zero(v)} for n, t in new.items()}
+        if new == state:
+            return {n: dict(sorted(t.items())) for n, t in state.items()}
+        state = new
+    raise ValueError(f"reference_fixpoint: no fixpoint after {max_rounds} rounds")
 
 
 _MISSING = object()

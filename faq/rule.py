@@ -31,6 +31,7 @@ __all__ = [
     "parse_einsum",
     "parse_rule",
     "replace_constants",
+    "split_rules",
     "without_constants",
     "VALUE",
 ]
@@ -262,14 +263,41 @@ def _constant(arg: str, shown: str, rule: str, where: str) -> Constant:
     )
 
 
-def parse_rule(rule: str) -> Rule:
+def split_rules(text: str) -> list[str]:
+    """The rules of a program: ``text`` cut at ``;`` and at line ends (outside strings).
+
+    A line without ``:-`` continues the rule before it (a long body may span
+    lines); blank pieces are dropped.
+
+    >>> split_rules("D(x) :- S(x)" + chr(10) + "D(y) :- D(x)," + chr(10) + " E(x, y); P(x) :- D(x)")
+    ['D(x) :- S(x)', 'D(y) :- D(x), E(x, y)', 'P(x) :- D(x)']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a rule is a string, not {type(text).__name__}")
+    masked = _masked(text)
+    rules: list[str] = []
+    start, after_newline = 0, False
+    for i, ch in enumerate([*masked, ";"]):
+        if ch not in ";\n":
+            continue
+        piece = text[start:i].strip()
+        if piece and rules and after_newline and ":-" not in _masked(piece):
+            rules[-1] = f"{rules[-1]} {piece}"
+        elif piece:
+            rules.append(piece)
+        start, after_newline = i + 1, ch == "\n"
+    return rules
+
+
+def parse_rule(rule: str, recursive: bool = False) -> Rule:
     """Parse ``Head(vars) :- Atom(args), ...`` into a :class:`Rule`.
 
     An argument of a body atom is a variable, an integer or a quoted string
     (see the module notes).  Raises ValueError pointing at the offending atom
     for a malformed rule or constant, a constant in the head, a head variable
     absent from the body, a repeated head variable, or a relation used with two
-    different arities.
+    different arities; and, unless ``recursive`` (a rule of a program, see
+    :mod:`faq.recursion`), for the head relation used in the body.
     """
     if not isinstance(rule, str):
         raise TypeError(f"a rule is a string, not {type(rule).__name__}")
@@ -294,7 +322,7 @@ def parse_rule(rule: str) -> Rule:
                 f"atom {a} in rule {rule!r}: relation {a.relation!r} has arity "
                 f"{first.arity} in {first} but {a.arity} here"
             )
-        if a.relation == head.relation:
+        if a.relation == head.relation and not recursive:
             raise ValueError(f"atom {a} in rule {rule!r}: the head relation cannot be recursive")
     body_vars = {v for a in atoms for v in a.vars}
     for v in head.vars:

@@ -154,6 +154,7 @@ ERROR_CASES = [
     ),
     (["query", "Q(a) :- E(a, b)", "--undirected", "--directed"], "not allowed with"),
     (["query", "Q(a) :- E(a, b)", "--limit", "-1"], "--limit"),
+    (["query", "D(x) :- S(x); D(y) :- D(x), E(x, y)"], "program of several (or recursive) rules"),
 ]
 
 
