@@ -7,6 +7,7 @@
 
 from faq.factor import Factor
 from faq.query import Query, einsum, query
+from faq.recursion import Program
 from faq.reference import reference_solve
 
-__all__ = ["Factor", "Query", "einsum", "query", "reference_solve"]
+__all__ = ["Factor", "Program", "Query", "einsum", "query", "reference_solve"]

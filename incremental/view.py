@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faq import Factor, Query
+from faq import Factor, Program, Query
 from faq.gather import LOCAL_ROWS
 from faq.kernel import Table
 from faq.physical import JOIN_METHODS
@@ -166,6 +166,11 @@ class IncrementalView:
         sets: str | Mapping[str, str] | None = None,
         **initial: Any,
     ) -> None:
+        if isinstance(query, Program):
+            raise NotImplementedError(
+                "IncrementalView: views over programs of several rules (recursive queries) "
+                "are not maintained yet; solve the program in batch (program.solve(...))"
+            )
         if not isinstance(query, Query):
             raise TypeError(
                 "IncrementalView takes a faq.Query (from faq.query(...)), not "

@@ -284,3 +284,11 @@ def test_user_max_semiring_not_declared_idempotent_converges_around_cycles(spark
     for (v,), w in got.witnesses().items():
         if v != 0:
             assert min(want[(w["x_"],)], E[(w["x_"], v)]) == want[(v,)]
+
+
+def test_incremental_view_over_a_program_is_refused_clearly():
+    from incremental import IncrementalView
+
+    program = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    with pytest.raises(NotImplementedError, match="not maintained yet"):
+        IncrementalView(program)
