@@ -27,6 +27,7 @@ Usage::
     python benchmarks/incremental.py --sizes 100000 300000 1000000 --pathway-python /path/python
     python benchmarks/incremental.py data/ca-GrQc.txt
     python benchmarks/incremental.py --sizes 300000 --deltas 100 --spark-delta
+    python benchmarks/incremental.py --sizes 1000000 --deltas 1 1000 --input pandas
 """
 
 from __future__ import annotations
@@ -110,10 +111,14 @@ def make_delta(
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
 
-def delta_frame(spark, d: np.ndarray):
+def delta_frame(spark, d: np.ndarray, kind: str = "spark"):
+    """A tick's changes as the delta a view takes: a Spark DataFrame made from pandas (as a
+    streaming micro-batch would be), or (``kind="pandas"``) the pandas DataFrame itself."""
     import pandas as pd
 
     pdf = pd.DataFrame({"src": d[:, 0], "dst": d[:, 1], "value": d[:, 2]})
+    if kind == "pandas":
+        return pdf
     return spark.createDataFrame(pdf, "src bigint, dst bigint, value bigint")
 
 
@@ -259,7 +264,7 @@ def bench_graph(
         times, jobs = [], []
         for t in range(ticks):
             d = make_delta(edges, n_nodes, size, rng)
-            df = delta_frame(spark, d)
+            df = delta_frame(spark, d, args.input)
             what = f"incremental step {label} delta={size}"
             if recorder is not None and size == sizes[0] and t == ticks - 1:
                 with recorder.active(spark):
@@ -395,6 +400,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run every delta rule as Spark delta queries (view.local = False)",
     )
+    parser.add_argument(
+        "--input",
+        choices=["spark", "pandas"],
+        default="spark",
+        help="give each tick's delta as a Spark DataFrame made from pandas (default) or as "
+        "the pandas DataFrame itself",
+    )
     add_out_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -418,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Spark {spark.version})\n"
     )
     where = "Spark delta queries" if args.spark_delta else "the driver for small deltas"
-    print(f"Delta queries use join={args.join!r}, in {where}.\n")
+    print(f"Delta queries use join={args.join!r}, in {where}; deltas given as {args.input}.\n")
     print(f"command: `{meta['command']}`\n")
     if not args.pathway:
         print(
@@ -521,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         master=spark.sparkContext.master,
         join=args.join,
         delta_rule_in="Spark" if args.spark_delta else "driver for small deltas",
+        input=args.input,
         ticks=args.ticks,
         deltas=args.deltas,
         pathway=args.pathway,

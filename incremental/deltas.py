@@ -1,14 +1,26 @@
 """Reading the changes a view is given: annotated rows with multiplicities.
 
-A delta for a relation of arity ``k`` is a DataFrame (or :class:`faq.Factor`)
-of ``k`` key columns (bound by position), an optional ``value`` column (the
-annotation, one by default) and an optional ``_weight`` column (an integer
-multiplicity: +1 adds the annotated row, -1 retracts it; +1 by default).
-:func:`read_delta` checks one and brings it to the driver as numpy arrays.
+A delta for a relation of arity ``k`` is a table of ``k`` key columns (bound
+by position), an optional ``value`` column (the annotation, one by default)
+and an optional ``_weight`` column (an integer multiplicity: +1 adds the
+annotated row, -1 retracts it; +1 by default).  It may be
+
+* a Spark DataFrame, or a :class:`faq.Factor` (no ``_weight``);
+* a pandas DataFrame or a pyarrow Table or RecordBatch: columns as in a Spark
+  DataFrame (the pandas index is ignored; NaN is null, as in Spark's
+  ``createDataFrame``);
+* a numpy array: a 2-D array of keys, one column per key, every row
+  annotated one; or a structured array, whose fields are columns as above
+  (keys by position, then ``value`` and ``_weight`` by name).
+
+:func:`read_delta` checks one and brings it to the driver as numpy arrays;
+a pandas, Arrow or numpy delta runs no Spark job.  :func:`to_spark` turns one
+into a Spark DataFrame, once, for a view whose state is in Spark.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +36,33 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["WEIGHT", "Rows", "read_delta", "unknown_message"]
+__all__ = ["WEIGHT", "Rows", "is_local_delta", "read_delta", "to_spark", "unknown_message"]
 
 WEIGHT = "_weight"
 """The name of a delta's multiplicity column."""
 
 _ROW = "__row__"
+_INTEGERS = ("bigint", "int", "smallint", "tinyint")
+_KINDS = (
+    "a Spark DataFrame, a Factor, a pandas DataFrame, a pyarrow Table or RecordBatch, or a "
+    "numpy array"
+)
+# Arrow types by the names Spark gives the types it reads them as (messages name types alike)
+_SPARK_NAMES = {
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "halffloat": "float",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "large_string": "string",
+    "string_view": "string",
+    "bool": "boolean",
+    "null": "void",
+    "date32[day]": "date",
+}
 
 
 @dataclass(frozen=True)
@@ -58,11 +91,13 @@ class Rows:
 def read_delta(
     given: Any, arity: int, S: Semiring, label: str, atom: str, most: int | None = None
 ) -> Rows | None:
-    """Check a delta and read it into the driver (one Spark job for a DataFrame).
+    """Check a delta and read it into the driver (one Spark job for a DataFrame
+    Spark does not hold in the client; none for pandas, Arrow and numpy).
 
     Parameters
     ----------
-    given : pyspark.sql.DataFrame or faq.Factor
+    given : pyspark.sql.DataFrame, faq.Factor, pandas.DataFrame, pyarrow.Table, \
+            pyarrow.RecordBatch or numpy.ndarray
         The delta (see the module docstring).
     arity : int
         The relation's number of key columns.
@@ -78,13 +113,11 @@ def read_delta(
     Raises
     ------
     TypeError
-        ``given`` is neither a DataFrame nor a Factor.
+        ``given`` is none of the kinds above.
     ValueError
         Wrong number of key columns, null keys or weights, a weight that is not an
         integer, or an annotation outside the semiring.
     """
-    from pyspark.sql import DataFrame as SparkDataFrame
-
     if isinstance(given, Factor):
         if len(given.vars) != arity:
             raise ValueError(_arity_message(label, atom, arity, list(given.vars)))
@@ -94,22 +127,20 @@ def read_delta(
         if most is not None and t.rows > most:
             return None
         return Rows(t.cols, t.values, np.ones(t.rows, dtype=np.int64))
-    connect = type(given).__module__.startswith("pyspark.sql.connect")
-    if not isinstance(given, SparkDataFrame) and not connect:
-        raise TypeError(
-            f"{label}: expected a Spark DataFrame or a Factor, got {type(given).__name__}"
-        )
-    cols = list(given.columns)
-    keys = [c for c in cols if c not in (VALUE, WEIGHT)]
-    if len(keys) != arity:
-        raise ValueError(_arity_message(label, atom, arity, cols))
-    if WEIGHT in cols:
-        t = given.schema[WEIGHT].dataType.simpleString()
-        if t not in ("bigint", "int", "smallint", "tinyint"):
-            raise ValueError(
-                f"{label}: column {WEIGHT!r} holds multiplicities and must be an integer "
-                f"column, not {t}"
-            )
+    if is_local_delta(given):
+        at = _local_arrow(given, label)
+        layout = _layout(at.column_names, arity, label, atom)
+        if layout[2] is not None:
+            _check_weight_type(_type_name(at.column(layout[2]).type), label)
+        if most is not None and at.num_rows > most:
+            return None
+        return _from_arrow(at, layout, S, label)
+    _check_spark(given, label)
+    schema = given.schema  # one round trip; columns and types both come from it
+    cols = schema.fieldNames()
+    layout = _layout(cols, arity, label, atom)
+    if layout[2] is not None:
+        _check_weight_type(schema.fields[layout[2]].dataType.simpleString(), label)
     if most is None and given.isLocal():
         # data the client holds (createDataFrame of local rows): collect() reads it
         # without a Spark job (toArrow would run one, ~0.1 s a tick)
@@ -118,7 +149,142 @@ def read_delta(
         at = (given if most is None else given.limit(most + 1)).toArrow()
     if most is not None and at.num_rows > most:
         return None
-    return _from_arrow(at, keys, S, label)
+    return _from_arrow(at, layout, S, label)
+
+
+def is_local_delta(given: Any) -> bool:
+    """Whether ``given`` is a delta held in this process: a pandas DataFrame, a pyarrow
+    Table or RecordBatch, or a numpy array."""
+    if isinstance(given, np.ndarray):
+        return True
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(given, pd.DataFrame):
+        return True
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(given, pa.Table | pa.RecordBatch)
+
+
+def to_spark(given: Any, label: str) -> Any:
+    """``given`` as a Spark DataFrame of the same columns when it is a pandas, Arrow or
+    numpy delta (one conversion, for a view whose state is in Spark); anything else as
+    it is.
+
+    Raises
+    ------
+    ValueError
+        A numpy array that is neither 2-D nor structured, or a column Arrow cannot read
+        (the view's own checks of a Spark delta follow).
+    """
+    if not is_local_delta(given):
+        return given
+    from faq.session import get_spark
+
+    at = _local_arrow(given, label)
+    return get_spark().createDataFrame(at)
+
+
+def _check_spark(given: Any, label: str) -> None:
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    connect = type(given).__module__.startswith("pyspark.sql.connect")
+    if not isinstance(given, SparkDataFrame) and not connect:
+        if isinstance(given, tuple | list) and given and isinstance(given[0], np.ndarray):
+            raise TypeError(
+                f"{label}: expected {_KINDS}, got a {type(given).__name__} of arrays; for "
+                "keys with annotations, pass a numpy structured array (fields: the keys, "
+                f"then {VALUE!r} and {WEIGHT!r}) or a pandas DataFrame"
+            )
+        raise TypeError(f"{label}: expected {_KINDS}, got {type(given).__name__}")
+
+
+def _layout(
+    cols: list[str], arity: int, label: str, atom: str
+) -> tuple[list[int], int | None, int | None]:
+    """Positions of the key columns, of ``value`` and of ``_weight`` (None: absent)."""
+    for special in (VALUE, WEIGHT):
+        if cols.count(special) > 1:
+            raise ValueError(
+                f"{label}: column {special!r} appears {cols.count(special)} times "
+                f"(columns found: {cols!r})"
+            )
+    keys = [i for i, c in enumerate(cols) if c not in (VALUE, WEIGHT)]
+    if len(keys) != arity:
+        raise ValueError(_arity_message(label, atom, arity, cols))
+    value = cols.index(VALUE) if VALUE in cols else None
+    weight = cols.index(WEIGHT) if WEIGHT in cols else None
+    return keys, value, weight
+
+
+def _check_weight_type(type_name: str, label: str) -> None:
+    if type_name not in (*_INTEGERS, "void"):
+        raise ValueError(
+            f"{label}: column {WEIGHT!r} holds multiplicities and must be an integer "
+            f"column, not {type_name}"
+        )
+
+
+def _type_name(t: pa.DataType) -> str:
+    """An Arrow type by the name Spark gives it (``bigint`` for ``int64``, ...)."""
+    return _SPARK_NAMES.get(str(t), str(t))
+
+
+def _local_arrow(given: Any, label: str) -> pa.Table:
+    """A pandas, Arrow or numpy delta as an Arrow table of its columns, named as Spark
+    would name them (``_1``, ``_2``, ... for a 2-D array): NaN read as null, dictionary
+    columns decoded, unsigned integers as int64."""
+    import pyarrow as pa
+
+    if isinstance(given, np.ndarray):
+        names, arrays = _numpy_columns(given, label)
+    elif isinstance(given, pa.Table | pa.RecordBatch):
+        names, arrays = [str(c) for c in given.column_names], list(given.columns)
+    else:  # pandas: numpy columns as arrays (pa.array of a Series costs 5x more)
+        names = [str(c) for c in given.columns]
+        arrays = [s.to_numpy() if isinstance(s.dtype, np.dtype) else s for _, s in given.items()]
+    out = []
+    for name, a in zip(names, arrays, strict=True):
+        try:
+            if not isinstance(a, pa.Array | pa.ChunkedArray):
+                a = pa.array(a, from_pandas=True)
+            if pa.types.is_dictionary(a.type):
+                a = a.cast(a.type.value_type)
+            if pa.types.is_unsigned_integer(a.type):
+                a = _signed(a, name, label)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"{label}: column {name!r} cannot be read: {exc}") from None
+        out.append(a)
+    return pa.Table.from_arrays(out, names=names)
+
+
+def _numpy_columns(a: np.ndarray, label: str) -> tuple[list[str], list[np.ndarray]]:
+    if a.dtype.names is not None:
+        if a.ndim != 1:
+            raise ValueError(
+                f"{label}: a structured array delta must be 1-D (one record a row), got "
+                f"shape {a.shape}"
+            )
+        return list(a.dtype.names), [a[n] for n in a.dtype.names]
+    if a.ndim != 2:
+        raise ValueError(
+            f"{label}: a numpy delta is a 2-D array of keys, one column per key (or a "
+            f"structured array with {VALUE!r} and {WEIGHT!r} fields), got shape {a.shape}"
+            + ("; for one key column use arr.reshape(-1, 1)" if a.ndim == 1 else "")
+        )
+    return [f"_{i + 1}" for i in range(a.shape[1])], [a[:, i] for i in range(a.shape[1])]
+
+
+def _signed(a: Any, name: str, label: str) -> Any:
+    """An unsigned integer Arrow column as int64, refused past the int64 range."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    top = pc.max(a).as_py()
+    if top is not None and top > np.iinfo(np.int64).max:
+        raise ValueError(
+            f"{label}: column {name!r} holds {top}, beyond the 64-bit integers keys and "
+            "multiplicities are read as"
+        )
+    return a.cast(pa.int64())
 
 
 def _collected(df: Any) -> pa.Table:
@@ -126,39 +292,49 @@ def _collected(df: Any) -> pa.Table:
     import pyarrow as pa
 
     rows = df.collect()
-    names = list(df.columns)
     if not rows:
         return df.limit(0).toArrow()
     cols = list(zip(*rows, strict=True))
-    return pa.table({n: pa.array(list(c)) for n, c in zip(names, cols, strict=True)})
+    return pa.Table.from_arrays([pa.array(list(c)) for c in cols], names=list(df.columns))
 
 
-def _from_arrow(at: pa.Table, keys: list[str], S: Semiring, label: str) -> Rows:
+def _from_arrow(
+    at: pa.Table, layout: tuple[list[int], int | None, int | None], S: Semiring, label: str
+) -> Rows:
     import pyarrow as pa
 
+    keys, value, weight = layout
     n = at.num_rows
-    if WEIGHT in at.column_names:
-        w = at.column(WEIGHT)
+    if weight is not None:
+        w = at.column(weight)
         if w.null_count:
             raise ValueError(
                 f"{label}: column {WEIGHT!r} has {w.null_count} null multiplicit(ies) (from "
                 "incremental.changes: a change type or op it does not know?)"
             )
-        weights = w.to_numpy().astype(np.int64)
+        weights = w.to_numpy().astype(np.int64, copy=False)
     else:
         weights = np.ones(n, dtype=np.int64)
-    names = [*keys, *([VALUE] if VALUE in at.column_names else [])]
-    part = at.select(names).append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
-    part = part.select([*keys, _ROW, *names[len(keys) :]])
-    vars_ = (*(f"k{i}" for i in range(len(keys))), _ROW)
-    t = arrow_to_table(part, vars_, S, label, check=True, unique=True, consolidate=False)
+    arrays = [at.column(i) for i in keys] + [pa.array(np.arange(n, dtype=np.int64))]
+    names = [*(f"k{i}" for i in range(len(keys))), _ROW]
+    if value is not None:
+        arrays.append(at.column(value))
+        names.append(VALUE)
+    part = pa.Table.from_arrays(arrays, names=names)
+    t = arrow_to_table(
+        part, tuple(names[: len(keys) + 1]), S, label, check=True, unique=True, consolidate=False
+    )
     rows = t.cols[-1]
     keep = weights[rows] != 0
     idx = np.flatnonzero(keep)
-    values = None if t.values is None else t.values[idx]
-    if values is not None and t.values is not None and local_ops(S).dtype is object:
-        values = np.asarray(values, dtype=object)
+    values = None if t.values is None else _as_ops(t.values[idx], S)
     return Rows(tuple(c[idx] for c in t.cols[:-1]), values, weights[rows][idx])
+
+
+def _as_ops(values: np.ndarray | None, S: Semiring) -> np.ndarray | None:
+    if values is not None and local_ops(S).dtype is object:
+        return np.asarray(values, dtype=object)
+    return values
 
 
 def _arity_message(label: str, atom: str, arity: int, cols: list[str]) -> str:

@@ -32,7 +32,7 @@ from faq.gather import LOCAL_ROWS
 from faq.kernel import Table
 from faq.physical import JOIN_METHODS
 from faq.rule import Rule
-from incremental.deltas import Rows, read_delta, unknown_message
+from incremental.deltas import Rows, read_delta, to_spark, unknown_message
 from incremental.lock import FolderLock
 from incremental.sets import set_modes
 from incremental.spark_view import SparkView, _key_names
@@ -110,15 +110,20 @@ class IncrementalView:
         A string applies to every relation, a dict names relations.  Default:
         every relation is a bag (a Z-set).  Driver state only.
     **initial
-        Initial contents, one Factor or DataFrame per relation name, in the
-        delta format below; a relation not given starts empty.
+        Initial contents, one per relation name, in the delta format below; a
+        relation not given starts empty.
 
     Notes
     -----
     **Delta format.**  A delta for a relation of arity ``k`` has ``k`` key
     columns (by position), an optional ``value`` column (the annotation, one
     by default) and an optional ``_weight`` column (an integer multiplicity,
-    +1 by default: +1 adds the annotated row, -1 retracts it).
+    +1 by default: +1 adds the annotated row, -1 retracts it).  A delta is a
+    Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
+    Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
+    array (:mod:`incremental.deltas`); pandas, Arrow and numpy deltas run no
+    Spark job on the driver state, and are converted to a DataFrame once on
+    the Spark state.
 
     * ``integer``, ``real`` (rings) and ``counting``: a tuple's annotation
       changes by ``_weight · value``; a deletion is a negative weight (or a
@@ -235,6 +240,10 @@ class IncrementalView:
                 "faq.gather.LOCAL_ROWS rows); keep the relations as bags (no sets=) there"
             )
         if state == "spark":
+            # pandas, Arrow and numpy inputs are converted to Spark DataFrames, once
+            initial = {
+                n: to_spark(g, f"initial contents of relation {n!r}") for n, g in initial.items()
+            }
             self._spark = SparkView(
                 query,
                 store=self._store,
@@ -362,7 +371,8 @@ class IncrementalView:
         if unknown:
             raise ValueError(unknown_message(self.rule, unknown))
         if self._spark is not None:
-            out = self._spark.step(batch_id, **deltas)
+            spark = {n: to_spark(d, f"delta of relation {n!r}") for n, d in deltas.items()}
+            out = self._spark.step(batch_id, **spark)
             self._tick = self._spark.tick
             if batch_id is not None:
                 self._batch = batch_id

@@ -1,0 +1,327 @@
+"""Deltas as pandas, Arrow and numpy: the same view as the equivalent Spark DataFrame delta.
+
+A delta (keys by position, optional ``value``, optional ``_weight``) may be a pandas
+DataFrame, a pyarrow Table or RecordBatch, a 2-D numpy array of keys or a numpy
+structured array, as well as a Spark DataFrame.  Oracles:
+
+* the equivalent Spark DataFrame (``spark.createDataFrame`` of the same rows): the same
+  ``result()`` and the same ``step()`` change at every tick, and for a bad delta the same
+  exception with the same message, the view left as it was;
+* the batch answer (:func:`faq.reference_solve` on a model of the relations) after every
+  tick of random changes fed alternately as pandas, Arrow and numpy;
+* the status tracker: a pandas, Arrow or numpy tick on the driver state runs no Spark job.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import semirings
+from faq import query, reference_solve
+from faq.rule import parse_rule
+from incremental import IncrementalView
+from semirings import Semiring
+from tests.helpers import assert_same
+from tests.test_deletions import Row, apply, changes, current, expected_change, initial_rows
+
+KINDS = ["pandas", "arrow", "record batch", "numpy"]
+TRIANGLE = "Q(a) :- E(a, b), E(b, c), E(a, c)"
+CHAIN = "Q(a, c) :- R(a, b), S(b, c)"
+
+
+def frame(rows: list[Row], arity: int, S: Semiring, weight: bool = True) -> pd.DataFrame:
+    """Rows ``(key, value, weight)`` as pandas: keys ``c0..`` (int64), ``value`` and, with
+    ``weight``, ``_weight`` (int64)."""
+    integral = S in (semirings.COUNTING, semirings.INTEGER)
+    data: dict[str, Any] = {
+        f"c{i}": np.asarray([k[i] for k, _, _ in rows], dtype=np.int64) for i in range(arity)
+    }
+    data["value"] = np.asarray([v for _, v, _ in rows], dtype=np.int64 if integral else float)
+    if weight:
+        data["_weight"] = np.asarray([w for _, _, w in rows], dtype=np.int64)
+    return pd.DataFrame(data)
+
+
+def as_kind(pdf: pd.DataFrame, kind: str) -> Any:
+    """The pandas delta ``pdf`` as another kind of input (numpy: a structured array, or a
+    2-D array when ``pdf`` has key columns only)."""
+    if kind == "pandas":
+        return pdf
+    if kind == "arrow":
+        return pa.Table.from_pandas(pdf, preserve_index=False)
+    if kind == "record batch":
+        return pa.RecordBatch.from_pandas(pdf, preserve_index=False)
+    assert kind == "numpy", kind
+    if not {"value", "_weight"} & set(pdf.columns):
+        return pdf.to_numpy()
+    return pdf.to_records(index=False)
+
+
+def spark_form(spark, pdf: pd.DataFrame, kind: str) -> Any:
+    """The Spark DataFrame of the same rows, made from pandas (where NaN is null); a numpy
+    delta's own columns (a 2-D array's named as Spark names them, ``_1``, ``_2``...)."""
+    given = as_kind(pdf, kind)
+    if isinstance(given, np.ndarray):
+        names = None if given.dtype.names else [f"_{i + 1}" for i in range(given.shape[1])]
+        pdf = pd.DataFrame(given, columns=names)
+    if pdf.empty:  # Spark infers no schema from no rows: the one the columns' dtypes give
+        types = {"int64": "bigint", "float64": "double"}
+        return spark.createDataFrame(
+            pdf, ", ".join(f"{c} {types[str(t)]}" for c, t in pdf.dtypes.items())
+        )
+    return spark.createDataFrame(pdf)
+
+
+def count_jobs(spark, group: str, run) -> tuple[Any, int]:
+    """``run()`` and the number of Spark jobs it ran."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        out = run()
+        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+    finally:
+        sc.setJobGroup("rest", "rest of the tests")
+    return out, jobs
+
+
+# -- the same ticks as pandas, Arrow or numpy and as Spark DataFrames --------------------------
+C, MP, R = semirings.COUNTING, semirings.MIN_PLUS, semirings.REAL
+SCENARIOS: dict[str, tuple[Semiring, str, dict[str, list[Row]], list[dict[str, list[Row]]]]] = {
+    # grouped triangles; ticks insert, retract (_weight=-1), raise a multiplicity, do nothing
+    "counting": (
+        C,
+        TRIANGLE,
+        {"E": [((0, 1), 1, 1), ((1, 2), 1, 1), ((0, 2), 1, 1), ((2, 3), 1, 1), ((1, 3), 1, 1)]},
+        [
+            {"E": [((0, 3), 1, 1), ((1, 2), 1, -1)]},
+            {"E": [((1, 2), 2, 1), ((0, 3), 1, -1), ((2, 3), 1, 1)]},
+            {"E": []},
+            {"E": [((0, 1), 1, -1), ((0, 2), 3, 1)]},
+        ],
+    ),
+    # multisets of annotated rows: an annotation change is a retraction plus an insertion
+    "min-plus": (
+        MP,
+        CHAIN,
+        {
+            "R": [((0, 1), 2.0, 1), ((0, 2), 3.0, 1), ((1, 1), 1.0, 2)],
+            "S": [((1, 5), 1.0, 1), ((2, 5), 0.5, 1)],
+        },
+        [
+            {"R": [((0, 1), 2.0, -1), ((0, 1), 4.0, 1)], "S": [((1, 6), 0.25, 1)]},
+            {"R": [((1, 1), 1.0, -1)], "S": [((2, 5), 0.5, -1)]},
+            {"R": [((1, 1), 1.0, -1), ((0, 2), 3.0, -1)]},
+        ],
+    ),
+    "real": (
+        R,
+        CHAIN,
+        {"R": [((0, 1), 2.5, 1), ((0, 2), -1.0, 1)], "S": [((1, 5), 1.5, 1), ((2, 5), 4.0, 3)]},
+        [
+            {"R": [((0, 1), 2.5, -1), ((1, 2), 0.5, 2)], "S": [((2, 6), -2.0, 1)]},
+            {"S": [((2, 5), 4.0, -3), ((1, 5), 1.0, 1)]},
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_each_kind_gives_what_the_spark_delta_gives(spark, name, kind):
+    S, rule, initial, ticks = SCENARIOS[name]
+    arity = parse_rule(rule).relations
+    q = query(rule, semiring=S)
+    frames = {n: frame(rows, arity[n], S) for n, rows in initial.items()}
+    local = IncrementalView(q, state="driver", **{n: as_kind(f, kind) for n, f in frames.items()})
+    remote = IncrementalView(q, **{n: spark_form(spark, f, kind) for n, f in frames.items()})
+    assert_same(local.result().to_dict(), remote.result().to_dict(), S, "initial result")
+    for t, tick in enumerate(ticks, 1):
+        frames = {n: frame(rows, arity[n], S) for n, rows in tick.items()}
+        got = local.step(**{n: as_kind(f, kind) for n, f in frames.items()})
+        want = remote.step(**{n: spark_form(spark, f, kind) for n, f in frames.items()})
+        assert got.vars == want.vars
+        assert_same(got.to_dict(), want.to_dict(), S, f"change at tick {t}")
+        assert_same(local.result().to_dict(), remote.result().to_dict(), S, f"tick {t}")
+        for n in arity:
+            assert_same(local.relation(n).to_dict(), remote.relation(n).to_dict(), S, n)
+    assert local.tick == remote.tick == len(ticks)
+
+
+def test_a_2d_array_is_keys_annotated_one(spark):
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    edges = np.array([[1, 2], [2, 3], [1, 3], [3, 4]], dtype=np.int32)
+    local = IncrementalView(tri, state="driver", E=edges)
+    remote = IncrementalView(tri, E=spark.createDataFrame(edges))
+    for delta in (np.array([[2, 4], [1, 4]]), np.empty((0, 2), dtype=np.int64)):
+        got, want = local.step(E=delta), remote.step(E=spark.createDataFrame(delta))
+        assert got.scalar() == want.scalar()
+    assert local.result().scalar() == remote.result().scalar() == 4  # K4 on 1..4
+    assert local.relation("E").to_dict() == remote.relation("E").to_dict()
+
+
+def test_unsigned_keys_are_read_as_int64(spark):
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    view = IncrementalView(q, state="driver", E=np.array([[1, 2], [1, 3]], dtype=np.uint32))
+    view.step(E=pd.DataFrame({"a": np.array([2], dtype=np.uint64), "b": [5]}))
+    assert view.result().to_dict() == {(1,): 2, (2,): 1}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_state_in_spark_takes_them_converted_once(spark, kind):
+    S, rule, initial, ticks = SCENARIOS["counting"]
+    q = query(rule, semiring=S)
+    first = frame(initial["E"], 2, S)
+    local = IncrementalView(q, state="spark", E=as_kind(first, kind))
+    remote = IncrementalView(q, state="spark", E=spark_form(spark, first, kind))
+    assert local.where == "spark"
+    for tick in ticks[:2]:
+        pdf = frame(tick["E"], 2, S)
+        got = local.step(E=as_kind(pdf, kind)).to_dict()
+        assert got == remote.step(E=spark_form(spark, pdf, kind)).to_dict()
+    assert local.result().to_dict() == remote.result().to_dict()
+    bad = pd.DataFrame({"a": [1], "b": [2], "c": [3]})
+    with pytest.raises(ValueError) as got:
+        local.step(E=as_kind(bad, kind))
+    with pytest.raises(ValueError) as want:
+        remote.step(E=spark_form(spark, bad, kind))
+    assert str(got.value) == str(want.value)
+    assert local.tick == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_spark_job_per_tick(spark, kind):
+    S = semirings.COUNTING
+    first = frame([((1, 2), 1, 1), ((2, 3), 1, 1), ((1, 3), 1, 1)], 2, S)
+    tri = query(TRIANGLE, semiring=S)
+    view, jobs = count_jobs(
+        spark, f"start-{kind}", lambda: IncrementalView(tri, state="driver", E=as_kind(first, kind))
+    )
+    assert jobs == 0, jobs
+    for t, rows in enumerate([[((3, 4), 1, 1), ((1, 4), 1, 1)], [((1, 2), 1, -1)]]):
+        delta = as_kind(frame(rows, 2, S), kind)
+        _, jobs = count_jobs(spark, f"tick-{kind}-{t}", lambda d=delta: view.step(E=d))
+        assert jobs == 0, jobs
+    keys_only = np.array([[2, 4]])
+    _, jobs = count_jobs(spark, f"2d-{kind}", lambda: view.step(E=keys_only))
+    assert jobs == 0, jobs
+    assert view.result().to_dict() == {(1,): 1, (2,): 1}  # 1-3-4 and 2-3-4
+
+
+# -- bad deltas: the same refusal as the Spark form ------------------------------------------
+BAD = {
+    "null key (NaN)": (C, {"c0": [1.0, np.nan], "c1": [2, 3]}),
+    "three key columns": (C, {"c0": [1], "c1": [2], "c2": [3]}),
+    "one key column": (C, {"c0": [1], "value": [1]}),
+    "floating-point keys": (C, {"c0": [1.5], "c1": [2.0]}),
+    "string keys": (C, {"c0": ["a"], "c1": ["b"]}),
+    "non-integer _weight": (C, {"c0": [1], "c1": [2], "_weight": [1.5]}),
+    "null _weight": (C, {"c0": [1, 2], "c1": [2, 3], "_weight": pd.array([1, None], "Int64")}),
+    "boolean _weight": (C, {"c0": [1], "c1": [2], "_weight": [True]}),
+    "fractional count": (C, {"c0": [1], "c1": [2], "value": [0.5]}),
+    "string annotation": (MP, {"c0": [1], "c1": [2], "value": ["x"]}),
+    "null annotation (NaN)": (MP, {"c0": [1], "c1": [2], "value": [np.nan]}),
+    "-inf in min-plus": (MP, {"c0": [1], "c1": [2], "value": [-np.inf]}),
+    "negative multiplicity": (C, {"c0": [7], "c1": [8], "_weight": [-1]}),
+    "retracting a row not held": (MP, {"c0": [1], "c1": [2], "value": [9.0], "_weight": [-1]}),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_delta_is_refused_as_the_spark_form_is(spark, case, kind):
+    S, columns = BAD[case]
+    pdf = pd.DataFrame(columns)
+    q = query("Q(a) :- E(a, b)", semiring=S)
+    first = frame([((1, 2), 1 if S is C else 2.0, 1)], 2, S)
+    local = IncrementalView(q, state="driver", E=as_kind(first, kind))
+    remote = IncrementalView(q, state="driver", E=spark.createDataFrame(first))
+    with pytest.raises((ValueError, TypeError)) as want:
+        remote.step(E=spark_form(spark, pdf, kind))
+    with pytest.raises(want.type) as got:
+        local.step(E=as_kind(pdf, kind))
+    assert str(got.value) == str(want.value)
+    assert "relation 'E'" in str(got.value)
+    assert local.tick == 0 and local.result().to_dict() == remote.result().to_dict()
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (np.array([1, 2]), r"2-D array of keys.*reshape\(-1, 1\)"),
+        (np.zeros((1, 2, 2), dtype=np.int64), r"2-D array of keys"),
+        ((np.array([[1, 2]]), np.array([1.0])), r"tuple of arrays.*structured array"),
+        ({"a": [1], "b": [2]}, r"expected a Spark DataFrame.*got dict"),
+        (
+            pd.DataFrame([[1, 2, 1, 1]], columns=["a", "b", "value", "value"]),
+            r"column 'value' appears 2 times",
+        ),
+        (np.array([[2**63, 1]], dtype=np.uint64), r"9223372036854775808, beyond the 64-bit"),
+        (pd.DataFrame({"a": [1, "x"], "b": [2, 3]}), r"column 'a' cannot be read"),
+    ],
+)
+def test_inputs_no_spark_form_has_are_refused_clearly(spark, given, message):
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    view = IncrementalView(q, state="driver", E=np.array([[1, 2]]))
+    with pytest.raises((ValueError, TypeError), match=message) as got:
+        view.step(E=given)
+    assert "delta of relation 'E'" in str(got.value)
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+
+
+def test_initial_contents_are_checked_alike(spark):
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    pdf = pd.DataFrame({"a": [1.0, np.nan], "b": [2, 3]})
+    with pytest.raises(ValueError) as want:
+        IncrementalView(q, state="driver", E=spark.createDataFrame(pdf))
+    for kind in KINDS:
+        with pytest.raises(ValueError) as got:
+            IncrementalView(q, state="driver", E=as_kind(pdf, kind))
+        assert str(got.value) == str(want.value)
+        assert "initial contents of relation 'E'" in str(got.value)
+
+
+# -- random ticks, alternately pandas, Arrow and numpy, against batch ------------------------
+FED = ["pandas", "arrow", "numpy"]
+RANDOM = {"counting": C, "min-plus": MP, "real": R}
+
+
+@pytest.mark.parametrize("semiring", list(RANDOM))
+@settings(max_examples=max(3, settings.default.max_examples // 2))
+@given(data=st.data())
+def test_random_ticks_fed_alternately_match_batch(spark, semiring, data):
+    S = RANDOM[semiring]
+    rule_text = data.draw(st.sampled_from([TRIANGLE, CHAIN]), label="query")
+    rule = parse_rule(rule_text)
+    start = data.draw(st.integers(0, len(FED) - 1), label="first kind")
+    model = {n: Counter() for n in rule.relations}
+    initial = {}
+    for n, arity in rule.relations.items():
+        rows = data.draw(initial_rows(S, arity), label=f"initial {n}")
+        apply(S, model[n], rows)
+        initial[n] = as_kind(frame(rows, arity, S), FED[start])
+    view = IncrementalView(query(rule_text, semiring=S), state="driver", **initial)
+    before = reference_solve(rule, S, current(S, model))
+    assert_same(view.result().to_dict(), before, S, "initial result")
+    for t in range(1, data.draw(st.integers(2, 4), label="ticks") + 1):
+        kind = FED[(start + t) % len(FED)]
+        tick = {
+            n: data.draw(changes(S, model[n], rule.relations[n]), label=f"tick {t}: Δ{n}")
+            for n in rule.relations
+        }
+        out = view.step(
+            **{n: as_kind(frame(rows, rule.relations[n], S), kind) for n, rows in tick.items()}
+        )
+        for n, rows in tick.items():
+            apply(S, model[n], rows)
+        after = reference_solve(rule, S, current(S, model))
+        assert_same(view.result().to_dict(), after, S, f"result after tick {t} ({kind})")
+        assert_same(out.to_dict(), expected_change(S, before, after), S, f"change at tick {t}")
+        before = after
