@@ -775,6 +775,12 @@ def _weighted(df: DataFrame, S: Semiring, label: str) -> DataFrame:
             "insertions only (no _weight column); retractions need the driver state "
             "(IncrementalView(..., state='driver'))"
         )
+    wtype = df.schema["_weight"].dataType.typeName()
+    if wtype not in ("byte", "short", "integer", "long", "void"):
+        raise ValueError(  # as the driver state says: a fractional weight is never truncated
+            f"{label}: column '_weight' holds multiplicities and must be an integer column, "
+            f"not {wtype}"
+        )
     keys = [c for c in df.columns if c not in (VALUE, "_weight")]
     t = sops.ops(S).type
     v = F.col(VALUE).cast(t) if VALUE in df.columns else F.lit(1).cast(t)

@@ -325,3 +325,18 @@ def test_random_ticks_fed_alternately_match_batch(spark, semiring, data):
         assert_same(view.result().to_dict(), after, S, f"result after tick {t} ({kind})")
         assert_same(out.to_dict(), expected_change(S, before, after), S, f"change at tick {t}")
         before = after
+
+
+def test_spark_state_refuses_a_fractional_weight(spark):
+    # Regression: the Spark state cast a double _weight to the semiring's type (1.5 -> 1.5 in
+    # real, truncated in integer) where the driver state refuses it.
+    from faq import query
+
+    q = query("Q(a) :- E(a, b)", semiring="integer")
+    view = IncrementalView(q, state="spark")
+    delta = spark.createDataFrame(
+        [(1, 2, 1, 1.5)], "a bigint, b bigint, value bigint, _weight double"
+    )
+    with pytest.raises(ValueError, match="'_weight' holds multiplicities and must be an integer"):
+        view.step(E=delta)
+    assert view.tick == 0 and view.result().to_dict() == {}
