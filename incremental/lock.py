@@ -21,6 +21,7 @@ interpreter's exit) removes the lease and the lock file.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import errno
@@ -68,6 +69,8 @@ class _Held:
 
 _HELD: dict[str, _Held] = {}
 _GUARD = threading.Lock()
+_DEFERRED: list[tuple[str, str]] = []
+"""Releases of view objects collected while ``_GUARD`` was held (see :func:`_collected`)."""
 if hasattr(os, "register_at_fork"):  # a forked child holds nothing of its own
     os.register_at_fork(after_in_child=_HELD.clear)
 
@@ -96,11 +99,12 @@ class FolderLock:
         self._fenced = False
         self._pending = False
         with _GUARD:
+            _drain()
             if self.key in _HELD:  # another view object of this process: taken over on claim()
                 self._pending = True
             else:
                 self._take()
-        self._finalizer = weakref.finalize(self, _release, self.key, self.token)
+        self._finalizer = weakref.finalize(self, _collected, self.key, self.token)
 
     def _take(self) -> None:
         """Acquire the folder for this process (the caller holds ``_GUARD``)."""
@@ -120,6 +124,7 @@ class FolderLock:
     def claim(self) -> None:
         """Become the folder's owner in this process (an older view object is fenced)."""
         with _GUARD:
+            _drain()
             if not self._pending:
                 return
             self.check()
@@ -179,7 +184,8 @@ class FolderLock:
     def release(self) -> None:
         """Give the folder up (idempotent): the lease and the lock file are removed."""
         self._closed = True
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _release(self.key, self.token)
 
     def _lease(self, held: _Held, tick: int | None) -> dict[str, Any]:
         return {
@@ -253,19 +259,56 @@ def _flock(path: Path) -> int | None:
 
 
 def _release(key: str, token: str) -> None:
+    """Give up the folder ``key`` if the view of ``token`` still holds it (blocking)."""
     with _GUARD:
-        held = _HELD.get(key)
-        if held is None or held.token != token:
-            return
-        del _HELD[key]
-        lease = _read_lease(held.root)
-        if isinstance(lease, dict) and lease.get("token") == token:
-            with contextlib.suppress(OSError):
-                (held.root / LEASE).unlink()
-        if held.fd is not None:
-            with contextlib.suppress(OSError):
-                (held.root / LOCK).unlink()  # while still locked: see _flock
-            os.close(held.fd)
+        _drain()
+        _release_held(key, token)
+
+
+def _collected(key: str, token: str) -> None:
+    """The finalizer of a view object: release its folder, never blocking.
+
+    The garbage collector may run it at any allocation, also inside a section
+    that holds ``_GUARD`` (``_GUARD`` is not reentrant: waiting there would
+    deadlock the process); then the release is deferred to the next section
+    that takes ``_GUARD``, or to the interpreter's exit.
+    """
+    if _GUARD.acquire(blocking=False):
+        try:
+            _drain()
+            _release_held(key, token)
+        finally:
+            _GUARD.release()
+    else:
+        _DEFERRED.append((key, token))
+
+
+def _drain() -> None:
+    """Carry out the deferred releases (the caller holds ``_GUARD``)."""
+    while _DEFERRED:
+        _release_held(*_DEFERRED.pop())
+
+
+def _release_held(key: str, token: str) -> None:
+    """Remove the lease and the lock of ``key`` if ``token`` holds it (caller holds _GUARD)."""
+    held = _HELD.get(key)
+    if held is None or held.token != token:
+        return
+    del _HELD[key]
+    lease = _read_lease(held.root)
+    if isinstance(lease, dict) and lease.get("token") == token:
+        with contextlib.suppress(OSError):
+            (held.root / LEASE).unlink()
+    if held.fd is not None:
+        with contextlib.suppress(OSError):
+            (held.root / LOCK).unlink()  # while still locked: see _flock
+        os.close(held.fd)
+
+
+@atexit.register
+def _release_deferred_at_exit() -> None:
+    with _GUARD:
+        _drain()
 
 
 def _stale(lease: Any) -> bool:

@@ -239,3 +239,28 @@ def test_without_flock_a_dead_holders_lease_is_taken_over(no_flock, tmp_path):
     assert json.loads((tmp_path / LEASE).read_text())["pid"] == os.getpid()
     view.step(E=_edges({(2, 3): 1}))
     assert view.tick == 1
+
+
+def test_a_view_collected_while_the_lock_table_is_busy_does_not_deadlock(tmp_path):
+    # Regression: the garbage collector ran a dropped view's finalizer inside a section that
+    # held the (non-reentrant) lock table guard, while a new view wrote its lease; the
+    # finalizer waited on the guard and the whole process hung.  Here the finalizer runs
+    # inside the guard on purpose, in a thread, so a regression fails instead of hanging.
+    import threading
+
+    from incremental import lock
+
+    old = lock.FolderLock(tmp_path / "a")
+    done = threading.Event()
+
+    def collect_while_busy():
+        with lock._GUARD:
+            old._finalizer()  # what gc does when it collects the view at that moment
+        done.set()
+
+    threading.Thread(target=collect_while_busy, daemon=True).start()
+    assert done.wait(20), "the finalizer deadlocked on the lock table"
+    new = lock.FolderLock(tmp_path / "a")  # the deferred release is carried out first
+    assert json.loads((tmp_path / "a" / "lease.json").read_text())["token"] == new.token
+    new.release()
+    assert not (tmp_path / "a" / "lease.json").exists()
