@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from faq.kernel import Table, concat, group_reduce, ranges
-from semirings.local import LocalOps, distinct, group_starts
+from semirings.local import LocalOps, distinct, equal, group_starts
 
-__all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "match_keys"]
+__all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "changed_rows", "match_keys"]
 
 OVERRIDE_ROWS = 50_000
 """Overrides are folded into the base once they hold more than this many rows and more than
@@ -263,3 +263,26 @@ def _reduce_keep_zeros(t: Table, ops: LocalOps) -> Table:
     sums = ops.reduceat(t.values[perm], starts)
     first = perm[starts]
     return Table(t.vars, tuple(c[first] for c in t.cols), sums)
+
+
+def changed_rows(old: Table, new: Table, ops: LocalOps) -> tuple[Table, Table]:
+    """Of the keys of ``new`` (zeros included): those whose annotation differs from ``old``'s.
+
+    Returns the new rows and the old annotations at the same keys (zero when absent).
+    """
+    assert new.values is not None
+    zero = np.asarray([ops.semiring.zero], dtype=ops.dtype)
+    if not new.vars:  # a scalar: at most one row, no key to match
+        before = old.values[:1] if old.values is not None and old.rows else zero
+        if new.rows == 0 or equal(before[:1], new.values[:1]).all():
+            empty = new.take(np.empty(0, dtype=np.int64))
+            return empty, empty
+        return new, Table((), (), before[:1].copy())
+    found, at = match_keys(new.cols, old.cols)
+    before = np.repeat(zero, new.rows) if new.rows else zero[:0]
+    if old.values is not None and found.any():
+        before = before.copy()
+        before[found] = old.values[at[found]]
+    diff = np.flatnonzero(~equal(before, new.values))
+    picked = new.take(diff)
+    return picked, Table(new.vars, picked.cols, before[diff])

@@ -34,10 +34,11 @@ import pandas as pd
 import semirings
 from faq.factor import Factor
 from faq.kernel import Table, concat, group_reduce
+from faq.lookup import changed_rows
 from faq.query import Query
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring
-from semirings.local import group_starts, local_ops
+from semirings.local import equal, local_ops
 
 __all__ = ["MAX_ROUNDS", "Program", "is_program"]
 
@@ -319,7 +320,8 @@ class _Evaluation:
             cand, where = self.candidates(g, old, delta)
             if idempotent and self.idempotent_on([t for ts in cand.values() for t in ts]):
                 delta = {
-                    n: _improved(now[n], self.merge([now[n], *cand[n]]), self.ops) for n in g.names
+                    n: changed_rows(now[n], self.merge([now[n], *cand[n]]), self.ops)[0]
+                    for n in g.names
                 }
             else:
                 delta = {n: self.merge(cand[n]) for n in g.names}
@@ -339,7 +341,7 @@ class _Evaluation:
         one[0] = S.one
         v = np.concatenate([one] + [t.values for t in tables if t.values is not None and t.rows])
         twice = self.ops.reduceat(np.repeat(v, 2), np.arange(0, 2 * len(v), 2))
-        bad = np.flatnonzero(~np.asarray(twice == v, dtype=bool))
+        bad = np.flatnonzero(~equal(twice, v))
         if bad.size and check:
             raise ValueError(
                 f"semiring {S.name!r}: ⊕ looked idempotent (a ⊕ a == a for one and the first "
@@ -422,25 +424,6 @@ class _Evaluation:
                 found.loc[hit, names[b]] = m.loc[hit, names[b]].to_numpy()
             done |= hit
         return found
-
-
-def _improved(old: Table, merged: Table, ops: Any) -> Table:
-    """The rows of ``merged`` (= old ⊕ candidates, both consolidated over the same keys,
-    every key of ``old`` in ``merged``) whose annotation differs from ``old``'s."""
-    n = old.rows
-    if n == 0 or merged.rows == 0:
-        return merged
-    both = concat([old, merged], ops)
-    vals = both.values
-    if both.cols:
-        perm, starts = group_starts(list(both.cols))
-    else:
-        perm, starts = np.arange(both.rows), np.zeros(1, dtype=np.int64)
-    size = np.diff(np.append(starts, both.rows))
-    a, b = perm[starts], perm[starts + size - 1]
-    changed = (size == 1) | (vals[a] != vals[b])
-    pick = np.maximum(a, b)[changed] - n
-    return merged.take(np.sort(pick))
 
 
 def _key(relations: Mapping[str, Any], opts: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -46,7 +46,7 @@ from faq import kernel, spark_ops
 from faq.rule import VALUE
 from semirings import BUILTINS, Semiring
 from semirings import spark as spark_semirings
-from semirings.local import LocalOps, sort_rows
+from semirings.local import LocalOps, equal, run_starts, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.executor import Data, Executor
@@ -106,7 +106,7 @@ class WitnessRecorder:
         # Rows by output key, then eliminated values ascending: the first row of a key
         # that attains its ⊕ is the tie-break winner.
         perm = sort_rows(cols)
-        starts = _starts([c[perm] for c in cols[: len(keep)]])
+        starts = run_starts([c[perm] for c in cols[: len(keep)]])
         idx = perm[starts]
         if joined.values is not None:
             idx = perm[_first_attaining(ex.ops, joined.values[perm], starts, self.S)]
@@ -173,18 +173,6 @@ def witness_frame(ex: Executor, d: Data, head: tuple[str, ...], rec: WitnessReco
     return rec.assign(base, head)
 
 
-def _starts(cols: list[np.ndarray]) -> np.ndarray:
-    """Where each group of equal rows of the sorted columns ``cols`` starts (one group
-    when there are no columns)."""
-    if not cols:
-        return np.zeros(1, dtype=np.int64)
-    change = np.zeros(len(cols[0]), dtype=bool)
-    change[0] = True
-    for c in cols:
-        change[1:] |= c[1:] != c[:-1]
-    return np.flatnonzero(change)
-
-
 def _first_attaining(ops: LocalOps, values: np.ndarray, starts: np.ndarray, S: Semiring):
     """Per group of ``values`` (starting at ``starts``), the index of its first value that
     equals the ⊕ of the group.
@@ -199,15 +187,7 @@ def _first_attaining(ops: LocalOps, values: np.ndarray, starts: np.ndarray, S: S
         A group has no value equal to its ⊕ (⊕ does not select one of its arguments).
     """
     best = np.repeat(ops.reduceat(values, starts), np.diff(np.append(starts, len(values))))
-    if values.dtype == object or best.dtype == object:
-        hit = np.fromiter(
-            (bool(a == b) for a, b in zip(values.tolist(), best.tolist(), strict=True)),
-            dtype=bool,
-            count=len(values),
-        )
-    else:
-        hit = values == best
-    at = np.flatnonzero(hit)
+    at = np.flatnonzero(equal(values, best))
     group = np.searchsorted(starts, at, side="right") - 1
     firsts = np.flatnonzero(np.diff(group, prepend=-1))
     if len(firsts) != len(starts):

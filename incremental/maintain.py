@@ -34,12 +34,12 @@ import numpy as np
 import semirings
 from faq import Factor, Query
 from faq.kernel import Table
-from faq.lookup import KeyedTable, match_keys
+from faq.lookup import KeyedTable
 from faq.rule import Atom, Rule
 from semirings import Semiring
 from semirings.local import local_ops
 
-__all__ = ["Change", "GROUPS", "changed_rows", "compensated", "regime", "stored_semiring"]
+__all__ = ["Change", "GROUPS", "compensated", "regime", "stored_semiring"]
 
 GROUPS = "__groups__"
 """The relation name of the affected groups in a restricted recompute."""
@@ -78,35 +78,6 @@ class Change:
     out: KeyedTable
     terms: tuple[dict[str, Any], ...]
     where: str
-
-
-def changed_rows(old: Table, new: Table, ops: Any) -> tuple[Table, Table]:
-    """Of the keys of ``new`` (zeros included): those whose annotation differs from ``old``'s.
-
-    Returns the new rows and the old annotations at the same keys (zero when absent).
-    """
-    assert new.values is not None
-    zero = np.asarray([ops.semiring.zero], dtype=ops.dtype)
-    if not new.vars:  # a scalar: at most one row, no key to match
-        before = old.values[:1] if old.values is not None and old.rows else zero
-        if new.rows == 0 or _equal(before[:1], new.values[:1]).all():
-            empty = new.take(np.empty(0, dtype=np.int64))
-            return empty, empty
-        return new, Table((), (), before[:1].copy())
-    found, at = match_keys(new.cols, old.cols)
-    before = np.repeat(zero, new.rows) if new.rows else zero[:0]
-    if old.values is not None and found.any():
-        before = before.copy()
-        before[found] = old.values[at[found]]
-    diff = np.flatnonzero(~_equal(before, new.values))
-    picked = new.take(diff)
-    return picked, Table(new.vars, picked.cols, before[diff])
-
-
-def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == object or b.dtype == object:
-        return np.fromiter((x == y for x, y in zip(a, b, strict=True)), dtype=bool, count=len(a))
-    return a == b
 
 
 # -- the delta rule over keyed relations ------------------------------------------------------

@@ -30,7 +30,7 @@ import numpy as np
 
 from faq.lookup import KeyedTable, match_keys
 from incremental.deltas import Rows
-from semirings.local import group_starts
+from semirings.local import equal, group_starts
 
 __all__ = ["MODES", "set_delta", "set_modes"]
 
@@ -113,7 +113,7 @@ def set_delta(name: str, mode: str, d: Rows, held: KeyedTable, regime: str) -> R
     out_ = weights < 0
     valid = out_ & present[group]
     if values is not None and current is not None:
-        valid &= _same(values, current[group])
+        valid &= equal(values, current[group])
     removed = np.bincount(group[valid], weights=-weights[valid], minlength=k)
     if mode == "refuse":
         bad = np.flatnonzero(out_ & ~valid)
@@ -129,7 +129,7 @@ def set_delta(name: str, mode: str, d: Rows, held: KeyedTable, regime: str) -> R
     pick = np.full(k, -1, dtype=np.int64)
     pick[group[ins[::-1]]] = ins[::-1]  # the first insertion row of each tuple
     if values is not None and len(ins):
-        differ = ins[~_same(values[ins], values[pick[group[ins]]])]
+        differ = ins[~equal(values[ins], values[pick[group[ins]]])]
         if len(differ):
             _refuse(name, d, differ[0], "inserts", "a tuple twice with different annotations")
     added = np.bincount(group[ins], weights=weights[ins], minlength=k)
@@ -176,12 +176,6 @@ def _held(
     if current is not None:
         current[hit] = found.values[at[hit]]
     return present, current
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == object or b.dtype == object:
-        return np.fromiter((x == y for x, y in zip(a, b, strict=True)), dtype=bool, count=len(a))
-    return np.asarray(a == b)
 
 
 def _refuse(name: str, d: Rows, i: Any, verb: str, what: str) -> None:

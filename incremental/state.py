@@ -20,7 +20,7 @@ import numpy as np
 import semirings
 from faq import Factor, Query
 from faq.kernel import Table, group_reduce
-from faq.lookup import KeyedTable, match_keys
+from faq.lookup import KeyedTable, changed_rows, match_keys
 from faq.rule import Rule
 from incremental import maintain, precision
 from incremental.deltas import Rows
@@ -212,7 +212,7 @@ class LocalState:
             present = Table(before.vars, before.cols, np.ones(before.rows, dtype=bool))
             assert after.values is not None
             now = Table(after.vars, after.cols, after.values > 0)
-            change, _ = maintain.changed_rows(present, now, bo)
+            change, _ = changed_rows(present, now, bo)
         new = replace(self, rels=rels, out=out)
         return new, maintain.Change(change, out, terms, where)
 
@@ -296,7 +296,7 @@ class LocalState:
             at = _distinct(key_cols)
             now = _annotations(new_rows, at, keys, o)
             old = self.rels[name].at(at)
-            diff, _ = maintain.changed_rows(old, now, o)
+            diff, _ = changed_rows(old, now, o)
             rows[name] = new_rows
             if not diff.rows:
                 continue
@@ -316,13 +316,13 @@ class LocalState:
         if not retracting:  # R' = R ⊕ inserted rows: the delta rule
             dq, terms, where = maintain.delta_rule(self.rule, S, self.rels, inserted, *how)
             out, before, after = self.out.plus(dq)
-            change, _ = maintain.changed_rows(before, after, o)
+            change, _ = changed_rows(before, after, o)
             return replace(new, out=out), maintain.Change(change, out, terms, where)
         groups, terms = maintain.affected_groups(self.rule, self.rels, changed, *how)
         fresh, more, where = maintain.recompute_groups(self.rule, S, rels, groups, *how)
         now = _at_groups(fresh, groups, o)
         before = self.out.at(now.cols)
-        change, _ = maintain.changed_rows(before, now, o)
+        change, _ = changed_rows(before, now, o)
         out = self.out.replace(change)
         report = (*({**t, "purpose": "affected groups"} for t in terms), *more)
         return replace(new, out=out), maintain.Change(change, out, report, where)

@@ -134,12 +134,38 @@ def group_starts(cols: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     perm = sort_rows(cols)
-    change = np.zeros(n, dtype=bool)
+    return perm, run_starts([c[perm] for c in cols])
+
+
+def run_starts(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """Where each run of equal rows of the already sorted, non-empty ``cols`` starts (one
+    run when there are no columns).
+
+    >>> run_starts([np.array([1, 1, 2, 3, 3])]).tolist()
+    [0, 2, 3]
+    """
+    if not cols:
+        return np.zeros(1, dtype=np.int64)
+    change = np.zeros(len(cols[0]), dtype=bool)
     change[0] = True
     for c in cols:
-        s = c[perm]
-        change[1:] |= s[1:] != s[:-1]
-    return perm, np.flatnonzero(change)
+        change[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(change)
+
+
+def equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise ``a == b`` of two annotation arrays, as the values' own ``==`` says.
+
+    Object arrays (user semirings: Python ints of any size, strings, tuples) are
+    compared value by value, so a tuple is one value, never broadcast.
+    """
+    if a.dtype == object or b.dtype == object:
+        return np.fromiter(
+            (bool(x == y) for x, y in zip(a.tolist(), b.tolist(), strict=True)),
+            dtype=bool,
+            count=len(a),
+        )
+    return np.asarray(a == b)
 
 
 def distinct(a: np.ndarray) -> np.ndarray:
