@@ -244,7 +244,7 @@ class Program:
         report of that run; otherwise the program is solved first.
         """
         opts = {"order": order, "join": join, "backend": backend}
-        if _key(relations, opts) != self._last_key:
+        if not _same_key(self._last_key, _key(relations, opts)):
             self.solve(**opts, **relations)
         lines = [f"program ({self.semiring.name}), answer {self.answer}:"]
         lines += [f"  {r}" for r in self.rules]
@@ -427,10 +427,19 @@ class _Evaluation:
 
 
 def _key(relations: Mapping[str, Any], opts: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies a solve: the options, and the relation objects themselves (held, so
+    that a later object can never reuse an ``id`` and be taken for an earlier one)."""
     order = opts["order"]
     order = order if isinstance(order, str) else tuple(order)
-    ids = tuple(sorted((n, id(x)) for n, x in relations.items()))
-    return (ids, order, opts["join"], opts["backend"])
+    names = tuple(sorted(relations))
+    return (names, tuple(relations[n] for n in names), order, opts["join"], opts["backend"])
+
+
+def _same_key(a: tuple[Any, ...] | None, b: tuple[Any, ...]) -> bool:
+    """Whether two :func:`_key` s name the same objects (``is``) with the same options."""
+    if a is None or a[0] != b[0] or a[2:] != b[2:]:
+        return False
+    return all(x is y for x, y in zip(a[1], b[1], strict=True))
 
 
 def _reachable(n: str, deps: Mapping[str, set[str]]) -> set[str]:

@@ -292,3 +292,16 @@ def test_incremental_view_over_a_program_is_refused_clearly():
     program = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
     with pytest.raises(NotImplementedError, match="not maintained yet"):
         IncrementalView(program)
+
+
+def test_explain_never_reports_an_earlier_solve_of_other_objects(spark, monkeypatch):
+    # The cache of the last solve held only id()s, and a new object may reuse the id of a
+    # collected one; every id is made equal here, as such a reuse would, so the report of
+    # the earlier solve must not come back for other objects.
+    import faq.recursion
+
+    monkeypatch.setattr(faq.recursion, "id", lambda x: 0, raising=False)
+    sp = query(SSSP, semiring="min-plus")
+    sp.solve(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0}))
+    text = sp.explain(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1.0}))
+    assert "round 2: ΔD 0 rows" in text and "round 3" not in text, text
