@@ -21,7 +21,7 @@ Eliminating an inner index multiplies the two blocks adjacent to it, so an
 elimination order is a parenthesization: for A·B·C·D, the order k, j, l is
 (A(BC))D.  A final section checks the planner alone (statistics only, no
 Spark) against multi_dot's optimum on random dense chains of 3 to 10 matrices
-(it uses the planner's internal ``faq.planner.make_plan``; when the engine no
+(it uses the planner's internal ``faq.plan.logical.make_plan``; when the engine no
 longer has it, that section is skipped with a note).
 
 Every solve is tagged with a Spark job group and its Spark jobs are counted.
@@ -367,7 +367,7 @@ def warm_up(rng: np.random.Generator) -> None:
 def planner_only(count: int, rng: np.random.Generator) -> None:
     """The planner's cost vs multi_dot's optimum on random dense chains (no Spark)."""
     try:  # the planner's internals: not public API, may change with the engine
-        from faq.planner import EXHAUSTIVE_LIMIT, AtomStats, make_plan
+        from faq.plan.logical import EXHAUSTIVE_LIMIT, AtomStats, make_plan
         from faq.rule import parse_rule
     except ImportError as exc:
         print(f"\n== planner alone vs multi_dot: skipped (planner internals changed: {exc})")

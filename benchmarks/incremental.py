@@ -1,6 +1,6 @@
 """Incremental triangle counting: step time against full recompute, and against Pathway.
 
-For each graph (generated with :mod:`faq.graphs`, or SNAP edge lists given as
+For each graph (generated with :mod:`faq.testing`, or SNAP edge lists given as
 paths), the script builds ``IncrementalView(tri, E=edges)``, then runs ticks
 of 10, 100 and 1000 edge changes (half insertions of new edges, half
 deletions of present ones) and prints, as Markdown tables:
@@ -13,7 +13,7 @@ deletions of present ones) and prints, as Markdown tables:
 * the step time at a fixed delta size as the graph grows;
 * what the physical plans of one step shuffle (``--plans FILE`` writes them).
 
-Every view's count is checked against :func:`faq.graphs.triangle_count_numpy`.
+Every view's count is checked against :func:`faq.testing.triangle_count_numpy`.
 The Spark jobs of the build, of each step and of the recompute are counted
 with the status tracker.  The rows are also written as CSV and JSON
 (``benchmarks/results/incremental.csv`` and ``.json``, or under ``--out DIR``):
@@ -216,7 +216,7 @@ def pathway_ticks(
         if not isinstance(run, dict):
             return run
         current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
-        from faq.graphs import triangle_count_numpy
+        from faq.testing import triangle_count_numpy
 
         if run["final"] != int(triangle_count_numpy(current)):
             raise AssertionError(f"Pathway counts {run['final']} triangles")
@@ -236,8 +236,8 @@ def bench_graph(
     spark, label: str, edges_np: np.ndarray, sizes: list[int], ticks: int, args, recorder
 ) -> dict[str, Any]:
     from faq import query
-    from faq.graphs import triangle_count_numpy
     from faq.io import edges_dataframe
+    from faq.testing import triangle_count_numpy
     from incremental import IncrementalView
 
     rng = np.random.default_rng(args.seed)
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [10, 100], 5
 
-    from faq import graphs
+    from faq import testing as graphs
     from faq.io import load_edge_array, undirected_simple
     from faq.session import local_session
 

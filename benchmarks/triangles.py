@@ -16,7 +16,7 @@ is one triangle ``a < b < c`` or one 4-clique ``a < b < c < d``)::
 
 Workloads:
 
-* the hub graph family (:func:`faq.graphs.hub_graph`, ``--hub-n``): every
+* the hub graph family (:func:`faq.testing.hub_graph`, ``--hub-n``): every
   binary join order builds ≥ n² rows while there are 2n + 1 triangles and no
   4-clique;
 * an Erdős–Rényi graph (``--random-edges``) and Chung–Lu power-law graphs
@@ -40,7 +40,7 @@ a one-line note, it never stops the run):
   (triangles only);
 * ``scipy``: ``scipy.sparse`` on the degree-ordered adjacency ``U``,
   ``sum((U·U) ∘ U)`` in row blocks (triangles only);
-* ``numpy``: the reference counters, :func:`faq.graphs.triangle_count_numpy`
+* ``numpy``: the reference counters, :func:`faq.testing.triangle_count_numpy`
   and :func:`clique_count_numpy`;
 * ``networkx``: ``nx.triangles`` / ``nx.enumerate_all_cliques``, small graphs only.
 
@@ -112,7 +112,7 @@ from benchmarks._common import (
     stop_spark,
     write_results,
 )
-from faq.graphs import (
+from faq.testing import (
     hub_graph,
     pairwise_join_sizes,
     power_law_graph,

@@ -28,7 +28,7 @@ Contenders, side by side in one run (one session, one after the other):
     ``view.local = False``: every tick's delta queries run as Spark jobs
     (shuffles, broadcasts), for ``--spark-ticks`` ticks.
 
-Each view's count is checked against :func:`faq.graphs.triangle_count_numpy`
+Each view's count is checked against :func:`faq.testing.triangle_count_numpy`
 at the end.  The rows go to ``benchmarks/results/view_resources.csv`` and
 ``.json`` (or under ``--out DIR``); ``median_s`` is the median step time of the
 window that ends at that tick.
@@ -118,7 +118,7 @@ def _settled(sc: Any) -> int:
 
 
 def _graph(n_nodes: int, n_edges: int, seed: int) -> set[tuple[int, int]]:
-    from faq.graphs import random_graph
+    from faq.testing import random_graph
 
     return {(int(u), int(v)) for u, v in random_graph(n_nodes, n_edges, seed=seed).tolist()}
 
@@ -149,8 +149,8 @@ def run(
     """One contender's rows: a measurement every ``every`` ticks."""
     import incremental.spark_view as spark_view
     from faq import Factor, query
-    from faq.graphs import triangle_count_numpy
     from faq.session import release_unreferenced
+    from faq.testing import triangle_count_numpy
     from incremental import IncrementalView
 
     sc = spark.sparkContext

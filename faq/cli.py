@@ -344,7 +344,7 @@ def _run(args: argparse.Namespace) -> int:
         q = _coded_constants(q, dictionary)
     t_read = time.perf_counter()
 
-    from faq.gather import LOCAL_ROWS
+    from faq.inputs import LOCAL_ROWS
     from faq.session import local_session
 
     rows = sum(len(keys[n][0]) for n in specs)

@@ -30,8 +30,8 @@ import numpy as np
 
 from faq.executor import Data, Executor
 from faq.factor import Factor
-from faq.kernel import Table, concat, group_reduce
-from faq.planner import AtomStats, make_plan
+from faq.kernel.table import Table, concat, group_reduce
+from faq.plan.logical import AtomStats, make_plan
 from faq.rule import VALUE, Atom, Rule
 from semirings import Semiring
 from semirings import spark as sops
@@ -340,7 +340,7 @@ class _Driver:
         at = df.filter(cond).limit(MAX_FETCH_ROWS + 1).toArrow()
         if at.num_rows > MAX_FETCH_ROWS:
             raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_FETCH_ROWS:,} rows")
-        from faq.gather import arrow_to_table
+        from faq.spark.convert import arrow_to_table
 
         unique = f._trusted and f._consolidated
         return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)

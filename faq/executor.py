@@ -1,14 +1,14 @@
 """The executor: one piece of code runs an InsideOut plan over interchangeable backends.
 
-Every step of a :class:`~faq.planner.Plan` joins its bag and ⊕-aggregates
+Every step of a :class:`~faq.plan.logical.Plan` joins its bag and ⊕-aggregates
 the eliminated variables away.  For each step the executor asks
-:func:`faq.physical.choose` where and how to run it, given what its inputs
+:func:`faq.plan.physical.choose` where and how to run it, given what its inputs
 actually are (local arrays or Spark DataFrames, and their sizes), then runs
 it on
 
 * the **local kernel** (:mod:`faq.kernel`) in the driver,
-* the same kernel **inside Spark tasks** (:mod:`faq.tasks`), or
-* **Spark DataFrame operations** (:mod:`faq.spark_ops`): shuffle joins or
+* the same kernel **inside Spark tasks** (:mod:`faq.spark.tasks`), or
+* **Spark DataFrame operations** (:mod:`faq.spark.ops`): shuffle joins or
   Generic Join on DataFrames, for data beyond the driver's memory.
 
 Data moves between them only when a step needs it: a local input of a Spark
@@ -26,14 +26,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from faq import kernel, physical, spark_ops, tasks
-from faq.gather import arrow_to_table
-from faq.kernel import JoinStats, Table
-from faq.physical import Choice, InputInfo
-from faq.planner import Pairs, Plan, PlanFactor, Step
+from faq.kernel import join as kernel
+from faq.kernel.join import JoinStats
+from faq.kernel.table import Table, group_reduce
+from faq.kernel.values import spark_type
+from faq.plan import physical
+from faq.plan.logical import Pairs, Plan, PlanFactor, Step
+from faq.plan.physical import Choice, InputInfo
 from faq.rule import VALUE
+from faq.spark import ops as spark_ops
+from faq.spark import tasks
+from faq.spark.convert import arrow_to_table, to_spark
 from semirings import Semiring
-from semirings.local import distinct, local_ops
+from semirings.local import LocalOps, distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -177,7 +182,7 @@ class Executor:
 
     def step_semiring(self, step: Step) -> Semiring:
         """The semiring a step runs in: the query's, or with ⊕ replaced by the step's
-        own aggregate (per-variable aggregates, :mod:`faq.aggregates`)."""
+        own aggregate (per-variable aggregates, :mod:`faq.plan.aggregates`)."""
         if step.op is None:
             return self.S
         from semirings.aggregates import with_add
@@ -189,7 +194,7 @@ class Executor:
             t = d.table
             table = Table(head, tuple(t.col(v) for v in head), t.values, t.unique)
             if not t.unique:
-                table = kernel.group_reduce(table, head, self.ops)
+                table = group_reduce(table, head, self.ops)
             return Data(head, table.rows, table=table, distinct=d.distinct)
         assert d.df is not None
         return Data(head, d.rows, df=d.df.select(*head, VALUE), distinct=d.distinct)
@@ -240,10 +245,8 @@ class Executor:
     def dataframe(self, d: Data) -> DataFrame:
         """The rows of ``d`` as a Spark DataFrame (a local table goes through Arrow)."""
         if d.df is None:
-            from faq.factor import _to_spark
-
             assert d.table is not None
-            d.df = _to_spark(d.table, self.S)
+            d.df = to_spark(d.table, self.S)
         return d.df
 
     def _spark_step(
@@ -276,12 +279,12 @@ def local_binary(
     tables: Sequence[Table],
     infos: Sequence[InputInfo],
     keep: Sequence[str],
-    ops: kernel.LocalOps,
+    ops: LocalOps,
     stats: JoinStats | None = None,
 ) -> Table:
     """The bag joined pairwise (each intermediate materialised), then ⊕-aggregated onto ``keep``.
 
-    The binary plan of :func:`faq.physical.join_order`, on the local kernel:
+    The binary plan of :func:`faq.plan.physical.join_order`, on the local kernel:
     what ``join="binary"`` means for a local step.
     """
     order = physical.join_order(infos)
@@ -292,7 +295,7 @@ def local_binary(
         shared = [v for v in acc.vars if v in nxt.vars]
         binding = (*shared, *[v for v in vars_ if v not in shared])
         acc = kernel.generic_join([acc, nxt], binding, vars_, ops, stats=stats)
-    return kernel.group_reduce(acc, keep, ops)
+    return group_reduce(acc, keep, ops)
 
 
 def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
@@ -321,6 +324,4 @@ def _distinct_of(t: Table) -> dict[str, float]:
 
 
 def _spark_key_type(a: object) -> str:
-    from faq.factor import _spark_type
-
-    return _spark_type(a)  # type: ignore[arg-type]
+    return spark_type(a)  # type: ignore[arg-type]

@@ -22,19 +22,29 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import semirings
-from faq.kernel import Table, group_reduce
+from faq.kernel.stats import RelationStats, table_stats
+from faq.kernel.table import Table, group_reduce
+from faq.kernel.values import (
+    check_members,
+    checked_table,
+    key_array,
+    key_type,
+    numpy_values,
+    pandas_table,
+    plain_semiring,
+    raw_pandas,
+    scalar_value,
+)
 from faq.rule import VALUE
-from faq.stats import RelationStats, table_stats
+from faq.spark.convert import to_spark
 from semirings import Semiring
-from semirings import spark as sops
 from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
-    from faq.lookup import KeyedTable
+    from faq.kernel.keyed import KeyedTable
 
 __all__ = ["Factor", "RelationStats"]
 
@@ -184,7 +194,7 @@ class Factor:
 
     @classmethod
     def keyed(cls, table: KeyedTable, semiring: str | Semiring, name: str | None = None) -> Factor:
-        """A local factor over a :class:`faq.lookup.KeyedTable` (trusted, no checks).
+        """A local factor over a :class:`faq.kernel.keyed.KeyedTable` (trusted, no checks).
 
         The delta rule (:meth:`Query.solve_delta`) reads such a factor by lookups
         in its sorted columns instead of scanning it; everything else sees its
@@ -248,7 +258,7 @@ class Factor:
             raise ValueError(f"{label}: {len(dist)} distinct counts for {len(vars_)} variables")
         stats = RelationStats(int(rows), dist, exact=False)
         if _is_pandas(data):
-            table = _pandas_table(data, vars_, S, label, check=False)
+            table = pandas_table(data, vars_, S, label, check=False)
             if not consolidated:
                 table = group_reduce(
                     Table(vars_, table.cols, table.values, unique=False), vars_, local_ops(S)
@@ -293,7 +303,7 @@ class Factor:
                 raise ValueError(f"{label}: an array of numbers or booleans, got {arr.dtype}")
             f = cls.__new__(cls)
             f._init(vars_, None, name, True)
-            f._plain = _plain_semiring(arr.dtype)
+            f._plain = plain_semiring(arr.dtype)
             f._array = arr
             return f
         return cls._from_array(arr, vars, semirings.get(semiring), name)
@@ -304,7 +314,7 @@ class Factor:
     ) -> Factor:
         label = _label(name)
         vars_ = _array_vars(arr, vars, label)
-        values = _numpy_values(arr, S, label)
+        values = numpy_values(arr, S, label)
         mask = values != S.zero
         if arr.ndim == 0:
             idx: tuple[np.ndarray, ...] = ()
@@ -312,7 +322,7 @@ class Factor:
         else:
             idx = np.nonzero(mask)
             kept = values[mask]
-        _check_members(kept, S, label)
+        check_members(kept, S, label)
         table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
         distinct = tuple(
             int(np.count_nonzero(np.any(mask, axis=_other(i, arr.ndim)))) for i in range(arr.ndim)
@@ -416,9 +426,9 @@ class Factor:
             if not S.is_zero(val):
                 rows.append((k, val))
         o = local_ops(S)
-        cols = tuple(_key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
+        cols = tuple(key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
         for v, c in zip(vars_, cols, strict=True):
-            if (kt := _key_type(c)).startswith("mixed"):
+            if (kt := key_type(c)).startswith("mixed"):
                 raise ValueError(
                     f"{label}: key column {v!r} holds values of several types ({kt[7:-1]}); "
                     "a key column has one type"
@@ -451,15 +461,15 @@ class Factor:
                 f"{label}: {len(vars_)} variables {vars_!r} but the DataFrame has "
                 f"{len(keys)} key columns {keys!r}"
             )
-        raw = _raw_pandas(pdf, keys, vars_, label)
+        raw = raw_pandas(pdf, keys, vars_, label)
         if semiring is not None:
             S = semirings.get(semiring)
-            table, stats = _checked_table(raw, S, label)
+            table, stats = checked_table(raw, S, label)
             return cls._local(table, S, name, stats)
         f = cls.__new__(cls)
         f._init(vars_, None, name, raw.values is not None)
         f._raw = raw
-        f._plain = _plain_semiring(raw.values.dtype) if raw.values is not None else semirings.REAL
+        f._plain = plain_semiring(raw.values.dtype) if raw.values is not None else semirings.REAL
         return f
 
     def for_semiring(self, semiring: str | Semiring, name: str | None = None) -> Factor:
@@ -485,7 +495,7 @@ class Factor:
                     hit = Factor._from_array(self._array, self._vars, S, label)
                 else:
                     assert self._raw is not None
-                    table, stats = _checked_table(self._raw, S, _label(label))
+                    table, stats = checked_table(self._raw, S, _label(label))
                     hit = Factor._local(table, S, label, stats)
                 self._by_semiring[id(S)] = hit
             return hit
@@ -499,7 +509,7 @@ class Factor:
                 f"semiring={S.name!r}"
             )
         if self._table is not None:  # same zero: values re-checked
-            table, stats = _checked_table(self._table, S, _label(label))
+            table, stats = checked_table(self._table, S, _label(label))
             return Factor._local(table, S, label, stats)
         return Factor(self.df, self._vars, S, name=label)
 
@@ -511,11 +521,11 @@ class Factor:
         Null keys and annotations outside the semiring raise ValueError naming
         ``name`` (or the factor's name) and the column; duplicate keys are
         ⊕-combined.  The result is local when the rows fit in the driver (see
-        :mod:`faq.gather`) and ``local`` is True; otherwise a Spark factor whose
+        :mod:`faq.inputs`) and ``local`` is True; otherwise a Spark factor whose
         consolidation is part of its plan.  One Spark job either way (none
         for a local factor).
         """
-        from faq.gather import prepare
+        from faq.inputs import prepare
 
         S = semirings.get(semiring)
         label = name or self.name
@@ -590,7 +600,7 @@ class Factor:
         A local factor is turned into a DataFrame (through Arrow) on first use.
         """
         if self._df is None:
-            self._df = _to_spark(self._local_table(), self._semiring_or_plain())
+            self._df = to_spark(self._local_table(), self._semiring_or_plain())
         return self._df
 
     @property
@@ -598,7 +608,7 @@ class Factor:
         """Spark SQL types of the key columns (any integer type reads as ``bigint``)."""
         t = self._local_table(required=False)
         if t is not None:
-            return tuple(_key_type(c) for c in t.cols)
+            return tuple(key_type(c) for c in t.cols)
         from pyspark.sql import types as T
 
         schema = self.df.schema
@@ -661,7 +671,7 @@ class Factor:
         t = self._local_table(required=False)
         if t is not None:
             return t
-        from faq.gather import collect_factor
+        from faq.inputs import collect_factor
 
         return collect_factor(self, self._semiring_or_plain(), self._label())
 
@@ -687,8 +697,8 @@ class Factor:
         out: dict[tuple[Any, ...], dict[str, Any]] = {}
         for row in w.itertuples(index=False, name=None):
             rec = dict(zip(w.columns, row, strict=True))
-            key = tuple(_scalar(rec[v]) for v in self.vars)
-            out[key] = {v: _scalar(rec[v]) for v in bound}
+            key = tuple(scalar_value(rec[v]) for v in self.vars)
+            out[key] = {v: scalar_value(rec[v]) for v in bound}
         return out
 
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
@@ -817,209 +827,3 @@ def _bad_tag(label: str, tag: str, example: Any, count: int) -> str:
         f"(an ASCII letter or underscore, then ASCII letters, digits or underscores, and "
         f"nothing else), e.g. {example!r}"
     )
-
-
-def _plain_semiring(dtype: np.dtype) -> Semiring:
-    if dtype == np.bool_:
-        return semirings.BOOLEAN
-    if np.issubdtype(dtype, np.integer):
-        return semirings.INTEGER
-    return semirings.REAL
-
-
-def _key_array(values: list[Any]) -> np.ndarray:
-    if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in values):
-        return np.asarray(values, dtype=np.int64)
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
-def _numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
-    t = sops.ops(S).type
-    if t == "boolean":
-        if arr.dtype != np.bool_:
-            raise ValueError(f"{label}: semiring {S.name!r} needs a boolean array, got {arr.dtype}")
-        return arr
-    if t == "bigint":
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"{label}: semiring {S.name!r} needs integers, got {arr.dtype}")
-        integral = np.issubdtype(arr.dtype, np.integer)
-        if not integral and (not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr))):
-            raise ValueError(
-                f"{label}: semiring {S.name!r} needs integers; the array holds non-integral"
-                " or non-finite values"
-            )
-        _check_int64_range(arr, S, label)
-        return arr.astype(np.int64)
-    if t == "double":
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"{label}: semiring {S.name!r} needs numbers, got {arr.dtype}")
-        return arr.astype(np.float64)
-    return arr
-
-
-def _check_int64_range(arr: np.ndarray, S: Semiring, label: str) -> None:
-    """ValueError naming the first entry of ``arr`` outside 64-bit integers.
-
-    A float is compared against 2**63 exactly (the largest float below it is
-    representable in int64), so no entry is ever wrapped or saturated.
-    """
-    if arr.size == 0:
-        return
-    flat = arr.reshape(-1)
-    if flat.dtype.kind == "u":
-        bad = flat > np.iinfo(np.int64).max
-    elif flat.dtype.kind == "f":
-        bad = (flat >= 2.0**63) | (flat < -(2.0**63))
-    else:
-        return
-    if bad.any():
-        value = flat[np.flatnonzero(bad)[0]].item()
-        raise ValueError(
-            f"{label}: {value!r} is outside the 64-bit integers of the {S.name!r} semiring "
-            f"(from {-(2**63)} to {2**63 - 1}); use the 'real' semiring for larger numbers"
-        )
-
-
-def _check_members(values: np.ndarray, S: Semiring, label: str) -> None:
-    """Every annotation is a value of ``S`` (vectorised for the built-ins)."""
-    flat = values.reshape(-1)
-    if flat.dtype == np.float64 and np.isnan(flat).any():
-        raise ValueError(f"{label}: NaN is not a value of the {S.name!r} semiring ({S.domain})")
-    ok = local_ops(S).valid(flat)
-    if not ok.all():
-        bad = flat[np.flatnonzero(~ok)[0]]
-        S.check_value(bad.item() if hasattr(bad, "item") else bad, label)
-        raise ValueError(f"{label}: {bad!r} is not a value of the {S.name!r} semiring")
-
-
-def check_annotations(values: np.ndarray, S: Semiring, label: str) -> None:
-    """ValueError naming ``label`` when an annotation is not a value of ``S``."""
-    ok = local_ops(S).valid(values)
-    if not ok.all():
-        bad = np.flatnonzero(~ok)
-        sample = values[bad[0]]
-        sample = sample.item() if hasattr(sample, "item") else sample
-        raise ValueError(
-            f"{label}: column {VALUE!r} has {len(bad)} annotation(s) that are not values of "
-            f"the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
-        )
-
-
-def _raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) -> Table:
-    """Key columns and values of a pandas DataFrame, nulls refused, not yet typed."""
-    cols = []
-    for i, k in enumerate(keys):
-        s = pdf[k]
-        nulls = int(s.isna().sum())
-        if nulls:
-            raise ValueError(
-                f"{label}: key column {k!r} (position {i}) has {nulls} null value(s); "
-                "keys must not be null"
-            )
-        c = s.to_numpy()
-        cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
-    values = pdf[VALUE].to_numpy() if VALUE in pdf.columns else None
-    return Table(vars_, tuple(cols), values, unique=False)
-
-
-def _pandas_table(pdf: Any, vars_: tuple[str, ...], S: Semiring, label: str, check: bool) -> Table:
-    keys = [c for c in pdf.columns if c != VALUE]
-    raw = _raw_pandas(pdf, keys, vars_, label)
-    if check:
-        return _checked_table(raw, S, label)[0]
-    o = local_ops(S)
-    values = None if raw.values is None else np.asarray(raw.values, dtype=o.dtype)
-    return Table(vars_, raw.cols, values)
-
-
-def _checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationStats]:
-    """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped."""
-    o = local_ops(S)
-    values = raw.values
-    if values is not None:
-        values = _typed_values(np.asarray(values), S, label)
-        check_annotations(values, S, label)
-    table = group_reduce(Table(raw.vars, raw.cols, values, unique=raw.unique), raw.vars, o)
-    return table, table_stats(table)
-
-
-def _typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
-    """Annotations as the semiring's dtype; a column of the wrong kind is refused."""
-    t = sops.ops(S).type
-    kind = v.dtype.kind
-    ok = {
-        "bigint": kind in "iu",
-        "double": kind in "iuf",
-        "boolean": kind == "b",
-    }.get(t, True)
-    if not ok:
-        shown = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}.get(
-            kind, str(v.dtype)
-        )
-        raise ValueError(
-            f"{label}: column {VALUE!r} has type {shown}, but the {S.name!r} semiring holds "
-            f"{S.domain}"
-        )
-    o = local_ops(S)
-    if o.dtype is object:
-        return sops.python_values(S, v.astype(object))
-    if t == "bigint":
-        _check_int64_range(v, S, f"{label}, column {VALUE!r}")
-    return v.astype(o.dtype)
-
-
-def _key_type(a: np.ndarray) -> str:
-    """The Spark type name of a local key column; an object column by its Python values
-    (``"string"``, ``"double"``..., or ``"mixed (...)"``), inferred by pandas in C."""
-    if a.dtype.kind != "O":
-        return _spark_type(a)
-    from pandas.api.types import infer_dtype
-
-    kind = infer_dtype(a, skipna=False)
-    names = {"string": "string", "integer": "bigint", "floating": "double", "boolean": "boolean"}
-    if kind in names:
-        return names[kind]
-    return "string" if kind == "empty" else f"mixed ({kind})"
-
-
-def _spark_type(a: np.ndarray) -> str:
-    if a.dtype.kind in "iu":
-        return "bigint"
-    if a.dtype.kind == "f":
-        return "double"
-    if a.dtype.kind == "b":
-        return "boolean"
-    return "string"
-
-
-def _to_spark(t: Table, S: Semiring) -> DataFrame:
-    """A local table as a Spark DataFrame (through Arrow), ``value`` of the semiring's type."""
-    import pyarrow as pa
-
-    from faq.session import get_spark
-
-    spark = get_spark()
-    vtype = sops.ops(S).type
-    names = [*t.vars, VALUE]
-    types = [_spark_type(c) for c in t.cols] + [vtype]
-    schema = ", ".join(f"`{n}` {ty}" for n, ty in zip(names, types, strict=True))
-    values = t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, np.int64))
-    arrays = [*t.cols, values]
-    if t.rows == 0:
-        return spark.createDataFrame([], schema)
-    if vtype in ("bigint", "double", "boolean") and all(ty != "string" for ty in types[:-1]):
-        tbl: pa.Table = pa.table({n: np.asarray(a) for n, a in zip(names, arrays, strict=True)})
-        return spark.createDataFrame(tbl.to_pandas(), schema=schema)
-    rows = list(zip(*(_py(a) for a in arrays), strict=True))
-    return spark.createDataFrame(rows, schema=schema)
-
-
-def _py(a: np.ndarray) -> list[Any]:
-    return a.tolist()
-
-
-def _scalar(x: Any) -> Any:
-    """A numpy scalar as the plain Python scalar."""
-    return x.item() if hasattr(x, "item") else x

@@ -10,17 +10,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import semirings
-from faq import gather, kernel, physical
-from faq.aggregates import Aggregates, resolve
+from faq import inputs
 from faq.executor import Data, Executor, Trace
 from faq.factor import Factor
-from faq.kernel import Table
-from faq.keytypes import check_constants, check_key_types
-from faq.planner import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
-from faq.report import render
+from faq.inputs import check_constants, check_key_types
+from faq.kernel.stats import RelationStats, pair_join_size
+from faq.kernel.table import Table, group_reduce
+from faq.plan import physical
+from faq.plan.aggregates import Aggregates, resolve
+from faq.plan.logical import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
+from faq.plan.report import render
 from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
-from faq.stats import RelationStats, pair_join_size, spark_figures, spark_pair_size
+from faq.spark.stats import spark_figures, spark_pair_size
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -151,7 +153,7 @@ class Query:
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
-            name: gather.prepare(f, S, self._label(name), local=backend != "spark", nonnegative=why)
+            name: inputs.prepare(f, S, self._label(name), local=backend != "spark", nonnegative=why)
             for name, f in factors.items()
         }
         if self.aggregates is not None:
@@ -231,16 +233,16 @@ class Query:
             f"annotations ({ops} does not distribute over × on negative values)"
         )
 
-    def _for_aggregates(self, name: str, rel: gather.Relation, why: str | None) -> gather.Relation:
+    def _for_aggregates(self, name: str, rel: inputs.Relation, why: str | None) -> inputs.Relation:
         """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
         semiring's own ⊕ now (a step would combine them with its own), and local
         annotations checked non-negative when an operator needs it (``why``; Spark
-        relations are checked by :func:`faq.gather.prepare`)."""
+        relations are checked by :func:`faq.inputs.prepare`)."""
         t = rel.table
         if t is None:
             return rel
         if not t.unique:
-            t = kernel.group_reduce(t, t.vars, local_ops(self.semiring))
+            t = group_reduce(t, t.vars, local_ops(self.semiring))
             rel = replace(rel, table=t)
         v = t.values
         if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
@@ -434,10 +436,10 @@ def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tupl
     return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
 
 
-def _atom_view(atom: Atom, rel: gather.Relation) -> Data:
+def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
     """The relation seen through ``atom``: columns renamed to its variables; a variable
     repeated in the atom keeps only rows whose columns agree."""
-    from faq.spark_ops import atom_frame
+    from faq.spark.ops import atom_frame
 
     first: dict[str, int] = {}
     for i, v in enumerate(atom.vars):
@@ -563,7 +565,7 @@ def _factor(
 def query_error(exc: Exception, q: Query) -> Exception:
     """The error a failed solve raises: overflow (local or Spark's ANSI mode) as an
     OverflowError naming the semiring; everything else as it is."""
-    from faq.tasks import task_error
+    from faq.spark.tasks import task_error
     from semirings.core import SemiringFunctionError, function_error
 
     if isinstance(exc, SemiringFunctionError):

@@ -33,8 +33,8 @@ import pandas as pd
 
 import semirings
 from faq.factor import Factor
-from faq.kernel import Table, concat, group_reduce
-from faq.lookup import changed_rows
+from faq.kernel.keyed import changed_rows
+from faq.kernel.table import Table, concat, group_reduce
 from faq.query import Query
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring

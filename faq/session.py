@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faq import compiled
+from faq.kernel import compiled
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +82,7 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     warnings and errors (``faq/log4j2.properties``).  Driver memory and JVM
     options only take effect when this call starts the JVM.  While the JVM
     starts, a thread compiles the kernel's numba code, or loads it from numba's
-    disk cache (:func:`faq.compiled.warm_up_in_background`; it logs ``kernel
+    disk cache (:func:`faq.kernel.compiled.warm_up_in_background`; it logs ``kernel
     ready in ...`` on the ``"faq"`` logger).
     """
     from pyspark.sql import SparkSession

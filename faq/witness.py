@@ -42,16 +42,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from faq import kernel, spark_ops
+from faq.kernel import join as kernel
 from faq.rule import VALUE
+from faq.spark import ops as spark_ops
 from semirings import BUILTINS, Semiring
 from semirings import spark as spark_semirings
 from semirings.local import LocalOps, equal, run_starts, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.executor import Data, Executor
-    from faq.physical import Choice
-    from faq.planner import Step
+    from faq.plan.logical import Step
+    from faq.plan.physical import Choice
 
 __all__ = ["WitnessRecorder", "direction"]
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import Factor
-from faq.gather import arrow_to_table
 from faq.kernel import Table
 from faq.rule import VALUE
+from faq.spark.convert import arrow_to_table
 from semirings import Semiring
 from semirings.local import local_ops
 

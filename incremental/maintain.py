@@ -34,7 +34,7 @@ import numpy as np
 import semirings
 from faq import Factor, Query
 from faq.kernel import Table
-from faq.lookup import KeyedTable
+from faq.kernel.keyed import KeyedTable
 from faq.rule import Atom, Rule
 from semirings import Semiring
 from semirings.local import local_ops

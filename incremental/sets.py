@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from faq.lookup import KeyedTable, match_keys
+from faq.kernel.keyed import KeyedTable, match_keys
 from incremental.deltas import Rows
 from semirings.local import equal, group_starts
 

@@ -840,7 +840,7 @@ def _partitions(spark: SparkSession, rows: int) -> int:
     """Partitions of a view's materialised state: one per ``ROWS_PER_PARTITION`` rows, at
     least the cores Spark runs on and at most the session's shuffle partitions (so a
     session left at Spark's 200 does not spread a small view over 200 tasks a tick)."""
-    from faq.tasks import parallelism
+    from faq.spark.tasks import parallelism
 
     try:
         most = max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))

@@ -3,7 +3,7 @@
 :class:`LocalState` is immutable: :meth:`LocalState.apply` returns a new state
 and the change of the output, or raises and leaves the old one as it was, so
 a view commits a tick by replacing one reference.  The relations are
-:class:`faq.lookup.KeyedTable` s, which answer the delta rule's lookups by
+:class:`faq.kernel.keyed.KeyedTable` s, which answer the delta rule's lookups by
 binary search and take a change by copying only a small table of overrides;
 see :mod:`incremental.maintain` for how each kind of semiring is maintained.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import semirings
 from faq import Factor, Query
 from faq.kernel import Table, group_reduce
-from faq.lookup import KeyedTable, changed_rows, match_keys
+from faq.kernel.keyed import KeyedTable, changed_rows, match_keys
 from faq.rule import Rule
 from incremental import maintain, precision
 from incremental.deltas import Rows

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from faq.kernel import Table
-from faq.lookup import KeyedTable
+from faq.kernel.keyed import KeyedTable
 from semirings import Semiring
 from semirings.local import LocalOps
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faq import Factor, Program, Query
-from faq.gather import LOCAL_ROWS
+from faq.inputs import LOCAL_ROWS
 from faq.kernel import Table
-from faq.physical import JOIN_METHODS
+from faq.plan.physical import JOIN_METHODS
 from faq.rule import Rule
 from incremental.deltas import Rows, read_delta, to_spark, unknown_message
 from incremental.lock import FolderLock
@@ -50,7 +50,7 @@ log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
-more than ``faq.gather.LOCAL_ROWS`` rows), ``"driver"`` or ``"spark"``."""
+more than ``faq.inputs.LOCAL_ROWS`` rows), ``"driver"`` or ``"spark"``."""
 
 IF_EXISTS = ("error", "resume")
 """What a view given initial relations does with a ``state_dir`` that already holds one:
@@ -237,7 +237,7 @@ class IncrementalView:
             raise ValueError(
                 f"sets={self._sets!r}: set relations need the driver state, and this view's "
                 "state is in Spark (state='spark', or initial relations beyond "
-                "faq.gather.LOCAL_ROWS rows); keep the relations as bags (no sets=) there"
+                "faq.inputs.LOCAL_ROWS rows); keep the relations as bags (no sets=) there"
             )
         if state == "spark":
             # pandas, Arrow and numpy inputs are converted to Spark DataFrames, once

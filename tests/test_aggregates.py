@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import semirings
 from faq import Factor, einsum, query, reference_solve
-from faq.planner import STRATEGIES, AtomStats, block_rank, make_plan
+from faq.plan.logical import STRATEGIES, AtomStats, block_rank, make_plan
 from faq.rule import parse_rule
 from faq.testing import random_relations, random_rule
 from incremental import IncrementalView

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from benchmarks import _common, triangles
-from faq.graphs import hub_graph, power_law_graph, random_graph, triangle_count_numpy
 from faq.io import load_edge_array, undirected_simple
+from faq.testing import hub_graph, power_law_graph, random_graph, triangle_count_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 KARATE = ROOT / "tests" / "data" / "karate.txt"

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semirings
-from faq import physical, query, reference_solve
+from faq import query, reference_solve
+from faq.plan import physical
 from faq.testing import random_relations, random_rule
 from semirings import Semiring
 from tests.helpers import assert_same, factors_from

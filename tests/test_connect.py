@@ -147,7 +147,7 @@ def test_session_in_another_thread(connect):
     Connect session, not an error or a local session (a second Spark)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from faq import physical
+    from faq.plan import physical
     from faq.session import get_spark
 
     edges = connect.session.createDataFrame([(0, 1), (1, 2), (0, 2)], "src bigint, dst bigint")

@@ -300,8 +300,8 @@ def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
     """The physical choices read exact pairwise join sizes (Σ deg·deg), from numpy for
     local relations and from one Spark job otherwise: on a skewed graph a uniform estimate
     from distinct counts is off by orders of magnitude."""
-    from faq.graphs import pairwise_join_sizes, power_law_graph
     from faq.io import edges_dataframe
+    from faq.testing import pairwise_join_sizes, power_law_graph
 
     e = power_law_graph(2_000, 12_000, seed=4)
     want = pairwise_join_sizes(e)

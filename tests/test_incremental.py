@@ -162,8 +162,8 @@ def test_small_deltas_run_in_the_driver_with_generic_join(spark):
 
     import numpy as np
 
-    from faq.graphs import triangle_count_numpy
     from faq.io import edges_dataframe, load_edge_array, undirected_simple
+    from faq.testing import triangle_count_numpy
 
     edges = undirected_simple(load_edge_array(Path(__file__).parent / "data" / "karate.txt"))
     tri = query(TRIANGLE, semiring="counting")

@@ -22,10 +22,9 @@ from hypothesis import strategies as st
 
 import semirings
 from faq import kernel, reference_solve
-from faq.graphs import hub_graph, triangle_count_numpy
 from faq.kernel import JoinStats, Table, build_trie, generic_join, group_reduce
 from faq.rule import Atom
-from faq.testing import random_relations, random_rule
+from faq.testing import hub_graph, random_relations, random_rule, triangle_count_numpy
 from semirings import Semiring
 from semirings.local import local_ops
 from tests.helpers import assert_same
@@ -190,7 +189,7 @@ def test_slices_count_the_shared_levels_once():
 WARM_UP = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s", stream=sys.stdout)
-from faq import compiled
+from faq.kernel import compiled
 compiled.warm_up_in_background().join()
 w = compiled.warm_up()
 print("figures", w.from_cache, w.compiled, w.cache_dir is not None)
@@ -230,7 +229,8 @@ def test_kernel_compiles_once_then_loads_from_the_disk_cache(tmp_path):
 NO_CACHE_DIR = """
 import numba.core.caching as caching
 caching.CacheImpl._locator_classes = []  # as if no directory were writable
-from faq import Factor, compiled, query
+from faq import Factor, query
+from faq.kernel import compiled
 E = Factor.from_dict({(0, 1): 1, (1, 2): 1, (0, 2): 1}, ("a", "b"), "counting")
 print("triangles", query("Q() :- E(a, b), E(b, c), E(a, c)", "counting").solve(E=E).scalar())
 print("cache", compiled.warm_up().cache_dir)

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from faq.planner import STRATEGIES, AtomStats, get_strategy, is_acyclic, make_plan
-from faq.report import render
+from faq.plan.logical import STRATEGIES, AtomStats, get_strategy, is_acyclic, make_plan
+from faq.plan.report import render
 from faq.rule import parse_einsum, parse_rule
 
 

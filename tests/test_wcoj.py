@@ -19,8 +19,8 @@ import pytest
 
 import semirings
 from faq import query, reference_solve
-from faq.physical import InputInfo, binding_order
-from faq.spark_ops import Frame, generic_join
+from faq.plan.physical import InputInfo, binding_order
+from faq.spark.ops import Frame, generic_join
 from faq.testing import NAMED_RULES, random_relations
 from semirings import Semiring
 from tests.helpers import assert_same, factors_from
@@ -121,8 +121,8 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     """Rows, not seconds: on the hub graph every binary plan for the triangle builds
     about N² rows while the answer has O(N); Generic Join stays within a constant of N,
     on Spark (largest intermediate) and in the local kernel (candidates proposed)."""
-    from faq.graphs import hub_graph, triangle_count_numpy
     from faq.io import edges_dataframe
+    from faq.testing import hub_graph, triangle_count_numpy
 
     n = 300
     edges = hub_graph(n)

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from faq.physical import InputInfo, binding_order, join_order
+from faq.plan.physical import InputInfo, binding_order, join_order
 from faq.rule import VALUE, Atom
 from semirings import Semiring
 from semirings import spark as sops

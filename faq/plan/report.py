@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.executor import Trace
-    from faq.physical import Choice
-    from faq.planner import Plan
+    from faq.plan.logical import Plan
+    from faq.plan.physical import Choice
 
 __all__ = ["render"]
 

@@ -94,7 +94,7 @@ class Step:
     cyclic: bool
     op: str | None = None
     """The ⊕ aggregating ``vars`` away when the query gives variables their own operators
-    (see :mod:`faq.aggregates`); None for the semiring's own ⊕."""
+    (see :mod:`faq.plan.aggregates`); None for the semiring's own ⊕."""
 
     @property
     def factors(self) -> tuple[PlanFactor, ...]:
@@ -384,10 +384,10 @@ def make_plan(
     Each step's bag is every factor mentioning the variable; factors whose
     variables all lie inside the bag are absorbed into it (multiplied in,
     which also filters, as InsideOut's indicator projections do).  ``pairs``
-    holds exact join sizes of pairs of atoms (see :mod:`faq.stats`).
+    holds exact join sizes of pairs of atoms (see :mod:`faq.kernel.stats`).
 
     ``blocks`` gives per-variable aggregates (general FAQ): ``(operator, variables)``
-    pairs, outermost first, covering the bound variables (see :mod:`faq.aggregates`).
+    pairs, outermost first, covering the bound variables (see :mod:`faq.plan.aggregates`).
     Every strategy then eliminates a whole block before any variable of a block
     outside it; a forced order that does not raises ValueError naming the violation.
 

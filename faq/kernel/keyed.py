@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from faq.kernel import Table, concat, group_reduce, ranges
+from faq.kernel.table import Table, concat, group_reduce, ranges
 from semirings.local import LocalOps, distinct, equal, group_starts
 
 __all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "changed_rows", "match_keys"]

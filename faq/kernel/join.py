@@ -1,7 +1,7 @@
 """Local arrays: relations as sorted tries, and Generic Join over them.
 
 This is the engine's local backend.  It runs in the driver (small plans,
-incremental deltas) and inside Spark tasks (:mod:`faq.tasks`), always on the
+incremental deltas) and inside Spark tasks (:mod:`faq.spark.tasks`), always on the
 same data structures:
 
 * a :class:`Table` is a relation as numpy arrays: one key column per
@@ -21,7 +21,7 @@ same data structures:
 The work is bounded by the AGM bound of the bag (O(N^1.5) on a triangle) up
 to a logarithmic factor, and memory by ``chunk`` candidates at a time.  The
 searches are compiled with numba when it is installed (``faq.kernel.NUMBA``; see
-:mod:`faq.compiled`); otherwise a vectorised numpy search over composite keys does the
+:mod:`faq.kernel.compiled`); otherwise a vectorised numpy search over composite keys does the
 same.
 
 Notes
@@ -39,238 +39,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from faq import compiled
-from semirings.local import LocalOps, distinct, group_starts, sort_rows
+import faq.kernel.compiled as compiled
+from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.trie import NUMBA, Trie, build_trie
+from semirings.local import LocalOps
 
-__all__ = [
-    "CHUNK",
-    "NUMBA",
-    "Table",
-    "Trie",
-    "build_trie",
-    "generic_join",
-    "group_reduce",
-    "ranges",
-]
+__all__ = ["CHUNK", "JoinStats", "generic_join", "generic_join_threads", "index"]
 
 CHUNK = 1 << 21
 """Most candidate rows one extension step materialises at a time (memory bound)."""
-
-NUMBA = compiled.NUMBA
-"""Whether the searches run compiled (numba is installed); else the numpy fallback runs."""
-
-
-# -- tables -------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Table:
-    """A relation as numpy arrays: key columns (one per variable) and annotations.
-
-    ``values`` is None when every annotation is the semiring's one.  Keys are
-    distinct (a table is consolidated) unless ``unique`` is False.
-    """
-
-    vars: tuple[str, ...]
-    cols: tuple[np.ndarray, ...]
-    values: np.ndarray | None = None
-    unique: bool = True
-
-    def __post_init__(self) -> None:
-        if len(self.cols) != len(self.vars):
-            raise ValueError(f"table over {self.vars} has {len(self.cols)} key columns")
-
-    @property
-    def rows(self) -> int:
-        """Number of rows."""
-        if self.cols:
-            return len(self.cols[0])
-        return 0 if self.values is None else len(self.values)
-
-    def col(self, var: str) -> np.ndarray:
-        """The key column of ``var``."""
-        return self.cols[self.vars.index(var)]
-
-    def take(self, idx: np.ndarray) -> Table:
-        """The rows ``idx`` (in that order)."""
-        values = None if self.values is None else self.values[idx]
-        return Table(self.vars, tuple(c[idx] for c in self.cols), values, self.unique)
-
-
-def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
-    """``t`` ⊕-aggregated onto the variables ``keep``: one row per distinct key, no zeros.
-
-    A table with no ``keep`` variables becomes a single row (or none when
-    ``t`` is empty); annotations that are one everywhere are counted.
-    """
-    keep = tuple(keep)
-    if t.rows == 0:
-        return Table(keep, tuple(t.col(v)[:0] for v in keep), _empty_values(ops))
-    cols = [t.col(v) for v in keep]
-    if not cols:
-        perm, starts = np.arange(t.rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    elif t.unique and keep == t.vars:
-        return _drop_zeros(t, ops)
-    else:
-        perm, starts = group_starts(cols)
-    if t.values is None:
-        sums = ops.ones(np.diff(np.append(starts, t.rows)))
-    else:
-        sums = ops.reduceat(t.values[perm], starts)
-    first = perm[starts]
-    return _drop_zeros(Table(keep, tuple(c[first] for c in cols), sums), ops)
-
-
-def _drop_zeros(t: Table, ops: LocalOps) -> Table:
-    if t.values is None:
-        return t
-    keep = ops.nonzero(t.values)
-    return t if keep.all() else t.take(np.flatnonzero(keep))
-
-
-def _empty_values(ops: LocalOps) -> np.ndarray:
-    return np.empty(0, dtype=ops.dtype)
-
-
-# -- tries ----------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Trie:
-    """A table indexed by a variable order (a CSR per level).
-
-    ``vals[d]`` are the values of the nodes at depth ``d + 1`` (the distinct
-    prefixes of length ``d + 1``), sorted within each parent; the children of
-    node ``p`` at depth ``d`` are ``vals[d][starts[d][p]:starts[d][p + 1]]``
-    (depth 0 is the root, one node).  ``values`` holds the annotation of
-    each deepest node (row), or None when all are one.
-    """
-
-    order: tuple[str, ...]
-    vals: tuple[np.ndarray, ...]
-    starts: tuple[np.ndarray, ...]
-    values: np.ndarray | None
-    rows: int
-    _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-    @property
-    def depth(self) -> int:
-        """Number of levels (the table's arity)."""
-        return len(self.order)
-
-    def nbytes(self) -> int:
-        """Memory held by the index arrays."""
-        extra = 0 if self.values is None else self.values.nbytes
-        return sum(a.nbytes for a in (*self.vals, *self.starts)) + extra
-
-    def count(self, d: int, nodes: np.ndarray) -> np.ndarray:
-        """How many children each node (at depth ``d``) has."""
-        s = self.starts[d]
-        return s[nodes + 1] - s[nodes]
-
-    def lookup(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """The child of each node (depth ``d``) whose value is ``x``, or -1 where none is."""
-        if len(x) == 0:
-            return np.empty(0, dtype=np.int64)
-        if NUMBA and x.dtype.kind in "iu":
-            return compiled.lookup(self.vals[d], self.starts[d], nodes, x)
-        return self._lookup_numpy(d, nodes, x)
-
-    def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
-        hit = self._composite.get(d)
-        if hit is None:  # composite (parent, rank of value) keys: sorted, as the trie is
-            vals, starts = self.vals[d], self.starts[d]
-            domain = distinct(vals)
-            parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
-            comp = parent * len(domain) + np.searchsorted(domain, vals)
-            hit = self._composite[d] = (domain, comp)
-        domain, comp = hit
-        out = np.full(len(x), -1, dtype=np.int64)
-        if len(domain) == 0:
-            return out
-        rank = np.minimum(np.searchsorted(domain, x), len(domain) - 1)
-        ok = domain[rank] == x
-        key = nodes * len(domain) + rank
-        pos = np.minimum(np.searchsorted(comp, key), len(comp) - 1)
-        found = ok & (comp[pos] == key)
-        out[found] = pos[found]
-        return out
-
-
-def build_trie(table: Table, order: Sequence[str], ops: LocalOps | None = None) -> Trie:
-    """Index ``table`` by the variable ``order`` (a permutation of its vars).
-
-    A table whose keys may repeat (``unique`` False) is consolidated on the
-    way (equal keys ⊕-combined with ``ops``, zero annotations dropped): the
-    sort that builds the index finds them.
-    """
-    order = tuple(order)
-    if sorted(order) != sorted(table.vars):
-        raise ValueError(f"trie order {order} is not a permutation of {table.vars}")
-    keys = [table.col(v) for v in order]
-    n = table.rows
-    perm = sort_rows(keys) if keys and n else np.arange(n)
-    keys = [k[perm] for k in keys]
-    values = None if table.values is None else table.values[perm]
-    if not table.unique and keys and n > 1:
-        keys, values, n = _merge_repeats(keys, values, table, ops)
-    vals: list[np.ndarray] = []
-    starts: list[np.ndarray] = []
-    parent_of_row = np.zeros(n, dtype=np.int64)
-    n_parent = 1
-    boundary = np.zeros(n, dtype=bool)
-    if n:
-        boundary[0] = True
-    for k in keys:
-        if n > 1:
-            boundary[1:] |= k[1:] != k[:-1]
-        first = np.flatnonzero(boundary)
-        vals.append(k[first])
-        starts.append(
-            np.searchsorted(parent_of_row[first], np.arange(n_parent + 1)).astype(np.int64)
-        )
-        parent_of_row = np.cumsum(boundary) - 1
-        n_parent = len(first)
-    if keys and n_parent != n:
-        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
-    return Trie(order, tuple(vals), tuple(starts), values, n)
-
-
-def _merge_repeats(
-    keys: list[np.ndarray], values: np.ndarray | None, table: Table, ops: LocalOps | None
-) -> tuple[list[np.ndarray], np.ndarray | None, int]:
-    """Sorted rows with equal keys ⊕-combined and zero annotations dropped."""
-    n = len(keys[0])
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    if change.all():
-        return keys, values, n
-    if ops is None:
-        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
-    starts = np.flatnonzero(change)
-    if values is None:
-        values = ops.ones(np.diff(np.append(starts, n)))
-    else:
-        values = ops.reduceat(values, starts)
-    keys = [k[starts] for k in keys]
-    alive = ops.nonzero(values)
-    if not alive.all():
-        idx = np.flatnonzero(alive)
-        keys, values = [k[idx] for k in keys], values[idx]
-    return keys, values, len(keys[0])
-
-
-def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, s + c)`` for every ``(s, c)``, vectorised.
-
-    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
-    [5, 6, 0, 1, 2]
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
-    return shift + np.arange(total, dtype=np.int64)
 
 
 # -- Generic Join ------------------------------------------------------------------------------
@@ -728,7 +505,7 @@ class _Accumulator:
             return Table(
                 self.keep,
                 tuple(np.empty(0, dtype=np.int64) for _ in self.keep),
-                _empty_values(self.ops),
+                np.empty(0, dtype=self.ops.dtype),
             )
         return group_reduce(concat(self.parts, self.ops), self.keep, self.ops)
 
@@ -740,19 +517,3 @@ def _scalar_table(p: _Prefixes, ops: LocalOps) -> Table:
     else:
         total = ops.reduceat(p.w, np.zeros(1, dtype=np.int64))
     return Table((), (), np.asarray(total, dtype=ops.dtype), unique=True)
-
-
-def concat(parts: list[Table], ops: LocalOps) -> Table:
-    """Tables over the same variables, one after the other (keys may repeat then)."""
-    if len(parts) == 1:
-        return parts[0]
-    keep = parts[0].vars
-    cols = tuple(np.concatenate([t.cols[i] for t in parts]) for i in range(len(keep)))
-    values = np.concatenate([_values_of(t, ops) for t in parts])
-    return Table(keep, cols, values, unique=False)
-
-
-def _values_of(t: Table, ops: LocalOps) -> np.ndarray:
-    if t.values is not None:
-        return np.asarray(t.values, dtype=ops.dtype)
-    return ops.ones(np.ones(t.rows, dtype=np.int64))

@@ -1,10 +1,10 @@
 """Physical choices, all in one place: where each step runs, how it joins, in what order.
 
-The planner (:mod:`faq.planner`) fixes *what* each InsideOut step computes;
+The planner (:mod:`faq.plan.logical`) fixes *what* each InsideOut step computes;
 this module decides *how*, from statistics only (no Spark job):
 
 * **backend**: a step whose inputs are local, or fit in the driver
-  (:data:`faq.gather.LOCAL_ROWS`), runs on the local kernel
+  (:data:`faq.inputs.LOCAL_ROWS`), runs on the local kernel
   (:mod:`faq.kernel`): in the driver when its estimated work is small, else
   inside ``T`` Spark tasks that share the index and split the candidates
   (:data:`TASK_WORK`).  Larger steps run as Spark DataFrame operations;
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faq.gather import LOCAL_ROWS
-from faq.planner import Step
+from faq.inputs import LOCAL_ROWS
+from faq.plan.logical import Step
 
 __all__ = [
     "BACKENDS",

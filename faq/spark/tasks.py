@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from faq.kernel import Table, Trie, generic_join, group_reduce
+from faq.kernel.join import generic_join
+from faq.kernel.table import Table, group_reduce
+from faq.kernel.trie import Trie
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops

@@ -1,0 +1,41 @@
+"""The numpy/numba substrate: tables, tries, Generic Join, keyed tables, statistics, values.
+
+Everything here works on :class:`Table` (numpy key columns plus an annotation
+array) and a semiring's numpy operations (:func:`semirings.local.local_ops`);
+nothing here knows about Spark, factors or queries.  The same kernel runs in
+the driver and inside Spark tasks.
+
+* :mod:`faq.kernel.table`: the Table and its algebra (⊕-grouping, concatenation);
+* :mod:`faq.kernel.trie` and :mod:`faq.kernel.compiled`: tries and their compiled searches;
+* :mod:`faq.kernel.join`: worst-case optimal Generic Join over tries;
+* :mod:`faq.kernel.keyed`: KeyedTable, a table kept by key under ⊕-updates;
+* :mod:`faq.kernel.stats`: exact row, distinct and pairwise-join counts;
+* :mod:`faq.kernel.values`: key and annotation arrays typed and checked for a semiring.
+"""
+
+from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
+from faq.kernel.keyed import KeyedTable, changed_rows, match_keys
+from faq.kernel.stats import RelationStats, pair_join_size, table_stats
+from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.trie import NUMBA, Trie, build_trie
+
+__all__ = [
+    "CHUNK",
+    "NUMBA",
+    "JoinStats",
+    "KeyedTable",
+    "RelationStats",
+    "Table",
+    "Trie",
+    "build_trie",
+    "changed_rows",
+    "concat",
+    "generic_join",
+    "generic_join_threads",
+    "group_reduce",
+    "index",
+    "match_keys",
+    "pair_join_size",
+    "ranges",
+    "table_stats",
+]

@@ -1,0 +1,116 @@
+"""Tables: a relation as numpy arrays, and the algebra on them (⊕-grouping, concatenation).
+
+A :class:`Table` holds one key column per variable and an annotation array
+(``None`` when every annotation is one).  Every layer above the kernel (the
+join, keyed tables, the Spark conversion, the incremental states) speaks
+tables; the semiring's numpy operations come in as a
+:class:`semirings.local.LocalOps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from semirings.local import LocalOps, group_starts
+
+__all__ = ["Table", "concat", "drop_zeros", "group_reduce", "ranges", "values_of"]
+
+
+# -- tables -------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A relation as numpy arrays: key columns (one per variable) and annotations.
+
+    ``values`` is None when every annotation is the semiring's one.  Keys are
+    distinct (a table is consolidated) unless ``unique`` is False.
+    """
+
+    vars: tuple[str, ...]
+    cols: tuple[np.ndarray, ...]
+    values: np.ndarray | None = None
+    unique: bool = True
+
+    def __post_init__(self) -> None:
+        if len(self.cols) != len(self.vars):
+            raise ValueError(f"table over {self.vars} has {len(self.cols)} key columns")
+
+    @property
+    def rows(self) -> int:
+        """Number of rows."""
+        if self.cols:
+            return len(self.cols[0])
+        return 0 if self.values is None else len(self.values)
+
+    def col(self, var: str) -> np.ndarray:
+        """The key column of ``var``."""
+        return self.cols[self.vars.index(var)]
+
+    def take(self, idx: np.ndarray) -> Table:
+        """The rows ``idx`` (in that order)."""
+        values = None if self.values is None else self.values[idx]
+        return Table(self.vars, tuple(c[idx] for c in self.cols), values, self.unique)
+
+
+def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
+    """``t`` ⊕-aggregated onto the variables ``keep``: one row per distinct key, no zeros.
+
+    A table with no ``keep`` variables becomes a single row (or none when
+    ``t`` is empty); annotations that are one everywhere are counted.
+    """
+    keep = tuple(keep)
+    if t.rows == 0:
+        return Table(keep, tuple(t.col(v)[:0] for v in keep), np.empty(0, dtype=ops.dtype))
+    cols = [t.col(v) for v in keep]
+    if not cols:
+        perm, starts = np.arange(t.rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    elif t.unique and keep == t.vars:
+        return drop_zeros(t, ops)
+    else:
+        perm, starts = group_starts(cols)
+    if t.values is None:
+        sums = ops.ones(np.diff(np.append(starts, t.rows)))
+    else:
+        sums = ops.reduceat(t.values[perm], starts)
+    first = perm[starts]
+    return drop_zeros(Table(keep, tuple(c[first] for c in cols), sums), ops)
+
+
+def drop_zeros(t: Table, ops: LocalOps) -> Table:
+    if t.values is None:
+        return t
+    keep = ops.nonzero(t.values)
+    return t if keep.all() else t.take(np.flatnonzero(keep))
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, s + c)`` for every ``(s, c)``, vectorised.
+
+    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return shift + np.arange(total, dtype=np.int64)
+
+
+def concat(parts: list[Table], ops: LocalOps) -> Table:
+    """Tables over the same variables, one after the other (keys may repeat then)."""
+    if len(parts) == 1:
+        return parts[0]
+    keep = parts[0].vars
+    cols = tuple(np.concatenate([t.cols[i] for t in parts]) for i in range(len(keep)))
+    values = np.concatenate([values_of(t, ops) for t in parts])
+    return Table(keep, cols, values, unique=False)
+
+
+def values_of(t: Table, ops: LocalOps) -> np.ndarray:
+    if t.values is not None:
+        return np.asarray(t.values, dtype=ops.dtype)
+    return ops.ones(np.ones(t.rows, dtype=np.int64))

@@ -1,0 +1,153 @@
+"""Tries: a table indexed by a variable order, one CSR level per variable.
+
+Level ``d`` of a :class:`Trie` holds the distinct prefixes of length
+``d + 1``, each level's values sorted within their parent, with CSR offsets to
+the children (the index of Leapfrog Triejoin and of the edge-frames and
+BiGJoin systems).  :func:`faq.kernel.join.generic_join` binds variables by
+searching these levels; the searches run compiled with numba when it is
+installed (:mod:`faq.kernel.compiled`), else as a vectorised numpy search over
+composite keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import faq.kernel.compiled as compiled
+from faq.kernel.table import Table
+from semirings.local import LocalOps, distinct, sort_rows
+
+__all__ = ["NUMBA", "Trie", "build_trie"]
+
+NUMBA = compiled.NUMBA
+"""Whether the searches run compiled (numba is installed); else the numpy fallback runs."""
+
+
+@dataclass(frozen=True, eq=False)
+class Trie:
+    """A table indexed by a variable order (a CSR per level).
+
+    ``vals[d]`` are the values of the nodes at depth ``d + 1`` (the distinct
+    prefixes of length ``d + 1``), sorted within each parent; the children of
+    node ``p`` at depth ``d`` are ``vals[d][starts[d][p]:starts[d][p + 1]]``
+    (depth 0 is the root, one node).  ``values`` holds the annotation of
+    each deepest node (row), or None when all are one.
+    """
+
+    order: tuple[str, ...]
+    vals: tuple[np.ndarray, ...]
+    starts: tuple[np.ndarray, ...]
+    values: np.ndarray | None
+    rows: int
+    _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def depth(self) -> int:
+        """Number of levels (the table's arity)."""
+        return len(self.order)
+
+    def nbytes(self) -> int:
+        """Memory held by the index arrays."""
+        extra = 0 if self.values is None else self.values.nbytes
+        return sum(a.nbytes for a in (*self.vals, *self.starts)) + extra
+
+    def count(self, d: int, nodes: np.ndarray) -> np.ndarray:
+        """How many children each node (at depth ``d``) has."""
+        s = self.starts[d]
+        return s[nodes + 1] - s[nodes]
+
+    def lookup(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """The child of each node (depth ``d``) whose value is ``x``, or -1 where none is."""
+        if len(x) == 0:
+            return np.empty(0, dtype=np.int64)
+        if NUMBA and x.dtype.kind in "iu":
+            return compiled.lookup(self.vals[d], self.starts[d], nodes, x)
+        return self._lookup_numpy(d, nodes, x)
+
+    def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        hit = self._composite.get(d)
+        if hit is None:  # composite (parent, rank of value) keys: sorted, as the trie is
+            vals, starts = self.vals[d], self.starts[d]
+            domain = distinct(vals)
+            parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
+            comp = parent * len(domain) + np.searchsorted(domain, vals)
+            hit = self._composite[d] = (domain, comp)
+        domain, comp = hit
+        out = np.full(len(x), -1, dtype=np.int64)
+        if len(domain) == 0:
+            return out
+        rank = np.minimum(np.searchsorted(domain, x), len(domain) - 1)
+        ok = domain[rank] == x
+        key = nodes * len(domain) + rank
+        pos = np.minimum(np.searchsorted(comp, key), len(comp) - 1)
+        found = ok & (comp[pos] == key)
+        out[found] = pos[found]
+        return out
+
+
+def build_trie(table: Table, order: Sequence[str], ops: LocalOps | None = None) -> Trie:
+    """Index ``table`` by the variable ``order`` (a permutation of its vars).
+
+    A table whose keys may repeat (``unique`` False) is consolidated on the
+    way (equal keys ⊕-combined with ``ops``, zero annotations dropped): the
+    sort that builds the index finds them.
+    """
+    order = tuple(order)
+    if sorted(order) != sorted(table.vars):
+        raise ValueError(f"trie order {order} is not a permutation of {table.vars}")
+    keys = [table.col(v) for v in order]
+    n = table.rows
+    perm = sort_rows(keys) if keys and n else np.arange(n)
+    keys = [k[perm] for k in keys]
+    values = None if table.values is None else table.values[perm]
+    if not table.unique and keys and n > 1:
+        keys, values, n = _merge_repeats(keys, values, table, ops)
+    vals: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    parent_of_row = np.zeros(n, dtype=np.int64)
+    n_parent = 1
+    boundary = np.zeros(n, dtype=bool)
+    if n:
+        boundary[0] = True
+    for k in keys:
+        if n > 1:
+            boundary[1:] |= k[1:] != k[:-1]
+        first = np.flatnonzero(boundary)
+        vals.append(k[first])
+        starts.append(
+            np.searchsorted(parent_of_row[first], np.arange(n_parent + 1)).astype(np.int64)
+        )
+        parent_of_row = np.cumsum(boundary) - 1
+        n_parent = len(first)
+    if keys and n_parent != n:
+        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
+    return Trie(order, tuple(vals), tuple(starts), values, n)
+
+
+def _merge_repeats(
+    keys: list[np.ndarray], values: np.ndarray | None, table: Table, ops: LocalOps | None
+) -> tuple[list[np.ndarray], np.ndarray | None, int]:
+    """Sorted rows with equal keys ⊕-combined and zero annotations dropped."""
+    n = len(keys[0])
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    if change.all():
+        return keys, values, n
+    if ops is None:
+        raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
+    starts = np.flatnonzero(change)
+    if values is None:
+        values = ops.ones(np.diff(np.append(starts, n)))
+    else:
+        values = ops.reduceat(values, starts)
+    keys = [k[starts] for k in keys]
+    alive = ops.nonzero(values)
+    if not alive.all():
+        idx = np.flatnonzero(alive)
+        keys, values = [k[idx] for k in keys], values[idx]
+    return keys, values, len(keys[0])

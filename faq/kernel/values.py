@@ -1,0 +1,217 @@
+"""Value conversions: key and annotation arrays typed, checked and consolidated for a semiring.
+
+Every way into the engine (numpy arrays, pandas frames, Arrow batches from
+Spark, Python dicts) ends here: keys become int64 or object arrays, annotations
+the semiring's numpy dtype, values outside the semiring are refused with a
+message naming the relation and column, and repeated keys are ⊕-combined.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import semirings
+from faq.kernel.stats import RelationStats, table_stats
+from faq.kernel.table import Table, group_reduce
+from faq.rule import VALUE
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import local_ops
+
+__all__ = [
+    "check_annotations",
+    "check_int64_range",
+    "check_members",
+    "checked_table",
+    "key_array",
+    "key_type",
+    "numpy_values",
+    "pandas_table",
+    "plain_semiring",
+    "raw_pandas",
+    "scalar_value",
+    "spark_type",
+    "typed_values",
+]
+
+
+def plain_semiring(dtype: np.dtype) -> Semiring:
+    if dtype == np.bool_:
+        return semirings.BOOLEAN
+    if np.issubdtype(dtype, np.integer):
+        return semirings.INTEGER
+    return semirings.REAL
+
+
+def key_array(values: list[Any]) -> np.ndarray:
+    if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in values):
+        return np.asarray(values, dtype=np.int64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
+    t = sops.ops(S).type
+    if t == "boolean":
+        if arr.dtype != np.bool_:
+            raise ValueError(f"{label}: semiring {S.name!r} needs a boolean array, got {arr.dtype}")
+        return arr
+    if t == "bigint":
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
+            raise ValueError(f"{label}: semiring {S.name!r} needs integers, got {arr.dtype}")
+        integral = np.issubdtype(arr.dtype, np.integer)
+        if not integral and (not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr))):
+            raise ValueError(
+                f"{label}: semiring {S.name!r} needs integers; the array holds non-integral"
+                " or non-finite values"
+            )
+        check_int64_range(arr, S, label)
+        return arr.astype(np.int64)
+    if t == "double":
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
+            raise ValueError(f"{label}: semiring {S.name!r} needs numbers, got {arr.dtype}")
+        return arr.astype(np.float64)
+    return arr
+
+
+def check_int64_range(arr: np.ndarray, S: Semiring, label: str) -> None:
+    """ValueError naming the first entry of ``arr`` outside 64-bit integers.
+
+    A float is compared against 2**63 exactly (the largest float below it is
+    representable in int64), so no entry is ever wrapped or saturated.
+    """
+    if arr.size == 0:
+        return
+    flat = arr.reshape(-1)
+    if flat.dtype.kind == "u":
+        bad = flat > np.iinfo(np.int64).max
+    elif flat.dtype.kind == "f":
+        bad = (flat >= 2.0**63) | (flat < -(2.0**63))
+    else:
+        return
+    if bad.any():
+        value = flat[np.flatnonzero(bad)[0]].item()
+        raise ValueError(
+            f"{label}: {value!r} is outside the 64-bit integers of the {S.name!r} semiring "
+            f"(from {-(2**63)} to {2**63 - 1}); use the 'real' semiring for larger numbers"
+        )
+
+
+def check_members(values: np.ndarray, S: Semiring, label: str) -> None:
+    """Every annotation is a value of ``S`` (vectorised for the built-ins)."""
+    flat = values.reshape(-1)
+    if flat.dtype == np.float64 and np.isnan(flat).any():
+        raise ValueError(f"{label}: NaN is not a value of the {S.name!r} semiring ({S.domain})")
+    ok = local_ops(S).valid(flat)
+    if not ok.all():
+        bad = flat[np.flatnonzero(~ok)[0]]
+        S.check_value(bad.item() if hasattr(bad, "item") else bad, label)
+        raise ValueError(f"{label}: {bad!r} is not a value of the {S.name!r} semiring")
+
+
+def check_annotations(values: np.ndarray, S: Semiring, label: str) -> None:
+    """ValueError naming ``label`` when an annotation is not a value of ``S``."""
+    ok = local_ops(S).valid(values)
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        sample = values[bad[0]]
+        sample = sample.item() if hasattr(sample, "item") else sample
+        raise ValueError(
+            f"{label}: column {VALUE!r} has {len(bad)} annotation(s) that are not values of "
+            f"the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
+        )
+
+
+def raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) -> Table:
+    """Key columns and values of a pandas DataFrame, nulls refused, not yet typed."""
+    cols = []
+    for i, k in enumerate(keys):
+        s = pdf[k]
+        nulls = int(s.isna().sum())
+        if nulls:
+            raise ValueError(
+                f"{label}: key column {k!r} (position {i}) has {nulls} null value(s); "
+                "keys must not be null"
+            )
+        c = s.to_numpy()
+        cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
+    values = pdf[VALUE].to_numpy() if VALUE in pdf.columns else None
+    return Table(vars_, tuple(cols), values, unique=False)
+
+
+def pandas_table(pdf: Any, vars_: tuple[str, ...], S: Semiring, label: str, check: bool) -> Table:
+    keys = [c for c in pdf.columns if c != VALUE]
+    raw = raw_pandas(pdf, keys, vars_, label)
+    if check:
+        return checked_table(raw, S, label)[0]
+    o = local_ops(S)
+    values = None if raw.values is None else np.asarray(raw.values, dtype=o.dtype)
+    return Table(vars_, raw.cols, values)
+
+
+def checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationStats]:
+    """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped."""
+    o = local_ops(S)
+    values = raw.values
+    if values is not None:
+        values = typed_values(np.asarray(values), S, label)
+        check_annotations(values, S, label)
+    table = group_reduce(Table(raw.vars, raw.cols, values, unique=raw.unique), raw.vars, o)
+    return table, table_stats(table)
+
+
+def typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
+    """Annotations as the semiring's dtype; a column of the wrong kind is refused."""
+    t = sops.ops(S).type
+    kind = v.dtype.kind
+    ok = {
+        "bigint": kind in "iu",
+        "double": kind in "iuf",
+        "boolean": kind == "b",
+    }.get(t, True)
+    if not ok:
+        shown = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}.get(
+            kind, str(v.dtype)
+        )
+        raise ValueError(
+            f"{label}: column {VALUE!r} has type {shown}, but the {S.name!r} semiring holds "
+            f"{S.domain}"
+        )
+    o = local_ops(S)
+    if o.dtype is object:
+        return sops.python_values(S, v.astype(object))
+    if t == "bigint":
+        check_int64_range(v, S, f"{label}, column {VALUE!r}")
+    return v.astype(o.dtype)
+
+
+def key_type(a: np.ndarray) -> str:
+    """The Spark type name of a local key column; an object column by its Python values
+    (``"string"``, ``"double"``..., or ``"mixed (...)"``), inferred by pandas in C."""
+    if a.dtype.kind != "O":
+        return spark_type(a)
+    from pandas.api.types import infer_dtype
+
+    kind = infer_dtype(a, skipna=False)
+    names = {"string": "string", "integer": "bigint", "floating": "double", "boolean": "boolean"}
+    if kind in names:
+        return names[kind]
+    return "string" if kind == "empty" else f"mixed ({kind})"
+
+
+def spark_type(a: np.ndarray) -> str:
+    if a.dtype.kind in "iu":
+        return "bigint"
+    if a.dtype.kind == "f":
+        return "double"
+    if a.dtype.kind == "b":
+        return "boolean"
+    return "string"
+
+
+def scalar_value(x: Any) -> Any:
+    """A numpy scalar as the plain Python scalar."""
+    return x.item() if hasattr(x, "item") else x

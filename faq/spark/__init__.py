@@ -1,0 +1,17 @@
+"""The Spark substrate: conversion, checks, joins and aggregates, the kernel in tasks, statistics.
+
+Spark moves data; the kernel joins.  Nothing here chooses a plan: these
+modules take the orders and methods the planning layer (:mod:`faq.plan`)
+decided.
+
+* :mod:`faq.spark.convert`: Arrow batches <-> kernel tables;
+* :mod:`faq.spark.checks`: null keys, types, semiring values and statistics in one job;
+* :mod:`faq.spark.ops`: binary joins, Generic Join on DataFrames, aggregation;
+* :mod:`faq.spark.tasks`: the kernel inside Spark tasks over a broadcast index;
+* :mod:`faq.spark.stats`: every figure a query needs in one job.
+"""
+
+from faq.spark.convert import arrow_to_table, to_spark
+from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
+
+__all__ = ["TaskError", "arrow_to_table", "driver_cores", "is_connect", "parallelism", "to_spark"]
