@@ -6,8 +6,18 @@
 """
 
 from faq.factor import Factor
+from faq.plan.settings import Settings, settings
 from faq.query import Query, einsum, query
 from faq.recursion import Program
 from faq.reference import reference_solve
 
-__all__ = ["Factor", "Program", "Query", "einsum", "query", "reference_solve"]
+__all__ = [
+    "Factor",
+    "Program",
+    "Query",
+    "Settings",
+    "einsum",
+    "query",
+    "reference_solve",
+    "settings",
+]

@@ -1,0 +1,210 @@
+"""Every threshold and physical choice of the engine, in one frozen :class:`Settings`.
+
+The engine decides a few things by size: whether a relation is read into the
+driver or kept in Spark, whether a step runs in the driver, on its threads,
+inside Spark tasks or as Spark joins, where a delta query runs, where a view
+keeps its state, and when a keyed table folds its log of changes.  Each of
+those decisions reads one field here, and nothing else.
+
+The values in force are the session's (:func:`current`); :func:`settings`
+changes them for the session, or for a ``with`` block::
+
+    >>> from faq.plan.settings import current, settings
+    >>> current().local_rows
+    20000000
+    >>> with settings(local_rows=0):      # everything is "too large": kept in Spark
+    ...     current().local_rows
+    0
+    >>> current().local_rows
+    20000000
+
+``Query.explain()`` shows the fields that decided each step (and every field
+that differs from its default).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = ["DEFAULTS", "Settings", "SettingsScope", "current", "settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The engine's thresholds (see each field); immutable: change them with :func:`settings`.
+
+    Attributes
+    ----------
+    local_rows : int
+        Collect-or-keep: a relation with at most this many rows is read into the
+        driver and joined by the local kernel; a step whose inputs and output fit
+        runs locally; a view keeps its state in the driver below it
+        (``state="auto"``).  20M two-column rows take about 320 MB as numpy arrays.
+    local_bytes : int
+        Without a row estimate, a relation whose estimated size (Spark's
+        ``sizeInBytes``; for files the file size) is at most this is read into
+        the driver.
+    task_work : int
+        Driver or tasks: a local step with at least this much estimated work
+        (candidate rows) runs inside Spark tasks when the cluster has more cores
+        than the driver, else on the driver's threads.
+    thread_work : int
+        A driver step with at least this much estimated work uses all the
+        driver's cores (the compiled kernel releases the GIL).
+    task_slices : int
+        Slices per core when a step runs in tasks.
+    skew_factor : float
+        Join method on Spark under ``join="auto"``: a cyclic bag uses binary
+        joins when its cheapest pairwise join has at most this many times the
+        rows of its inputs.
+    broadcast_rows : int
+        Spark joins broadcast a side with at most this many rows.
+    connect_payload : int
+        Over Spark Connect the tries travel in the plan: a step whose index is
+        larger than this many bytes runs in the driver instead of in tasks.
+    local_delta_rows : int
+        Delta placement: a delta query whose changed relation has at most this
+        many rows runs in the driver, reading only the rows of the other
+        relations that match it.
+    max_fetch_rows : int
+        ... as long as those matching rows are at most this many.
+    max_literals : int
+        Keys of a delta sent to Spark as a literal filter, at most.
+    log_rows : int
+        Log folding: a keyed table (or a Spark view's relation) keeps its changes
+        in a log until the log holds more than ``max(log_rows, log_fraction ×
+        rows)`` rows, then folds it into the base.
+    log_fraction : float
+        See ``log_rows``.
+    rows_per_partition : int
+        Rows per Spark partition of a view's state.
+    max_rounds : int
+        Most rounds a recursive program's fixpoint may take before it is refused
+        (``Program.solve(max_rounds=...)`` overrides it per call).
+    """
+
+    local_rows: int = 20_000_000
+    local_bytes: int = 512 * 2**20
+    task_work: int = 8_000_000
+    thread_work: int = 1_000_000
+    task_slices: int = 2
+    skew_factor: float = 8
+    broadcast_rows: int = 2_000_000
+    connect_payload: int = 96 * 2**20
+    local_delta_rows: int = 100_000
+    max_fetch_rows: int = 2_000_000
+    max_literals: int = 200_000
+    log_rows: int = 50_000
+    log_fraction: float = 0.05
+    rows_per_partition: int = 1_000_000
+    max_rounds: int = 1000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
+                raise ValueError(f"setting {f.name!r} must be a non-negative number, got {v!r}")
+        if self.max_rounds < 1:
+            raise ValueError(f"setting 'max_rounds' must be at least 1, got {self.max_rounds}")
+
+    def changed(self) -> dict[str, Any]:
+        """The fields whose value differs from the default: ``{name: value}``."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(DEFAULTS, f.name)
+        }
+
+    def describe(self, names: tuple[str, ...] = ()) -> str:
+        """``name=value`` for the given fields and every changed one, comma-separated."""
+        shown = dict.fromkeys(names)
+        shown.update(dict.fromkeys(self.changed()))
+        return ", ".join(f"{n}={_shown(getattr(self, n))}" for n in shown)
+
+
+DEFAULTS = Settings()
+"""The defaults (what a fresh session uses)."""
+
+_lock = threading.Lock()
+_current = DEFAULTS
+
+
+def current() -> Settings:
+    """The settings in force."""
+    return _current
+
+
+class SettingsScope:
+    """The settings in force after a call to :func:`settings`; a ``with`` block restores them.
+
+    Reads through to the :class:`Settings` (``faq.settings().local_rows``).
+    """
+
+    def __init__(self, previous: Settings, now: Settings) -> None:
+        self._previous = previous
+        self.settings = now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.settings, name)
+
+    def __enter__(self) -> Settings:
+        return self.settings
+
+    def __exit__(self, *exc: object) -> None:
+        global _current
+        with _lock:
+            _current = self._previous
+
+    def __repr__(self) -> str:
+        return repr(self.settings)
+
+
+def settings(**changes: Any) -> SettingsScope:
+    """Change the engine's thresholds for the session, or for a ``with`` block.
+
+    Parameters
+    ----------
+    **changes
+        Fields of :class:`Settings` and their new values; with none, the
+        settings in force are returned unchanged.
+
+    Returns
+    -------
+    SettingsScope
+        Reads as the new settings; used as a context manager, the previous
+        settings come back at the end of the block.
+
+    Raises
+    ------
+    TypeError
+        A name that is not a setting (the message lists the valid ones).
+    ValueError
+        A value that is not a non-negative number.
+
+    Examples
+    --------
+    >>> import faq
+    >>> with faq.settings(local_rows=0, task_work=10**9):
+    ...     faq.settings().local_rows
+    0
+    """
+    global _current
+    valid = {f.name for f in fields(Settings)}
+    unknown = sorted(set(changes) - valid)
+    if unknown:
+        raise TypeError(
+            f"unknown setting(s) {', '.join(map(repr, unknown))}; valid settings: "
+            f"{', '.join(sorted(valid))}"
+        )
+    with _lock:
+        previous = _current
+        _current = replace(previous, **changes) if changes else previous
+        return SettingsScope(previous, _current)
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, int) and v >= 10_000:
+        return f"{v:_}"
+    return repr(v)
