@@ -47,9 +47,9 @@ def main() -> None:
             times = []
             for _ in range(3):
                 t0 = time.perf_counter()
-                q.solve(backend=backend, A=A, B=B, C=C)
+                run = q.run(backend=backend, A=A, B=B, C=C)
                 times.append(time.perf_counter() - t0)
-            order = ", ".join(q.last_plan.order)
+            order = ", ".join(run.plan.order)
             print(f"{backend:6s} {label:16s} median {sorted(times)[1]:.3f} s  (order {order})")
 
 

@@ -58,16 +58,17 @@ def run(
         for n, m, v in zip(NAMES, mats, VARS, strict=True)
     }
     t0 = time.perf_counter()
-    out = q.solve(**factors)
+    run = q.run(**factors)
+    out = run.result
     seconds = time.perf_counter() - t0
     expected = reduce(brute, mats)
     got = out.to_numpy(shape=expected.shape)
     ok = bool(np.allclose(got, expected))
     print(f"\n=== semiring {semiring!r}: {RULE}")
     if explain:
-        print(q.explain(**factors))
+        print(q.explain(run))
     else:
-        print(f"variable order (eliminated first to last): {', '.join(q.last_plan.order)}")
+        print(f"variable order (eliminated first to last): {', '.join(run.plan.order)}")
     print(
         f"solved in {seconds:.2f} s; result {got.shape[0]}x{got.shape[1]}, "
         f"{out.count():,} non-zero entries"

@@ -5,19 +5,26 @@
 ('j',)
 """
 
+from faq.delta import DeltaResult, TermReport, solve_delta
 from faq.factor import Factor
+from faq.front import einsum, query
 from faq.plan.settings import Settings, settings
-from faq.query import Query, einsum, query
-from faq.recursion import Program
+from faq.query import Query, Run
+from faq.recursion import Program, ProgramRun
 from faq.reference import reference_solve
 
 __all__ = [
+    "DeltaResult",
     "Factor",
     "Program",
+    "ProgramRun",
     "Query",
+    "Run",
     "Settings",
+    "TermReport",
     "einsum",
     "query",
     "reference_solve",
     "settings",
+    "solve_delta",
 ]

@@ -11,7 +11,7 @@ This is the ordered delta rule of DBSP (Budiu et al., VLDB 2023).
 
 :func:`solve_delta` evaluates it with the same planner, executor and kernel as
 :meth:`faq.Query.solve`.  A term touches only the rows that join with its
-change, so for small changes (:data:`LOCAL_DELTA_ROWS`) it runs in the driver:
+change, so for small changes (the ``local_delta_rows`` setting) it runs in the driver:
 the rows of the other relations that can join are fetched by rounds of
 semi-joins (round 1: the rows sharing a value with the change; round 2: the
 rows sharing a value with those; ...), each round one filtered scan per
@@ -32,6 +32,9 @@ from faq.executor import Data, Executor
 from faq.factor import Factor
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
+from faq.plan.physical import check_options
+from faq.plan.settings import current
+from faq.query import Query
 from faq.rule import VALUE, Atom, Rule
 from semirings import Semiring
 from semirings import spark as sops
@@ -40,28 +43,45 @@ from semirings.local import distinct, group_starts, local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from faq.query import Query
-
 __all__ = [
-    "LOCAL_DELTA_ROWS",
-    "MAX_FETCH_ROWS",
     "DeltaResult",
+    "TermReport",
     "solve_delta",
     "split_rule",
 ]
 
-LOCAL_DELTA_ROWS = 100_000
-"""Changes up to this many rows (each) are evaluated in the driver first."""
-
-MAX_FETCH_ROWS = 2_000_000
-"""Most rows one relation's lookups may bring to the driver (beyond, the terms run in Spark)."""
-
-MAX_LITERALS = 200_000
-"""Most key values one relation's lookup may list (beyond, the terms run in Spark)."""
-
 
 class NeedsSpark(Exception):
     """The delta rule cannot run in the driver; the message says why."""
+
+
+@dataclass(frozen=True)
+class TermReport:
+    """How one term of the delta rule ran.
+
+    Attributes
+    ----------
+    atom : int
+        The index of the atom whose change the term reads.
+    skipped : bool
+        True when another relation of the term is empty (nothing to join).
+    where : str
+        ``"driver"`` or ``"spark"`` (empty when skipped).
+    order : tuple of str
+        The variable order of the term's plan.
+    methods : tuple of str
+        Each step's join method (``"wcoj"`` or ``"binary"``).
+    purpose : str
+        Empty for the change of the answer; a caller that runs the rule for
+        something else says what (an incremental view's "affected groups").
+    """
+
+    atom: int
+    skipped: bool = False
+    where: str = ""
+    order: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    purpose: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,10 +94,8 @@ class DeltaResult:
         ΔQ over the head variables (zero annotations dropped).
     where : str
         ``"driver"`` (lookups plus the local kernel) or ``"spark"``.
-    terms : tuple of dict
-        One report per term of the delta rule: ``atom`` (its index),
-        ``skipped`` (another relation is empty), ``where``, ``order`` (the
-        variable order) and ``methods`` (each step's join method).
+    terms : tuple of TermReport
+        One report per term of the delta rule, by atom index.
     touched : dict of str to Factor
         For each changed relation (driver path only): its rows before the
         change at the keys the change names, read in the first round of
@@ -87,7 +105,7 @@ class DeltaResult:
 
     change: Factor
     where: str
-    terms: tuple[dict[str, Any], ...]
+    terms: tuple[TermReport, ...]
     touched: dict[str, Factor]
 
 
@@ -135,7 +153,15 @@ def solve_delta(
     Returns
     -------
     DeltaResult
+
+    Raises
+    ------
+    ValueError
+        A query with per-variable aggregates (not maintainable), an unknown
+        relation or join method.
     """
+    q.check_incremental("solve_delta")
+    check_options(join, "auto")
     unknown = [n for n in deltas if n not in q.rule.relations]
     if unknown:
         raise ValueError(f"unknown relation(s) {unknown!r} for {q.rule}")
@@ -148,7 +174,7 @@ def solve_delta(
         return replace(res, touched=touched)
     S = q.semiring
     live = {n: d for n, d in deltas.items() if d.count() > 0}
-    if local and all(d.count() <= LOCAL_DELTA_ROWS for d in live.values()):
+    if local and all(d.count() <= current().local_delta_rows for d in live.values()):
         try:
             return _Driver(q, relations, live, order, join).run()
         except NeedsSpark:
@@ -209,19 +235,12 @@ class _Driver:
         results, report = [], []
         for t in terms:
             if t.skipped:
-                report.append({"atom": t.atom, "skipped": True})
+                report.append(TermReport(t.atom, skipped=True))
                 continue
             table, plan, trace = self._solve_term(t)
             results.append(table)
-            report.append(
-                {
-                    "atom": t.atom,
-                    "skipped": False,
-                    "where": "driver",
-                    "order": list(plan.order),
-                    "methods": [s.choice.method for s in trace.steps],
-                }
-            )
+            methods = tuple(s.choice.method for s in trace.steps)
+            report.append(TermReport(t.atom, False, "driver", tuple(plan.order), methods))
         head = self.rule.head
         if results:
             change = group_reduce(concat(results, self.ops), head, self.ops)
@@ -230,7 +249,7 @@ class _Driver:
         return DeltaResult(
             Factor._local(change, self.S, f"Δ{self.rule.name}"),
             "driver",
-            tuple(sorted(report, key=lambda r: r["atom"])),
+            tuple(sorted(report, key=lambda r: r.atom)),
             {n: Factor._local(tab, self.S, n) for n, tab in touched.items()},
         )
 
@@ -329,7 +348,7 @@ class _Driver:
         if self._rows(name) == 0 or not conds:
             return _empty(f.vars, self.ops)
         literals = sum(len(v) for c in conds for v in c.values())
-        if literals > MAX_LITERALS:
+        if literals > current().max_literals:
             raise NeedsSpark(f"{literals:,} lookup keys for relation {name!r}")
         df = f.df
         types = [df.schema[k].dataType.simpleString() for k in f.vars]
@@ -337,9 +356,12 @@ class _Driver:
         for c in conds:
             part = _all([_isin(f.vars[k], types[k], v) for k, v in c.items()])
             cond = part if cond is None else cond | part
-        at = df.filter(cond).limit(MAX_FETCH_ROWS + 1).toArrow()
-        if at.num_rows > MAX_FETCH_ROWS:
-            raise NeedsSpark(f"lookups of relation {name!r} reach over {MAX_FETCH_ROWS:,} rows")
+        most = current().max_fetch_rows
+        at = df.filter(cond).limit(most + 1).toArrow()
+        if at.num_rows > most:
+            raise NeedsSpark(
+                f"lookups of relation {name!r} reach over max_fetch_rows={most:,} rows"
+            )
         from faq.spark.convert import arrow_to_table
 
         unique = f._trusted and f._consolidated
@@ -372,8 +394,6 @@ def _spark(
     S: Semiring,
 ) -> DeltaResult:
     """Each term as a Spark query (``backend="spark"``), their ⊕ as one DataFrame."""
-    from faq.query import Query
-
     split, names = split_rule(q.rule)
     sq = Query(split, S)
     parts: list[DataFrame] = []
@@ -393,21 +413,12 @@ def _spark(
                 empty = empty or (f.stats is not None and f.stats.rows == 0)
                 bindings[label] = f
         if empty:
-            report.append({"atom": i, "skipped": True})
+            report.append(TermReport(i, skipped=True))
             continue
-        res = sq.solve(order=order, join=join, backend="spark", **bindings)
-        parts.append(res.df.select(*q.rule.head, VALUE))
-        trace = sq.last_trace
-        assert trace is not None and sq.last_plan is not None
-        report.append(
-            {
-                "atom": i,
-                "skipped": False,
-                "where": "spark",
-                "order": list(sq.last_plan.order),
-                "methods": [s.choice.method for s in trace.steps],
-            }
-        )
+        run = sq.run(order=order, join=join, backend="spark", **bindings)
+        parts.append(run.result.df.select(*q.rule.head, VALUE))
+        methods = tuple(s.choice.method for s in run.trace.steps)
+        report.append(TermReport(i, False, "spark", tuple(run.plan.order), methods))
     head = q.rule.head
     if not parts:
         change = Factor._local(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from faq.kernel import join as kernel
 from faq.kernel.join import JoinStats
@@ -33,6 +33,8 @@ from faq.kernel.values import spark_type
 from faq.plan import physical
 from faq.plan.logical import Pairs, Plan, PlanFactor, Step
 from faq.plan.physical import Choice, InputInfo
+from faq.plan.report import StepTrace, Trace
+from faq.plan.settings import current
 from faq.rule import VALUE
 from faq.spark import ops as spark_ops
 from faq.spark import tasks
@@ -43,11 +45,20 @@ from semirings.local import LocalOps, distinct, local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from faq.witness import WitnessRecorder
-
-__all__ = ["Data", "Executor", "StepTrace", "Trace"]
+__all__ = ["Data", "Executor", "StepHook", "StepTrace", "Trace"]
 
 log = logging.getLogger("faq")
+
+
+class StepHook(Protocol):
+    """Something that watches every step as it runs (witnesses hook in this way).
+
+    ``record`` is called with the executor, the step, its inputs (as
+    :class:`Data`) and the physical choice, before the step's bag is joined.
+    """
+
+    def record(self, ex: Executor, step: Step, inputs: list[Data], choice: Choice) -> None:
+        """Observe one step before it runs."""
 
 
 @dataclass
@@ -62,26 +73,6 @@ class Data:
 
     def info(self) -> InputInfo:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct)
-
-
-@dataclass(frozen=True)
-class StepTrace:
-    """What happened in one step: the physical choice and the actual figures."""
-
-    choice: Choice
-    rows: int
-    seconds: float
-    proposed: int | None = None  # candidates the local kernel proposed
-    largest: int | None = None  # largest intermediate (Spark, with ``trace``)
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Runtime figures of one solve: one :class:`StepTrace` per step of the plan."""
-
-    steps: tuple[StepTrace, ...]
-    seconds: float
-    options: tuple[tuple[str, str], ...] = ()
 
 
 class Executor:
@@ -108,7 +99,8 @@ class Executor:
             parallelism = tasks.parallelism(spark) if spark is not None else 1
         self.parallelism = parallelism
         self.driver_cores = tasks.driver_cores(spark)
-        self.witness: WitnessRecorder | None = None  # set by solve(witness=True)
+        self.settings = current()  # fixed for the whole run
+        self.hook: StepHook | None = None  # e.g. the witness recorder of solve(witness=True)
         self.names: dict[str, str] = {}  # engine variable name -> user's name (for the log)
 
     # -- planning the physical side ------------------------------------------------------
@@ -122,7 +114,7 @@ class Executor:
             inputs = [infos.pop(id(f)) for f in step.factors]
             c = self._choose(step, inputs, pairs)
             out.append(c)
-            local = c.backend != "spark" and step.output.rows <= physical.LOCAL_ROWS
+            local = c.backend != "spark" and step.output.rows <= self.settings.local_rows
             infos[id(step.output)] = InputInfo(
                 step.output.vars, step.output.rows, local, step.output.distinct
             )
@@ -152,8 +144,8 @@ class Executor:
             inputs = [frames.pop(id(f)) for f in step.factors]
             choice = self._choose(step, [d.info() for d in inputs], pairs)
             S = self.step_semiring(step)
-            if self.witness is not None:
-                self.witness.record(self, step, inputs, choice)
+            if self.hook is not None:
+                self.hook.record(self, step, inputs, choice)
             if choice.backend == "spark":
                 out, largest = self._spark_step(step, inputs, choice, S)
                 proposed = None
@@ -212,7 +204,7 @@ class Executor:
         elif choice.backend == "tasks" and self.spark is not None:
             tries = kernel.index(tables, choice.order, ops)
             payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
-            if tasks.is_connect(self.spark) and payload > tasks.CONNECT_PAYLOAD:
+            if tasks.is_connect(self.spark) and payload > self.settings.connect_payload:
                 out = kernel.generic_join(tables, choice.order, keep, ops, tries=tries)
             else:
                 types = [

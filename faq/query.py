@@ -4,34 +4,42 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import semirings
 from faq import inputs
-from faq.executor import Data, Executor, Trace
+from faq.executor import Data, Executor
 from faq.factor import Factor
 from faq.inputs import check_constants, check_key_types
 from faq.kernel.stats import RelationStats, pair_join_size
 from faq.kernel.table import Table, group_reduce
 from faq.plan import physical
 from faq.plan.aggregates import Aggregates, resolve
-from faq.plan.logical import AtomStats, Pairs, Plan, PlanFactor, is_acyclic, make_plan
-from faq.plan.report import render
-from faq.rule import VALUE, Atom, Rule, parse_einsum, parse_rule, without_constants
+from faq.plan.logical import (
+    AtomStats,
+    Pairs,
+    Plan,
+    is_acyclic,
+    make_plan,
+    private_rule,
+    rename_plan,
+)
+from faq.plan.report import Trace, render
+from faq.plan.settings import Settings
+from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
 from faq.spark.stats import spark_figures, spark_pair_size
+from faq.witness import WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-    from faq.recursion import Program
-
-__all__ = ["Query", "einsum", "query"]
+__all__ = ["Query", "Run"]
 
 _RESERVED = ("order", "join", "trace", "backend")
 
@@ -65,7 +73,7 @@ class Query:
         # atoms with constants read fresh relations: their rows selected, constants dropped
         self._plain, self._fresh = without_constants(self.rule)
         self._plain_query: Query | None = None
-        self._to, self._engine_rule = _private_rule(self._plain)
+        self._to, self._engine_rule = private_rule(self._plain)
         self._back = {p: v for v, p in self._to.items()}  # private name -> user's name
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
@@ -75,10 +83,6 @@ class Query:
                     f"relation name {name!r} in {self.rule} clashes with a solve() option; "
                     f"rename it (reserved: {', '.join(_RESERVED)})"
                 )
-        self.last_plan: Plan | None = None
-        self.last_trace: Trace | None = None
-        self._last_key: tuple[Any, ...] | None = None
-        self._last_choices: list[physical.Choice] | None = None
 
     def __repr__(self) -> str:
         extra = f", aggregates={self.aggregates.given!r}" if self.aggregates else ""
@@ -94,7 +98,11 @@ class Query:
         return self.rule.head
 
     # -- inputs ----------------------------------------------------------------------------
-    def _factors(self, relations: dict[str, Any]) -> dict[str, Factor]:
+    def _factors(
+        self, relations: dict[str, Any]
+    ) -> tuple[dict[str, Factor], dict[str, tuple[str, ...]]]:
+        """The relations as factors of this query's semiring, and the key names of those
+        whose columns were renamed to plain private names (for messages)."""
         needed = self.rule.relations
         missing = [n for n in needed if n not in relations]
         extra = [n for n in relations if n not in needed]
@@ -105,10 +113,15 @@ class Query:
             if extra:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
             raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
-        self._renamed: dict[str, tuple[str, ...]] = {}
-        return {name: self._as_factor(name, relations[name], a) for name, a in needed.items()}
+        renamed: dict[str, tuple[str, ...]] = {}
+        out = {
+            name: self._as_factor(name, relations[name], a, renamed) for name, a in needed.items()
+        }
+        return out, renamed
 
-    def _as_factor(self, name: str, rel: Any, arity: int) -> Factor:
+    def _as_factor(
+        self, name: str, rel: Any, arity: int, renamed: dict[str, tuple[str, ...]]
+    ) -> Factor:
         from pyspark.sql import DataFrame as SparkDataFrame
 
         atom = next(a for a in self.rule.atoms if a.relation == name)
@@ -139,7 +152,7 @@ class Query:
             # the engine reads keys by position, so give the columns plain private names
             cols = [f"k{i}" for i in range(len(f.vars))]
             df = f.df.toDF(*cols, *([VALUE] if f.has_value else []))
-            self._renamed[name] = f.vars
+            renamed[name] = f.vars
             f = Factor(df, semiring=f.semiring, name=f.name if f.name is not None else name)
         return f.for_semiring(self.semiring, name)
 
@@ -147,17 +160,22 @@ class Query:
         self, relations: dict[str, Any], backend: str
     ) -> tuple[list[Data], list[AtomStats], Pairs]:
         """Every relation checked and counted (local ones collected), seen through each atom."""
-        factors = self._factors(relations)
+        factors, renamed = self._factors(relations)
         check_key_types(self.rule, factors)
         factors = self._selections(factors)
         S = self.semiring
         why = self._nonnegative_reason()
         rels = {
-            name: inputs.prepare(f, S, self._label(name), local=backend != "spark", nonnegative=why)
+            name: inputs.prepare(
+                f, S, self._label(name, renamed), local=backend != "spark", nonnegative=why
+            )
             for name, f in factors.items()
         }
         if self.aggregates is not None:
-            rels = {name: self._for_aggregates(name, r, why) for name, r in rels.items()}
+            rels = {
+                name: self._for_aggregates(self._label(name, renamed), r, why)
+                for name, r in rels.items()
+            }
         # the engine sees private variable names (v0, v1, ...): a user's name can then never
         # collide with an internal column (``__w``, ``__rows``...), ``value``, or another
         # name under Spark's case-insensitive resolution; the planner keeps the user's names
@@ -212,14 +230,14 @@ class Query:
             self._plain_query = Query(self._plain, self.semiring)
         return self._plain_query, self._selections(relations)
 
-    def _label(self, name: str) -> str:
-        """How errors name relation ``name`` (with its own key names when renamed)."""
+    def _label(self, name: str, renamed: Mapping[str, tuple[str, ...]]) -> str:
+        """How errors name relation ``name`` (with its own key names when ``renamed``)."""
         atom = self._fresh.get(name)
         if atom is not None:
-            return f"{self._label(atom.relation)}, rows selected by atom {atom}"
-        if name not in self._renamed:
+            return f"{self._label(atom.relation, renamed)}, rows selected by atom {atom}"
+        if name not in renamed:
             return f"relation {name!r}"
-        cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(self._renamed[name]))
+        cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(renamed[name]))
         return f"relation {name!r} (key columns read by position: {cols})"
 
     def _nonnegative_reason(self) -> str | None:
@@ -233,7 +251,7 @@ class Query:
             f"annotations ({ops} does not distribute over × on negative values)"
         )
 
-    def _for_aggregates(self, name: str, rel: inputs.Relation, why: str | None) -> inputs.Relation:
+    def _for_aggregates(self, label: str, rel: inputs.Relation, why: str | None) -> inputs.Relation:
         """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
         semiring's own ⊕ now (a step would combine them with its own), and local
         annotations checked non-negative when an operator needs it (``why``; Spark
@@ -246,7 +264,7 @@ class Query:
             rel = replace(rel, table=t)
         v = t.values
         if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
-            raise ValueError(f"{self._label(name)}: {why}, found {v[neg[0]].item()!r}")
+            raise ValueError(f"{label}: {why}, found {v[neg[0]].item()!r}")
         return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
@@ -291,6 +309,9 @@ class Query:
     ) -> Factor:
         """Evaluate the query; return a Factor over the head variables.
 
+        The same as ``run(...).result`` (see :meth:`run`, which also returns the plan
+        and the trace of the run).
+
         Parameters
         ----------
         order : str or list of str
@@ -305,7 +326,8 @@ class Query:
         backend : {"auto", "driver", "tasks", "spark"}
             Where steps run: by size (relations that fit in the driver run on
             the local kernel, in the driver or, for much work, in Spark tasks;
-            larger ones as Spark joins), or forced.
+            larger ones as Spark joins), or forced.  The thresholds are those of
+            :func:`faq.settings`.
         witness : bool
             Also find, per output key, an assignment of the bound variables that
             attains its value (selective ⊕ only: max or min); read it with
@@ -330,10 +352,29 @@ class Query:
         OverflowError
             A 64-bit integer semiring (counting, integer) overflowed.
         """
-        with quiet_spark_errors():  # the errors that matter are re-raised as one line
-            return self._solve(order, join, trace, backend, witness, relations)
+        return self.run(order, join, trace, backend, witness, **relations).result
 
-    def _solve(
+    def run(
+        self,
+        order: str | Sequence[str] = "auto",
+        join: str = "auto",
+        trace: bool = False,
+        backend: str = "auto",
+        witness: bool = False,
+        **relations: Any,
+    ) -> Run:
+        """Evaluate the query and return the record of the run: result, plan and trace.
+
+        Takes the arguments of :meth:`solve`.  ``run.result`` is what ``solve``
+        returns; ``run.plan`` the InsideOut plan (in the user's variable names);
+        ``run.trace`` each step's physical choice and actual figures;
+        ``q.explain(run)`` (or ``run.explain()``) the report as text.  Nothing is
+        kept on the query: two runs never share state.
+        """
+        with quiet_spark_errors():  # the errors that matter are re-raised as one line
+            return self._run(order, join, trace, backend, witness, relations)
+
+    def _run(
         self,
         order: str | Sequence[str],
         join: str,
@@ -341,12 +382,10 @@ class Query:
         backend: str,
         witness: bool,
         relations: dict[str, Any],
-    ) -> Factor:
+    ) -> Run:
         physical.check_options(join, backend)
         rec = None
         if witness:
-            from faq.witness import WitnessRecorder
-
             if self.aggregates is not None:
                 raise ValueError(
                     f"query {self.rule}: witness=True is not supported with per-variable "
@@ -356,43 +395,21 @@ class Query:
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
-        ex.witness = rec
+        ex.hook = rec
         ex.names = self._back
         try:
-            result, run = ex.run(_rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
+            result, run = ex.run(rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
         except Exception as exc:
             raise query_error(exc, self) from exc
-        self.last_plan, self.last_trace = plan, run
-        self._last_choices = [_choice_names(s.choice, self._back) for s in run.steps]
-        self._last_key = _key(relations, order, join, backend)
+        run = replace(
+            run,
+            steps=tuple(replace(s, choice=_choice_names(s.choice, self._back)) for s in run.steps),
+        )
         out = _factor(result, self.rule, self._to, self._back, self.semiring)
         if rec is not None:
-            from faq.witness import witness_frame
-
             frame = witness_frame(ex, result, self._engine_rule.head, rec)
             out.witness_frame = frame.rename(columns=self._back)
-        return out
-
-    def solve_delta(
-        self,
-        deltas: dict[str, Factor],
-        order: str | Sequence[str] = "auto",
-        join: str = "auto",
-        local: bool = True,
-        **relations: Factor,
-    ) -> Any:
-        """The change of the answer when ``deltas`` are ⊕-ed into ``relations``.
-
-        The ordered delta rule of incremental maintenance, evaluated by the same
-        planner, executor and kernel as :meth:`solve` (small changes in the
-        driver, reading only the rows they reach); see :func:`faq.delta.solve_delta`,
-        which documents the arguments and the returned :class:`faq.delta.DeltaResult`.
-        """
-        from faq.delta import solve_delta
-
-        self.check_incremental("solve_delta")
-        physical.check_options(join, "auto")
-        return solve_delta(self, relations, deltas, order=order, join=join, local=local)
+        return Run(out, plan, run, self.semiring.name, ex.settings)
 
     def check_incremental(self, what: str) -> None:
         """Raise ValueError when this query cannot be maintained incrementally (``what``
@@ -408,6 +425,7 @@ class Query:
 
     def explain(
         self,
+        run: Run | None = None,
         order: str | Sequence[str] = "auto",
         join: str = "auto",
         backend: str = "auto",
@@ -415,25 +433,55 @@ class Query:
     ) -> str:
         """The plan as text: variable order, each step's factors, where and how it runs, sizes.
 
-        Right after :meth:`solve` with the same relation objects and options,
-        the report of that run, with actual sizes and seconds; otherwise the
-        plan with its estimated sizes and choices (nothing is joined).
+        ``q.explain(run)`` is the report of that run (:meth:`run`), with actual
+        sizes and seconds.  ``q.explain(**relations)`` plans without running:
+        estimated sizes and the physical choices the settings in force
+        (:func:`faq.settings`) would make; nothing is joined.
         """
+        if run is not None:
+            if not isinstance(run, Run):
+                raise TypeError(
+                    f"explain: the first argument is a Run (from q.run(...)), got "
+                    f"{type(run).__name__}; pass relations by name: q.explain(E=...)"
+                )
+            return run.explain()
         physical.check_options(join, backend)
-        if self._last_key == _key(relations, order, join, backend) and self.last_plan is not None:
-            assert self.last_trace is not None and self._last_choices is not None
-            return render(self.last_plan, self._last_choices, self.semiring.name, self.last_trace)
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
-        private = _rename_plan(plan, self._to, self._engine_rule)
+        private = rename_plan(plan, self._to, self._engine_rule)
         choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]
-        return render(plan, choices, self.semiring.name)
+        return render(plan, choices, self.semiring.name, settings=ex.settings)
 
 
-def _key(relations: dict[str, Any], order: Any, join: str, backend: str) -> tuple[Any, ...]:
-    ids = tuple((n, id(relations[n])) for n in sorted(relations))
-    return (ids, tuple(order) if not isinstance(order, str) else order, join, backend)
+@dataclass(frozen=True)
+class Run:
+    """The record of one :meth:`Query.run`: its result, plan and trace.
+
+    Attributes
+    ----------
+    result : Factor
+        The answer (what :meth:`Query.solve` returns).
+    plan : Plan
+        The InsideOut plan: variable order and steps, estimated sizes.
+    trace : Trace
+        Per step, the physical choice made and the actual rows and seconds.
+    semiring : str
+        The query's semiring.
+    settings : Settings
+        The thresholds in force during the run (:func:`faq.settings`).
+    """
+
+    result: Factor
+    plan: Plan
+    trace: Trace
+    semiring: str
+    settings: Settings
+
+    def explain(self) -> str:
+        """The report of this run as text (what ``Query.explain(run)`` returns)."""
+        choices = [s.choice for s in self.trace.steps]
+        return render(self.plan, choices, self.semiring, self.trace, settings=self.settings)
 
 
 def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
@@ -499,49 +547,6 @@ def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choic
     return replace(c, order=tuple(back.get(v, v) for v in c.order))
 
 
-def _private_rule(rule: Rule) -> tuple[dict[str, str], Rule]:
-    """The rule over private variable names ``v0, v1, ...`` (first appearance order) and
-    the map user name -> private name.  Internal columns all start with ``__``, so
-    generated names never collide with them or with each other."""
-    to = {v: f"v{i}" for i, v in enumerate(rule.variables)}
-    atoms = tuple(Atom(a.relation, tuple(to[v] for v in a.vars)) for a in rule.atoms)
-    return to, Rule(rule.name, tuple(to[v] for v in rule.head), atoms)
-
-
-def _rename_plan(plan: Plan, to: Mapping[str, str], rule: Rule) -> Plan:
-    """``plan`` over the private names ``to`` (factors keep their identities one to one,
-    as the executor follows them by identity)."""
-    done: dict[int, PlanFactor] = {}
-
-    def f(x: PlanFactor) -> PlanFactor:
-        if id(x) not in done:
-            done[id(x)] = replace(
-                x,
-                vars=tuple(to[v] for v in x.vars),
-                distinct={to.get(v, v): n for v, n in x.distinct.items()},
-            )
-        return done[id(x)]
-
-    def names(vs: Sequence[str]) -> tuple[str, ...]:
-        return tuple(to[v] for v in vs)
-
-    atoms = tuple(f(a) for a in plan.atoms)
-    steps = tuple(
-        replace(
-            s,
-            vars=names(s.vars),
-            inputs=tuple(f(x) for x in s.inputs),
-            absorbed=tuple(f(x) for x in s.absorbed),
-            output=f(s.output),
-        )
-        for s in plan.steps
-    )
-    blocks = tuple((op, names(vs)) for op, vs in plan.blocks)
-    return replace(
-        plan, rule=rule, order=names(plan.order), steps=steps, atoms=atoms, blocks=blocks
-    )
-
-
 def _factor(
     d: Data, rule: Rule, to: Mapping[str, str], back: Mapping[str, str], S: Semiring
 ) -> Factor:
@@ -586,80 +591,6 @@ def query_error(exc: Exception, q: Query) -> Exception:
             "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."
         )
     return exc
-
-
-def query(
-    rule: str, semiring: str | Semiring = "real", aggregates: Mapping[str, str] | None = None
-) -> Query | Program:
-    """A query from a rule such as ``"Q(i, l) :- A(i, j), B(j, k), C(k, l)"``.
-
-    Parameters
-    ----------
-    rule : str
-        The head's variables are free; every other variable is aggregated.
-        Several rules (one per line, or separated by ``;``), or a rule whose
-        head is in its body, make a :class:`faq.recursion.Program`: its
-        ``solve`` gives the least fixpoint of the first rule's head.
-    semiring : str or Semiring
-        The semiring: its ⊗ multiplies the atoms, its ⊕ aggregates bound variables.
-    aggregates : dict, optional
-        Per-variable operators (general FAQ), e.g. ``{"y": "max"}``: the listed
-        variables are aggregated outermost, in the dict's order (first =
-        outermost), each with its operator; the other bound variables innermost
-        with the semiring's ⊕.  See docs/aggregates.md for the operators each
-        semiring allows.
-
-    >>> q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    >>> q.head, q.rule.bound
-    ((), ('a', 'b', 'c'))
-    >>> query("Q(x) :- A(x, y), B(y, z)", aggregates={"y": "max"}).aggregates.describe()
-    'max_{y} sum_{z}'
-    """
-    if isinstance(rule, str):
-        from faq.recursion import Program, is_program
-
-        if is_program(rule):
-            if aggregates:
-                raise ValueError(
-                    f"query {rule!r}: per-variable aggregates are not supported in a program "
-                    "of several (or recursive) rules"
-                )
-            return Program(rule, semiring)
-    return Query(rule, semiring, aggregates)
-
-
-def einsum(
-    spec: str,
-    *operands: Factor | Any,
-    semiring: str | Semiring = "real",
-    order: str | Sequence[str] = "auto",
-    join: str = "auto",
-    backend: str = "auto",
-    aggregates: Mapping[str, str] | None = None,
-) -> Factor:
-    """Evaluate a numpy-style einsum spec over factors, with any semiring.
-
-    ``einsum("ij,jk->ik", A, B)`` is the product of A and B; operands are
-    Factors, DataFrames or numpy arrays (dense arrays become sparse factors).
-    A Python or numpy scalar, or a 0-d array, is an operand with no subscripts,
-    as in numpy (``einsum("a,->a", x, 2.0)`` is ``2.0 ⊗ x``).  ``aggregates``
-    gives summed-out letters their own operators, as in :func:`query`
-    (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
-    """
-    operands = tuple(_scalar_operand(o) for o in operands)
-    names = [f"T{i}" for i in range(len(operands))]
-    rule = parse_einsum(spec, names)
-    q = Query(rule, semiring, aggregates)
-    return q.solve(
-        order=order, join=join, backend=backend, **dict(zip(names, operands, strict=True))
-    )
-
-
-def _scalar_operand(o: Any) -> Any:
-    """A Python or numpy scalar (bool, int, float) as a 0-d array; anything else as it is."""
-    if isinstance(o, bool | int | float | np.bool_ | np.integer | np.floating):
-        return np.asarray(o)
-    return o
 
 
 def _is_connect_dataframe(df: Any) -> bool:

@@ -14,7 +14,7 @@ recursive group, semi-naive evaluation:
   max-product...) Δₖ₊₁ keeps the candidates that improve the state
   (``c ⊕ old != old``), with their new annotation; otherwise (rings, counting)
   Δₖ₊₁ is every candidate: the state is the sum of all rounds;
-* it stops when Δ is empty.  After :data:`MAX_ROUNDS` rounds (the ``max_rounds``
+* it stops when Δ is empty.  After ``max_rounds`` rounds (the ``max_rounds``
   keyword of :meth:`Program.solve`) it raises a ValueError naming the relations
   still changing: counting around a cycle, or a negative cycle in min-plus.
 
@@ -32,18 +32,18 @@ import numpy as np
 import pandas as pd
 
 import semirings
+from faq.delta import solve_delta
 from faq.factor import Factor
 from faq.kernel.keyed import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
+from faq.plan.settings import current
 from faq.query import Query
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring
 from semirings.local import equal, local_ops
 
-__all__ = ["MAX_ROUNDS", "Program", "is_program"]
+__all__ = ["Program", "ProgramRun", "Round", "is_program"]
 
-MAX_ROUNDS = 1000
-"""Most semi-naive rounds of one recursive group before the fixpoint is refused."""
 
 _RESERVED = ("order", "join", "trace", "backend", "witness", "max_rounds")
 
@@ -98,8 +98,6 @@ class Program:
         self.groups = self._groups()
         # the defined relations' key names: those of their first rule's head
         self.vars = {r.name: r.head for r in reversed(self.rules)}
-        self.rounds: list[dict[str, Any]] = []
-        self._last_key: tuple[Any, ...] | None = None
 
     def __repr__(self) -> str:
         return f"query({self.text!r}, semiring={self.semiring.name!r})"
@@ -192,7 +190,7 @@ class Program:
         join: str = "auto",
         backend: str = "auto",
         witness: bool = False,
-        max_rounds: int = MAX_ROUNDS,
+        max_rounds: int | None = None,
         **relations: Any,
     ) -> Factor:
         """The least fixpoint: the answer relation (the first rule's head) as a Factor.
@@ -206,7 +204,8 @@ class Program:
             its value (a selective ⊕ only): in a shortest-path program, each
             node's predecessor on a best path (None for a key a base rule attains).
         max_rounds : int
-            Most semi-naive rounds per recursive group (:data:`MAX_ROUNDS`).
+            Most semi-naive rounds per recursive group (default: the ``max_rounds``
+            setting, :func:`faq.settings`).
         **relations
             One Factor, Spark DataFrame or numpy array per input relation.
 
@@ -216,22 +215,41 @@ class Program:
             A missing, unexpected or defined relation, an arity mismatch, or no
             fixpoint after ``max_rounds`` rounds (the error names the relations).
         """
-        if not isinstance(max_rounds, int) or max_rounds < 1:
+        opts = {"order": order, "join": join, "backend": backend}
+        return self.run(witness=witness, max_rounds=max_rounds, **opts, **relations).result
+
+    def run(
+        self,
+        order: str | Sequence[str] = "auto",
+        join: str = "auto",
+        backend: str = "auto",
+        witness: bool = False,
+        max_rounds: int | None = None,
+        **relations: Any,
+    ) -> ProgramRun:
+        """Solve the program and return the record of the run: the answer and each round.
+
+        Takes the arguments of :meth:`solve`; ``run.result`` is what ``solve``
+        returns, ``run.rounds`` one :class:`Round` per semi-naive round, and
+        ``p.explain(run)`` (or ``run.explain()``) the report as text.
+        """
+        if max_rounds is None:
+            max_rounds = current().max_rounds
+        if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
         inputs = self._relations(relations)
         opts = {"order": order, "join": join, "backend": backend}
         ev = _Evaluation(self, inputs, opts, max_rounds)
         for g in self.groups:
             ev.group(g)
-        self.rounds = ev.rounds
-        self._last_key = _key(relations, opts)
         out = Factor.from_table(ev.state[self.answer], self.semiring, self.answer)
         if witness:
             out.witness_frame = ev.witnesses(self.answer)
-        return out
+        return ProgramRun(out, tuple(ev.rounds), self)
 
     def explain(
         self,
+        run: ProgramRun | None = None,
         order: str | Sequence[str] = "auto",
         join: str = "auto",
         backend: str = "auto",
@@ -240,23 +258,51 @@ class Program:
         """The groups in evaluation order and, per semi-naive round, each Δ's size and
         where its joins ran.
 
-        Right after :meth:`solve` with the same relation objects and options, the
-        report of that run; otherwise the program is solved first.
+        ``p.explain(run)`` reports that run (:meth:`run`); ``p.explain(**relations)``
+        runs the program first (a fixpoint's rounds are only known by running it).
         """
-        opts = {"order": order, "join": join, "backend": backend}
-        if not _same_key(self._last_key, _key(relations, opts)):
-            self.solve(**opts, **relations)
-        lines = [f"program ({self.semiring.name}), answer {self.answer}:"]
-        lines += [f"  {r}" for r in self.rules]
-        for g in self.groups:
+        if run is None:
+            run = self.run(order=order, join=join, backend=backend, **relations)
+        elif not isinstance(run, ProgramRun):
+            raise TypeError(
+                f"explain: the first argument is a ProgramRun (from p.run(...)), got "
+                f"{type(run).__name__}; pass relations by name: p.explain(E=...)"
+            )
+        return run.explain()
+
+
+@dataclass(frozen=True)
+class Round:
+    """One semi-naive round of a group: its Δ sizes and where the delta rule ran."""
+
+    group: tuple[str, ...]
+    round: int
+    delta: tuple[tuple[str, int], ...]
+    where: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """The record of one :meth:`Program.run`: the answer and every round."""
+
+    result: Factor
+    rounds: tuple[Round, ...]
+    program: Program
+
+    def explain(self) -> str:
+        """The groups in evaluation order and, per round, each Δ's size and where it ran."""
+        p = self.program
+        lines = [f"program ({p.semiring.name}), answer {p.answer}:"]
+        lines += [f"  {r}" for r in p.rules]
+        for g in p.groups:
             kind = "recursive" if g.recursive else "non-recursive"
             lines.append(f"group {', '.join(g.names)} ({kind}):")
             for rd in self.rounds:
-                if rd["group"] != g.names:
+                if rd.group != g.names:
                     continue
-                sizes = ", ".join(f"Δ{n} {k} rows" for n, k in rd["delta"].items())
-                where = f" [{', '.join(rd['where'])}]" if rd["where"] else ""
-                lines.append(f"  round {rd['round']}: {sizes}{where}")
+                sizes = ", ".join(f"Δ{n} {k} rows" for n, k in rd.delta)
+                where = f" [{', '.join(rd.where)}]" if rd.where else ""
+                lines.append(f"  round {rd.round}: {sizes}{where}")
         return "\n".join(lines)
 
 
@@ -273,7 +319,7 @@ class _Evaluation:
         self.opts = opts
         self.max_rounds = max_rounds
         self.state: dict[str, Table] = {}
-        self.rounds: list[dict[str, Any]] = []
+        self.rounds: list[Round] = []
 
     def factor(self, name: str, t: Table | None = None) -> Factor:
         if t is None:
@@ -364,20 +410,21 @@ class _Evaluation:
             }
             if not changes:
                 continue
-            res = p._queries[i].solve_delta(
+            res = solve_delta(
+                p._queries[i],
+                self.relations(r, old),
                 changes,
                 order=self.opts["order"],
                 join=self.opts["join"],
                 local=self.opts["backend"] != "spark",
-                **self.relations(r, old),
             )
             where.append(res.where)
             cand[r.name].append(self.table(r.name, res.change))
         return cand, sorted(set(where))
 
     def record(self, g: _Group, k: int, delta: dict[str, Table], where: list[str]) -> None:
-        sizes = {n: int(t.rows) for n, t in delta.items()}
-        self.rounds.append({"group": g.names, "round": k, "delta": sizes, "where": where})
+        sizes = tuple((n, int(t.rows)) for n, t in delta.items())
+        self.rounds.append(Round(g.names, k, sizes, tuple(where)))
 
     def refuse(self, g: _Group, delta: dict[str, Table]) -> None:
         moving = [n for n in g.names if delta[n].rows]
@@ -424,22 +471,6 @@ class _Evaluation:
                 found.loc[hit, names[b]] = m.loc[hit, names[b]].to_numpy()
             done |= hit
         return found
-
-
-def _key(relations: Mapping[str, Any], opts: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What identifies a solve: the options, and the relation objects themselves (held, so
-    that a later object can never reuse an ``id`` and be taken for an earlier one)."""
-    order = opts["order"]
-    order = order if isinstance(order, str) else tuple(order)
-    names = tuple(sorted(relations))
-    return (names, tuple(relations[n] for n in names), order, opts["join"], opts["backend"])
-
-
-def _same_key(a: tuple[Any, ...] | None, b: tuple[Any, ...]) -> bool:
-    """Whether two :func:`_key` s name the same objects (``is``) with the same options."""
-    if a is None or a[0] != b[0] or a[2:] != b[2:]:
-        return False
-    return all(x is y for x, y in zip(a[1], b[1], strict=True))
 
 
 def _reachable(n: str, deps: Mapping[str, set[str]]) -> set[str]:

@@ -4,7 +4,7 @@ Three regimes, chosen by the view's semiring (:func:`regime`):
 
 * ``"ring"`` (``integer``, ``real``) and ``"counting"``: the annotation of a
   tuple changes by ``weight · value``; the delta rule gives ΔQ
-  (:meth:`faq.Query.solve_delta`) and the output is ``Q ⊕ ΔQ``.  Counting is
+  (:func:`faq.solve_delta`) and the output is ``Q ⊕ ΔQ``.  Counting is
   kept in ℤ and refuses a negative multiplicity.
 * ``"boolean"``: each relation keeps, per tuple, its number of present rows
   (in ℤ), and the output keeps its *derivation count*: the same query in
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import semirings
-from faq import Factor, Query
+from faq import Factor, Query, solve_delta
 from faq.kernel import Table
 from faq.kernel.keyed import KeyedTable
 from faq.rule import Atom, Rule
@@ -97,7 +97,7 @@ def delta_rule(
     if not changes:
         return _empty(rule.head, rels, S), (), "nothing to do"
     try:
-        res = q.solve_delta(changes, order=order, join=join, local=local, **relations)
+        res = solve_delta(q, relations, changes, order=order, join=join, local=local)
     except OverflowError as exc:
         raise OverflowError(
             f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers in a delta "

@@ -16,7 +16,7 @@ because Q is linear in each atom (⊗ distributes over ⊕), and the terms
 telescope: ``Q(R') = Q(R) ⊕ ΔQ`` in every commutative semiring.  A relation
 named in several atoms is one R_i per atom, so a self-join gets one term per
 atom.  Each term is an FAQ with one small factor, the delta, evaluated by
-:meth:`faq.Query.solve_delta` with the same planner, executor and kernel as a
+:func:`faq.solve_delta` with the same planner, executor and kernel as a
 batch solve: small deltas in the driver, reading only the rows they reach.
 See Budiu et al., "DBSP: Automatic Incremental View Maintenance for Rich
 Query Languages" (VLDB 2023) and Abo Khamis, Ngo, Rudra, "FAQ: Questions
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import semirings
-from faq import Factor, Query
+from faq import Factor, Query, solve_delta
 from faq.delta import DeltaResult
 from faq.rule import VALUE, Rule
 from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
@@ -166,7 +166,7 @@ class SparkView:
     :func:`incremental.zset.add_delta`), and the log is folded in once it
     outgrows ``LOG_ROWS`` and ``LOG_FRACTION`` of the relation.
 
-    Where the delta rule runs (:meth:`faq.Query.solve_delta`): for small deltas
+    Where the delta rule runs (:func:`faq.solve_delta`): for small deltas
     (``faq.delta.LOCAL_DELTA_ROWS``) in the driver, reading only the rows of
     the state the deltas reach, with one filtered scan per relation per round
     of lookups, then the local kernel; for larger ones, or when
@@ -425,13 +425,13 @@ class SparkView:
         self._shared -= dead
 
     def _delta_rule(self, checked: dict[str, tuple[Factor, _Relation]]) -> DeltaResult:
-        """ΔQ of this tick by :meth:`faq.Query.solve_delta` over the old relations."""
+        """ΔQ of this tick by :func:`faq.solve_delta` over the old relations."""
         bases = {n: (checked[n][1] if n in checked else r) for n, r in self._rels.items()}
         relations = {n: r.factor(self._S, n) for n, r in bases.items()}
         deltas = {n: d for n, (d, _) in checked.items()}
         try:
-            return self._query.solve_delta(
-                deltas, order=self.order, join=self.join, local=self.local, **relations
+            return solve_delta(
+                self._query, relations, deltas, order=self.order, join=self.join, local=self.local
             )
         except OverflowError as exc:
             raise OverflowError(

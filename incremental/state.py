@@ -129,7 +129,7 @@ class LocalState:
         sets: Mapping[str, str] | None = None,
     ) -> tuple[LocalState, maintain.Change]:
         """The state after ``deltas``, and the change of the output (``local``: see
-        :meth:`faq.Query.solve_delta`; ``sets``: the set relations and their modes, see
+        :func:`faq.solve_delta`; ``sets``: the set relations and their modes, see
         :mod:`incremental.sets`).
 
         Raises
@@ -324,7 +324,7 @@ class LocalState:
         before = self.out.at(now.cols)
         change, _ = changed_rows(before, now, o)
         out = self.out.replace(change)
-        report = (*({**t, "purpose": "affected groups"} for t in terms), *more)
+        report = (*(replace(t, purpose="affected groups") for t in terms), *more)
         return replace(new, out=out), maintain.Change(change, out, report, where)
 
     # -- initial contents and recompute -------------------------------------------------------

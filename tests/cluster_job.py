@@ -29,8 +29,8 @@ BOTTLENECK = semirings.Semiring(
 )
 
 
-def where(q) -> set[str]:
-    return {s.choice.backend for s in q.last_trace.steps}
+def where(run) -> set[str]:
+    return {s.choice.backend for s in run.trace.steps}
 
 
 def ok(name: str) -> None:
@@ -47,10 +47,11 @@ def triangles(spark) -> None:
     tri = query(TRIANGLE, semiring="counting")
     for backend in ("auto", "tasks", "spark"):
         for join in ("binary", "wcoj"):
-            got = tri.solve(E=edges, backend=backend, join=join).scalar()
+            run = tri.run(E=edges, backend=backend, join=join)
+            got = run.result.scalar()
             assert got == want, (backend, join, got, want)
             if backend != "auto":
-                assert where(tri) == {backend}, (backend, where(tri))
+                assert where(run) == {backend}, (backend, where(run))
             ok(f"triangles backend={backend} join={join}: {got}")
 
 
@@ -69,10 +70,11 @@ def user_semiring(spark) -> None:
     }
     q = query(CHAIN, semiring=BOTTLENECK)
     for backend in ("tasks", "spark"):
-        got = q.solve(backend=backend, **rels).to_dict()
+        run = q.run(backend=backend, **rels)
+        got = run.result.to_dict()
         assert got.keys() == want.keys(), backend
         assert all(math.isclose(got[k], want[k]) for k in want), backend
-        assert where(q) == {backend}, (backend, where(q))
+        assert where(run) == {backend}, (backend, where(run))
         ok(f"user semiring chain backend={backend}")
 
 
@@ -107,7 +109,7 @@ def incremental(spark, folder: Path) -> None:
     reopened.step(E=zset(ticks[2]))
     state = apply(state, ticks[2])
     assert reopened.result().scalar() == count(state)
-    assert {t["where"] for t in reopened.last_step["terms"]} == {"spark"}
+    assert {t.where for t in reopened.last_step["terms"]} == {"spark"}
     ok(f"incremental view reopened at tick {reopened.tick}: {count(state)}")
 
 

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semirings
-from faq import Factor, einsum, query, reference_solve
+from faq import Factor, einsum, query, reference_solve, solve_delta
 from faq.plan.logical import STRATEGIES, AtomStats, block_rank, make_plan
 from faq.rule import parse_rule
 from faq.testing import random_relations, random_rule
@@ -78,12 +78,12 @@ def test_random_aggregates_match_reference(spark, name, backend):
         q = query(str(rule), semiring=S, aggregates=aggs)
         how = _valid_order(q, rng) if order == "forced" else order
         want = reference_solve(rule, S, rels, aggregates=aggs)
-        got = q.solve(order=how, backend=backend, **factors_from(rels, S))
-        assert_same(got.to_dict(), want, S, f"{rule} aggregates={aggs} order={how}")
+        run = q.run(order=how, backend=backend, **factors_from(rels, S))
+        assert_same(run.result.to_dict(), want, S, f"{rule} aggregates={aggs} order={how}")
         if q.aggregates is not None:
             rank = block_rank(q.aggregates.blocks)
-            ranks = [rank[v] for v in q.last_plan.order]
-            assert ranks == sorted(ranks), (q.last_plan.order, q.aggregates.blocks)
+            ranks = [rank[v] for v in run.plan.order]
+            assert ranks == sorted(ranks), (run.plan.order, q.aggregates.blocks)
 
     check()
 
@@ -202,7 +202,7 @@ def test_incremental_refused(spark):
     with pytest.raises(ValueError, match="IncrementalView.*not maintained incrementally"):
         IncrementalView(q, **rels)
     with pytest.raises(ValueError, match="solve_delta.*not maintained incrementally"):
-        q.solve_delta({"A": rels["A"]}, **rels)
+        solve_delta(q, rels, {"A": rels["A"]})
 
 
 def test_forced_order_violating_precedence(spark):

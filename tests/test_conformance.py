@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import faq
 import semirings
 from faq import query, reference_solve
-from faq.plan import physical
 from faq.testing import random_relations, random_rule
 from semirings import Semiring
 from tests.helpers import assert_same, factors_from
@@ -33,8 +33,8 @@ EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2}
 @pytest.mark.parametrize("backend", list(EXAMPLES))
 @pytest.mark.parametrize("S", ALL, ids=lambda s: s.name)
 def test_random_plans_match_reference(spark, monkeypatch, S, backend):
-    if backend == "threads":  # every local step splits over the driver's threads
-        monkeypatch.setattr(physical, "THREAD_WORK", 0)
+    # "threads": every local step splits over the driver's threads
+    thread_work = 0 if backend == "threads" else faq.settings().thread_work
     forced = "driver" if backend == "threads" else backend
     scale = settings().max_examples / 10  # the "long" profile draws 20 times more
 
@@ -50,9 +50,10 @@ def test_random_plans_match_reference(spark, monkeypatch, S, backend):
         rels = random_relations(rule, S, data_seed, domain=4, density=0.6)
         want = reference_solve(rule, S, rels)
         q = query(str(rule), semiring=S)
-        got = q.solve(order=order, join=join, backend=forced, **factors_from(rels, S))
-        assert_same(got.to_dict(), want, S, f"{rule} backend={backend} join={join}")
-        for t in q.last_trace.steps:
+        with faq.settings(thread_work=thread_work):
+            run = q.run(order=order, join=join, backend=forced, **factors_from(rels, S))
+        assert_same(run.result.to_dict(), want, S, f"{rule} backend={backend} join={join}")
+        for t in run.trace.steps:
             assert t.choice.backend == forced
             if backend == "threads" and t.choice.method == "wcoj":
                 assert t.choice.tasks > 1

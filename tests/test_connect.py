@@ -108,9 +108,9 @@ def is_connect(df: Any) -> bool:
     return type(df).__module__.startswith("pyspark.sql.connect")
 
 
-def where(q: Any) -> set[str]:
-    """The backends the last solve of ``q`` ran its steps on."""
-    return {s.choice.backend for s in q.last_trace.steps}
+def where(run: Any) -> set[str]:
+    """The backends a run (``q.run(...)``) ran its steps on."""
+    return {s.choice.backend for s in run.trace.steps}
 
 
 def matrix_df(session: Any, m: np.ndarray, names: tuple[str, str]) -> Any:
@@ -147,7 +147,6 @@ def test_session_in_another_thread(connect):
     Connect session, not an error or a local session (a second Spark)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from faq.plan import physical
     from faq.session import get_spark
 
     edges = connect.session.createDataFrame([(0, 1), (1, 2), (0, 2)], "src bigint, dst bigint")
@@ -157,9 +156,10 @@ def test_session_in_another_thread(connect):
         df = pool.submit(lambda: Factor.from_numpy(np.eye(2), vars=("i", "j")).df).result()
         assert is_connect(df)
         local = Factor.from_pandas(edges.toPandas(), vars=("a", "b"))
-        assert pool.submit(lambda: tri.solve(E=local, backend="tasks").scalar()).result() == 1
+        run = pool.submit(lambda: tri.run(E=local, backend="tasks")).result()
+        assert run.result.scalar() == 1
     # the tasks were sized by the server's cores (local[2]), not run without a session
-    assert [s.choice.tasks for s in tri.last_trace.steps] == [2 * physical.TASK_SLICES]
+    assert [s.choice.tasks for s in run.trace.steps] == [2 * run.settings.task_slices]
 
 
 def test_classic_session_unaffected(connect, spark):
@@ -190,9 +190,10 @@ def test_matrix_chain(connect):
     }
     q = query(CHAIN, semiring="real")
     for backend in ("auto", "tasks", "spark"):
-        out = q.solve(backend=backend, **rels)
+        run = q.run(backend=backend, **rels)
+        out = run.result
         np.testing.assert_allclose(out.to_numpy(shape=(6, 3)), A @ B @ C, rtol=1e-12)
-        assert where(q) == ({"driver"} if backend == "auto" else {backend}), backend
+        assert where(run) == ({"driver"} if backend == "auto" else {backend}), backend
         if backend == "spark":
             assert is_connect(out.df) and not out.is_local
 
@@ -208,12 +209,12 @@ def test_triangle_count_both_join_methods(connect):
     tri = query(TRIANGLE, semiring="counting")
     for backend in ("auto", "tasks", "spark"):
         for join in ("binary", "wcoj"):
-            got = tri.solve(E=edges, backend=backend, join=join).scalar()
-            assert got == want, (backend, join)
-            methods = {s.choice.method for s in tri.last_trace.steps}
+            run = tri.run(E=edges, backend=backend, join=join)
+            assert run.result.scalar() == want, (backend, join)
+            methods = {s.choice.method for s in run.trace.steps}
             assert methods == {join}, (backend, join, methods)
             if backend != "auto":
-                assert where(tri) == {backend}
+                assert where(run) == {backend}
 
 
 def test_user_defined_semiring(connect):
@@ -232,10 +233,11 @@ def test_user_defined_semiring(connect):
     }
     want = reference_solve(CHAIN, BOTTLENECK, entries)
     for backend in ("auto", "tasks", "spark"):
-        got = q.solve(backend=backend, **rels).to_dict()
+        run = q.run(backend=backend, **rels)
+        got = run.result.to_dict()
         assert got.keys() == want.keys(), backend
         assert all(math.isclose(got[k], want[k]) for k in want), backend
-        assert where(q) == ({"driver"} if backend == "auto" else {backend}), backend
+        assert where(run) == ({"driver"} if backend == "auto" else {backend}), backend
 
 
 # -- incremental views ----------------------------------------------------------------------------
@@ -263,7 +265,7 @@ def test_incremental_view(connect, tmp_path):
         change = view.step(E=zset_df(connect.session, delta)).scalar()
         state = apply(state, delta)
         assert view.result().scalar() == count(state) == before + change
-        assert {t["where"] for t in view.last_step["terms"]} == {"driver"}
+        assert {t.where for t in view.last_step["terms"]} == {"driver"}
     assert view.tick == 2
 
     reopened = IncrementalView(tri, state_dir=folder)
@@ -273,7 +275,7 @@ def test_incremental_view(connect, tmp_path):
     change = reopened.step(E=zset_df(connect.session, ticks[2])).scalar()
     state = apply(state, ticks[2])
     assert reopened.result().scalar() == count(state) == before + change
-    assert {t["where"] for t in reopened.last_step["terms"]} == {"spark"}
+    assert {t.where for t in reopened.last_step["terms"]} == {"spark"}
     assert reopened.relation("E").to_dict() == state
 
 

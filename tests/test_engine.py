@@ -284,16 +284,17 @@ def test_explain_after_a_solve_is_never_stale(spark):
     about another order, join method or backend."""
     edges = read_edge_list(DATA / "karate.txt", spark)
     q = query(TRIANGLE, semiring="counting")
-    q.solve(E=edges, join="wcoj", backend="driver")
+    run = q.run(E=edges, join="wcoj", backend="driver")
     ran = "  actual   output"
-    same = q.explain(E=edges, join="wcoj", backend="driver")
-    assert ran in same and "worst-case optimal" in same
+    same = q.explain(run)
+    assert ran in same and "worst-case optimal" in same and same == run.explain()
+    assert ran not in q.explain(E=edges, join="wcoj", backend="driver")  # plans, never a cache
     other = q.explain(E=edges, join="binary", backend="spark")
     assert ran not in other and "binary (cyclic bag)" in other and "Spark DataFrame" in other
     forced = q.explain(E=edges, order=["c", "b", "a"], join="wcoj", backend="driver")
     assert ran not in forced and "variable order (eliminated first to last): c, b, a" in forced
     assert ran not in q.explain(E=read_edge_list(DATA / "karate.txt", spark))
-    assert q.last_plan is not None and q.last_trace is not None  # the solve's own record
+    assert not hasattr(q, "last_plan") and not hasattr(q, "last_trace")  # no state kept
 
 
 def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
@@ -309,8 +310,7 @@ def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
     df = edges_dataframe(e, spark)
     q = query(TRIANGLE, semiring="counting")
     for backend in ("driver", "spark"):
-        q.solve(E=df, backend=backend, join="wcoj")
-        (step,) = q.last_trace.steps
+        (step,) = q.run(E=df, backend=backend, join="wcoj").trace.steps
         assert step.choice.pair_rows == cheapest, (backend, step.choice.pair_rows, want)
     plan = q.plan(E=df)
     assert plan.steps[0].est_join < cheapest / 10  # what distinct counts alone would say

@@ -178,9 +178,9 @@ def test_spark_dataframe_and_numpy_inputs(spark):
     S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
     assert sp.solve(S=S, E=E).to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 4.0}
     dense = np.array([[np.inf, 1.0, 9.0], [np.inf, np.inf, 3.0], [np.inf] * 3])
-    got = sp.solve(S=np.array([0.0, np.inf, np.inf]), E=dense, backend="spark")
-    assert got.to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 4.0}
-    assert any(r["where"] == ["spark"] for r in sp.rounds)
+    run = sp.run(S=np.array([0.0, np.inf, np.inf]), E=dense, backend="spark")
+    assert run.result.to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 4.0}
+    assert any(r.where == ("spark",) for r in run.rounds)
 
 
 def test_string_node_ids_and_an_empty_base(spark):
@@ -196,14 +196,15 @@ def test_string_node_ids_and_an_empty_base(spark):
 def test_explain_shows_rounds_and_delta_sizes(spark):
     sp = query(SSSP, semiring="min-plus")
     S, E = nodes({(0,): 0.0}), edges({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0})
-    sp.solve(S=S, E=E)
-    text = sp.explain(S=S, E=E)
+    run = sp.run(S=S, E=E)
+    text = sp.explain(run)
+    assert text == sp.explain(S=S, E=E) == run.explain()
     assert "group D (recursive)" in text
     assert "round 0: ΔD 1 rows" in text
     assert "round 1: ΔD 2 rows [driver]" in text
     assert "round 2: ΔD 1 rows [driver]" in text
     assert "round 3: ΔD 0 rows" in text
-    assert [r["delta"]["D"] for r in sp.rounds] == [1, 2, 1, 0]
+    assert [dict(r.delta)["D"] for r in run.rounds] == [1, 2, 1, 0]
     assert "round 1: ΔD 2 rows [spark]" in sp.explain(S=S, E=E, backend="spark")
 
 
@@ -251,9 +252,10 @@ def check_against_reference(S, text, E, src, backend):
     rels = {"E": edges(E, S)}
     if "S" in q.inputs:
         rels["S"] = nodes(src, S)
-    got = q.solve(backend=backend, **rels).to_dict()
+    run = q.run(backend=backend, **rels)
+    got = run.result.to_dict()
     if backend == "spark":  # every recursive round's joins ran as Spark queries
-        assert all(r["where"] in ([], ["spark"]) for r in q.rounds)
+        assert all(r.where in ((), ("spark",)) for r in run.rounds)
     ref = {"E": E, "S": src}
     want = reference_fixpoint(text, S, {n: ref[n] for n in q.inputs})[q.answer]
     assert got == pytest.approx(want)

@@ -55,9 +55,9 @@ def test_cyclic_queries_match_reference(spark, name, S, join, backend):
     rels = random_relations(rule, S, seed=sum(map(ord, name)) % 1000, domain=4, density=0.6)
     want = reference_solve(rule, S, rels)
     q = query(NAMED_RULES[name], semiring=S)
-    got = q.solve(join=join, backend=backend, **factors_from(rels, S)).to_dict()
-    assert_same(got, want, S, f"{name} join={join} backend={backend}")
-    for step, t in zip(q.last_plan.steps, q.last_trace.steps, strict=True):
+    run = q.run(join=join, backend=backend, **factors_from(rels, S))
+    assert_same(run.result.to_dict(), want, S, f"{name} join={join} backend={backend}")
+    for step, t in zip(run.plan.steps, run.trace.steps, strict=True):
         c = t.choice
         if len(step.factors) < 2 or not step.cyclic:
             continue
@@ -130,25 +130,29 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     q = query(NAMED_RULES["triangle"], semiring="counting")
     expected = triangle_count_numpy(edges)
 
-    assert q.solve(E=df, join="wcoj", backend="spark", trace=True).scalar() == expected
-    wcoj_rows = max(s.largest or s.rows for s in q.last_trace.steps)
-    assert "largest intermediate" in q.explain(E=df, join="wcoj", backend="spark")
-    assert q.solve(E=df, join="binary", backend="spark", trace=True).scalar() == expected
-    binary_rows = max(s.largest or s.rows for s in q.last_trace.steps)
+    run = q.run(E=df, join="wcoj", backend="spark", trace=True)
+    assert run.result.scalar() == expected
+    wcoj_rows = max(s.largest or s.rows for s in run.trace.steps)
+    assert "largest intermediate" in q.explain(run)
+    run = q.run(E=df, join="binary", backend="spark", trace=True)
+    assert run.result.scalar() == expected
+    binary_rows = max(s.largest or s.rows for s in run.trace.steps)
     assert wcoj_rows <= 10 * n, wcoj_rows
     assert binary_rows >= n * n / 2, binary_rows
 
     # auto sees the skew (every pairwise join has about n² rows) and picks Generic Join
-    assert q.solve(E=df, backend="spark").scalar() == expected
-    (step,) = q.last_trace.steps
+    run = q.run(E=df, backend="spark")
+    assert run.result.scalar() == expected
+    (step,) = run.trace.steps
     assert step.choice.method == "wcoj" and step.choice.pair_rows >= n * n
 
     # the local kernel: candidates proposed grow linearly with n
     proposed = {}
     for m in (n, 4 * n):
         e = hub_graph(m)
-        assert q.solve(E=edges_dataframe(e, spark)).scalar() == triangle_count_numpy(e)
-        (step,) = q.last_trace.steps
+        run = q.run(E=edges_dataframe(e, spark))
+        assert run.result.scalar() == triangle_count_numpy(e)
+        (step,) = run.trace.steps
         assert step.choice.backend == "driver" and step.choice.method == "wcoj"
         proposed[m] = step.proposed
     assert proposed[4 * n] <= 5 * proposed[n] and proposed[n] <= 12 * len(edges)
@@ -162,9 +166,10 @@ def test_auto_uses_binary_joins_without_skew_on_spark(spark):
 
     edges = read_edge_list(Path(__file__).parent / "data" / "karate.txt", spark)
     q = query(NAMED_RULES["triangle"], semiring="counting")
-    assert q.solve(E=edges, backend="spark").scalar() == 45
-    (step,) = q.last_trace.steps
+    run = q.run(E=edges, backend="spark")
+    assert run.result.scalar() == 45
+    (step,) = run.trace.steps
     c = step.choice
     assert c.method == "binary" and c.pair_rows <= 8 * 3 * 78
-    report = q.explain(E=edges, backend="spark")
+    report = q.explain(run)
     assert "the cheapest join of two atoms" in report and "actual" in report

@@ -6,9 +6,9 @@ current annotation of the keys changed since the base was last rewritten (the
 semiring's zero for a key that is gone).  Reading the rows whose column ``k``
 takes one of a few values costs a binary search in a sorted copy of that column
 of the base (built once per rewrite) and a scan of the overrides; changing a
-few keys copies only the overrides.  Once the overrides outgrow
-:data:`OVERRIDE_ROWS` and :data:`OVERRIDE_FRACTION` of the base, they are folded
-into a new base (one sort, amortised over the changes that filled them).
+few keys copies only the overrides.  Once the overrides outgrow the
+``log_rows`` and ``log_fraction`` settings (:mod:`faq.plan.settings`) of the
+base, they are folded into a new base (one sort, amortised over the changes that filled them).
 
 The delta rule (:mod:`faq.delta`) reads a relation held this way
 (:meth:`faq.Factor.keyed`) by these lookups, so an incremental view whose state
@@ -24,15 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, equal, group_starts
 
-__all__ = ["OVERRIDE_FRACTION", "OVERRIDE_ROWS", "KeyedTable", "changed_rows", "match_keys"]
-
-OVERRIDE_ROWS = 50_000
-"""Overrides are folded into the base once they hold more than this many rows and more than
-``OVERRIDE_FRACTION`` of the base's rows."""
-
-OVERRIDE_FRACTION = 0.05
+__all__ = ["KeyedTable", "changed_rows", "match_keys"]
 
 
 @dataclass(frozen=True)
@@ -170,7 +165,8 @@ class KeyedTable:
             over = Table(self.vars, *_cat(kept, new))
         else:
             over = new
-        if over.rows > max(OVERRIDE_ROWS, OVERRIDE_FRACTION * self.base.rows):
+        st = current()
+        if over.rows > max(st.log_rows, st.log_fraction * self.base.rows):
             folded = KeyedTable(self.base, over, self.ops, rows).table()
             return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
         return KeyedTable(self.base, over, self.ops, rows, self._index)

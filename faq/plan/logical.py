@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from faq.rule import Rule
+from faq.rule import Atom, Rule
 
 __all__ = [
     "STRATEGIES",
@@ -497,3 +497,47 @@ def lay_out(
         steps.append(Step((), tuple(current), (), out, joined, cyclic))
         total += joined
     return Plan(rule, tuple(order), tuple(steps), total, strategy, tuple(atoms), blocks)
+
+
+# -- private variable names ---------------------------------------------------------------
+def private_rule(rule: Rule) -> tuple[dict[str, str], Rule]:
+    """The rule over private variable names ``v0, v1, ...`` (first appearance order) and
+    the map user name -> private name.  Internal columns all start with ``__``, so
+    generated names never collide with them or with each other."""
+    to = {v: f"v{i}" for i, v in enumerate(rule.variables)}
+    atoms = tuple(Atom(a.relation, tuple(to[v] for v in a.vars)) for a in rule.atoms)
+    return to, Rule(rule.name, tuple(to[v] for v in rule.head), atoms)
+
+
+def rename_plan(plan: Plan, to: Mapping[str, str], rule: Rule) -> Plan:
+    """``plan`` over the private names ``to`` (factors keep their identities one to one,
+    as the executor follows them by identity)."""
+    done: dict[int, PlanFactor] = {}
+
+    def f(x: PlanFactor) -> PlanFactor:
+        if id(x) not in done:
+            done[id(x)] = replace(
+                x,
+                vars=tuple(to[v] for v in x.vars),
+                distinct={to.get(v, v): n for v, n in x.distinct.items()},
+            )
+        return done[id(x)]
+
+    def names(vs: Sequence[str]) -> tuple[str, ...]:
+        return tuple(to[v] for v in vs)
+
+    atoms = tuple(f(a) for a in plan.atoms)
+    steps = tuple(
+        replace(
+            s,
+            vars=names(s.vars),
+            inputs=tuple(f(x) for x in s.inputs),
+            absorbed=tuple(f(x) for x in s.absorbed),
+            output=f(s.output),
+        )
+        for s in plan.steps
+    )
+    blocks = tuple((op, names(vs)) for op, vs in plan.blocks)
+    return replace(
+        plan, rule=rule, order=names(plan.order), steps=steps, atoms=atoms, blocks=blocks
+    )

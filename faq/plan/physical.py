@@ -4,15 +4,15 @@ The planner (:mod:`faq.plan.logical`) fixes *what* each InsideOut step computes;
 this module decides *how*, from statistics only (no Spark job):
 
 * **backend**: a step whose inputs are local, or fit in the driver
-  (:data:`faq.inputs.LOCAL_ROWS`), runs on the local kernel
+  (the ``local_rows`` setting, :mod:`faq.plan.settings`), runs on the local kernel
   (:mod:`faq.kernel`): in the driver when its estimated work is small, else
   inside ``T`` Spark tasks that share the index and split the candidates
-  (:data:`TASK_WORK`).  Larger steps run as Spark DataFrame operations;
+  (``task_work``).  Larger steps run as Spark DataFrame operations;
 * **join method**: the local kernel joins every bag by Generic Join (for
   two relations that is a merge join; eliminated variables bound last are
   ⊕-folded as they are found); on Spark, binary joins for an acyclic bag
   and Generic Join for a cyclic one, unless, under ``join="auto"``, its
-  cheapest pairwise join is small (no skew to beat: :data:`SKEW_FACTOR`);
+  cheapest pairwise join is small (no skew to beat: ``skew_factor``);
 * **binding order** of Generic Join (:func:`binding_order`) and **join
   order** of binary joins (:func:`join_order`).
 
@@ -26,14 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faq.inputs import LOCAL_ROWS
 from faq.plan.logical import Step
+from faq.plan.settings import Settings, current
 
 __all__ = [
     "BACKENDS",
     "JOIN_METHODS",
-    "SKEW_FACTOR",
-    "TASK_WORK",
     "Choice",
     "InputInfo",
     "binding_order",
@@ -48,23 +46,6 @@ JOIN_METHODS = ("auto", "binary", "wcoj")
 BACKENDS = ("auto", "driver", "tasks", "spark")
 """``solve(backend=...)``: by size, or forced: the local kernel in the driver, the local
 kernel inside Spark tasks, or Spark DataFrame operations (shuffles)."""
-
-SKEW_FACTOR = 8
-"""On Spark under ``join="auto"``, a cyclic bag uses binary joins when its cheapest
-pairwise join has at most this many times the rows of its inputs (no skew for Generic
-Join to beat, and binary joins cost fewer Spark jobs)."""
-
-TASK_WORK = 8_000_000
-"""A local step whose estimated work (candidate rows) is at least this runs in parallel:
-inside Spark tasks when the cluster has more cores than the driver, else on the driver's
-threads.  Below it, one driver thread (a Spark job alone costs ~0.1-0.3 s)."""
-
-THREAD_WORK = 1_000_000
-"""A local step in the driver with at least this much estimated work uses all the
-driver's cores (the compiled kernel releases the GIL)."""
-
-TASK_SLICES = 2
-"""Slices per core when a step runs in tasks (slices balance work, not cores)."""
 
 
 @dataclass(frozen=True)
@@ -115,34 +96,57 @@ def choose(
     pair_rows: float | None = None,
     parallelism: int = 1,
     driver_cores: int = 1,
+    settings: Settings | None = None,
 ) -> Choice:
     """The physical choice for ``step`` given its ``inputs`` (in ``step.factors`` order).
 
     ``parallelism`` is the cluster's (Spark's default parallelism) and
     ``driver_cores`` the driver's own; in local mode they are the same cores,
-    and the driver's threads do the parallel work without a Spark job.
+    and the driver's threads do the parallel work without a Spark job.  The thresholds
+    are ``settings`` (by default those in force, :func:`faq.settings`); ``why`` names
+    the ones that decided, with their values.
     """
+    st = settings or current()
+    LOCAL_ROWS, TASK_WORK = st.local_rows, st.task_work
     rows = sum(i.rows for i in inputs)
     cyclic = step.cyclic and len(inputs) > 1
     fits = all(i.local or i.rows <= LOCAL_ROWS for i in inputs) and rows <= LOCAL_ROWS
     work = _work(step, pair_rows)
     if backend == "spark" or (backend == "auto" and not fits):
         where = "spark"
-        why = "forced" if backend == "spark" else f"inputs hold {rows:,.0f} rows (> {LOCAL_ROWS:,})"
+        why = (
+            "forced"
+            if backend == "spark"
+            else f"inputs hold {rows:,.0f} rows > local_rows={LOCAL_ROWS:,}"
+        )
     elif backend in ("driver", "tasks"):
         where, why = backend, "forced"
     elif work >= TASK_WORK and parallelism > driver_cores:
         where = "tasks"
-        why = f"estimated work {work:,.0f} rows ≥ {TASK_WORK:,}; {parallelism} cluster cores"
+        why = (
+            f"estimated work {work:,.0f} rows ≥ task_work={TASK_WORK:,}; "
+            f"{parallelism} cluster cores"
+        )
     else:
-        where, why = "driver", f"inputs fit ({rows:,.0f} rows), estimated work {work:,.0f}"
-    method = _method(cyclic, join, where, pair_rows, rows)
+        where = "driver"
+        why = f"inputs fit ({rows:,.0f} rows ≤ local_rows={LOCAL_ROWS:,}), estimated work "
+        if work < TASK_WORK:
+            why += f"{work:,.0f} < task_work={TASK_WORK:,}"
+        else:
+            why += (
+                f"{work:,.0f} ≥ task_work={TASK_WORK:,}, but no more cluster cores "
+                f"({parallelism}) than the driver"
+            )
+    method = _method(cyclic, join, where, pair_rows, rows, st.skew_factor)
     if method == "binary" and where == "spark" and join == "auto" and cyclic:
-        why += f"; cheapest pairwise join {pair_rows:,.0f} rows: no skew"
+        why += (
+            f"; cheapest pairwise join {pair_rows:,.0f} rows ≤ skew_factor={st.skew_factor:g}"
+            " × inputs: no skew"
+        )
     order = binding_order(inputs, _distinct(inputs), keep=step.output.vars, join=step.est_join)
     if where == "tasks":
-        tasks = max(1, parallelism * TASK_SLICES)
-    elif where == "driver" and method == "wcoj" and work >= THREAD_WORK:
+        tasks = max(1, parallelism * st.task_slices)
+    elif where == "driver" and method == "wcoj" and work >= st.thread_work:
         tasks = max(1, driver_cores)
     else:
         tasks = 1
@@ -156,7 +160,9 @@ def _work(step: Step, pair_rows: float | None) -> float:
     return float(step.est_join)
 
 
-def _method(cyclic: bool, join: str, where: str, pair_rows: float | None, rows: float) -> str:
+def _method(
+    cyclic: bool, join: str, where: str, pair_rows: float | None, rows: float, skew: float
+) -> str:
     if join == "binary":
         return "binary"
     if where != "spark":  # the local kernel joins any bag in one pass, folding as it goes
@@ -165,7 +171,7 @@ def _method(cyclic: bool, join: str, where: str, pair_rows: float | None, rows: 
         return "binary"
     if join == "wcoj":
         return "wcoj"
-    if pair_rows is not None and pair_rows <= SKEW_FACTOR * max(rows, 1.0):
+    if pair_rows is not None and pair_rows <= skew * max(rows, 1.0):
         return "binary"
     return "wcoj"
 

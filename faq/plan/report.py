@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:  # pragma: no cover
-    from faq.executor import Trace
-    from faq.plan.logical import Plan
-    from faq.plan.physical import Choice
+from faq.plan.logical import Plan
+from faq.plan.physical import Choice
+from faq.plan.settings import Settings
 
-__all__ = ["render"]
+__all__ = ["StepTrace", "Trace", "render"]
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """What happened in one step: the physical choice and the actual figures."""
+
+    choice: Choice
+    rows: int
+    seconds: float
+    proposed: int | None = None  # candidates the local kernel proposed
+    largest: int | None = None  # largest intermediate (Spark, with ``trace``)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Runtime figures of one solve: one :class:`StepTrace` per step of the plan."""
+
+    steps: tuple[StepTrace, ...]
+    seconds: float
+    options: tuple[tuple[str, str], ...] = ()
+
+
+DECIDING = ("local_rows", "task_work", "thread_work", "skew_factor")
+"""The settings :func:`faq.plan.physical.choose` reads, shown at the top of every report."""
 
 _WHERE = {
     "driver": "local kernel in the driver",
@@ -24,10 +47,14 @@ def render(
     choices: Sequence[Choice] | None = None,
     semiring: str = "",
     trace: Trace | None = None,
+    settings: Settings | None = None,
 ) -> str:
     """The plan as readable text, with each step's physical choice when given and, with
-    ``trace``, the actual figures of the run."""
+    ``trace``, the actual figures of the run; with ``settings``, the thresholds that
+    decide where steps run (and any other setting changed from its default)."""
     lines = [f"FAQ plan for {plan.rule}" + (f"   [semiring: {semiring}]" if semiring else "")]
+    if settings is not None:
+        lines.append(f"settings: {settings.describe(DECIDING)}")
     lines.append("inputs:")
     for a in plan.atoms:
         d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())

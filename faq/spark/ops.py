@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from faq.plan.physical import InputInfo, binding_order, join_order
+from faq.plan.settings import current
 from faq.rule import VALUE, Atom
 from semirings import Semiring
 from semirings import spark as sops
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "BROADCAST_ROWS",
     "Frame",
     "aggregate",
     "atom_frame",
@@ -51,16 +51,13 @@ __all__ = [
 
 W = "__w"
 
-BROADCAST_ROWS = 2_000_000
-"""Frames estimated at no more rows than this are broadcast to the joins that use them,
-so the (possibly much larger) other side is never shuffled for them."""
-
 
 def small(df: DataFrame, rows: float) -> DataFrame:
-    """``df`` with a broadcast hint when ``rows`` (an estimate) is at most BROADCAST_ROWS."""
+    """``df`` with a broadcast hint when ``rows`` (an estimate) is at most the
+    ``broadcast_rows`` setting."""
     from pyspark.sql import functions as F
 
-    return F.broadcast(df) if 0 < rows <= BROADCAST_ROWS else df
+    return F.broadcast(df) if 0 < rows <= current().broadcast_rows else df
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CONNECT_PAYLOAD", "TaskError", "parallelism", "run_in_tasks"]
+__all__ = ["TaskError", "parallelism", "run_in_tasks"]
 
-CONNECT_PAYLOAD = 96 * 2**20
-"""Largest index shipped to tasks over Spark Connect (it travels in the plan, and
-Connect's messages are limited to 128 MB by default); beyond it the step runs in the
-driver."""
 
 _MARK = "[sparkfaq task error]"
 
