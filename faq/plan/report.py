@@ -106,7 +106,7 @@ def render(
                 extra += f"; largest intermediate {t.largest:,} rows"
             lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
     if trace is None:
-        lines.append("(actual sizes appear after solve())")
+        lines.append("(estimates: q.explain(q.run(...)) reports a run with its actual sizes)")
     else:
         lines.append(f"total {trace.seconds:.2f} s")
     return "\n".join(lines)
