@@ -23,9 +23,10 @@ deterministically: among the rows that attain the ⊕, the one with the smallest
 eliminated values (lexicographically, in the order of ``step.vars``) wins.
 
 Where it runs: a step run on Spark computes its back-pointers with Spark: a
-window ``row_number`` per output key, ordered by the value for a built-in
-semiring (double, bigint or boolean: Spark's order is theirs) and, for any
-other semiring, over the rows whose value equals the key's ⊕ (computed with
+window ``row_number`` per output key, ordered by the value when the semiring's
+``SparkOps`` declares ``ordered`` (the built-ins: double, bigint or boolean, whose
+Spark order is theirs) and, for any other semiring, over the rows whose value
+equals the key's ⊕ (computed with
 the semiring's Spark side, UDFs for a user semiring).  Every other step (the
 local kernel in the driver, and the "tasks" backend, which falls back to the
 driver kernel for the back-pointers) computes them with the local kernel: one
@@ -45,7 +46,7 @@ import pandas as pd
 from faq.kernel import join as kernel
 from faq.rule import VALUE
 from faq.spark import ops as spark_ops
-from semirings import BUILTINS, Semiring
+from semirings import Semiring
 from semirings import spark as spark_semirings
 from semirings.local import LocalOps, equal, run_starts, sort_rows
 
@@ -121,7 +122,7 @@ class WitnessRecorder:
         joined = frames[0] if len(frames) == 1 else spark_ops.binary_join(frames, self.S)
         by = [F.col(v).asc() for v in step.vars]
         w = Window.partitionBy(*keep)
-        if any(self.S is b for b in BUILTINS):  # double, bigint, boolean: Spark's own order
+        if self.S.spark is not None and self.S.spark.ordered:  # Spark's order is ⊕'s
             value = F.col(VALUE)
             if joined.df.schema[VALUE].dataType.typeName() == "boolean":
                 value = value.cast("int")

@@ -18,7 +18,7 @@ from semirings.builtins import (
     REAL,
     logaddexp,
 )
-from semirings.core import Semiring, SemiringFunctionError, SparkOps
+from semirings.core import AggregateOps, NumpyOps, Semiring, SemiringFunctionError, SparkOps
 from semirings.laws import LawError, check_laws
 from semirings.provenance import PROVENANCE, specialise
 from semirings.registry import get, names, register
@@ -36,7 +36,9 @@ __all__ = [
     "MIN_PLUS",
     "PROVENANCE",
     "REAL",
+    "AggregateOps",
     "LawError",
+    "NumpyOps",
     "Semiring",
     "SemiringFunctionError",
     "SparkOps",

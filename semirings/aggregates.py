@@ -23,7 +23,9 @@ min-plus        min          none
 user-defined    add          none
 ==============  ===========  ==================================================
 
-Every semiring also accepts ``"add"``: its own ⊕, whatever it is called.
+Every semiring also accepts ``"add"``: its own ⊕, whatever it is called.  The
+table is what the built-ins declare (:class:`~semirings.core.AggregateOps`, in
+:mod:`semirings.builtins`); a semiring that declares nothing is "user-defined".
 
 >>> import semirings
 >>> with_add(semirings.REAL, "max").name
@@ -36,64 +38,22 @@ ValueError: aggregate 'max' is not allowed in the 'min-plus' semiring: max's ide
 
 from __future__ import annotations
 
-import operator
+from collections.abc import Mapping
 
-from semirings import builtins as B
-from semirings.core import Semiring, SparkOps, canonical
+from semirings.builtins import COUNTING_MAX
+from semirings.core import Semiring, canonical
 
 __all__ = ["COUNTING_MAX", "OPERATORS", "needs_nonnegative", "own_add", "with_add"]
 
 OPERATORS: tuple[str, ...] = ("sum", "max", "min", "or", "logsumexp", "add")
 """Operator names a query's ``aggregates`` may use (which ones a semiring allows varies)."""
 
-COUNTING_MAX = Semiring(
-    name="max-times",
-    zero=0,
-    one=1,
-    add=max,
-    mul=operator.mul,
-    idempotent=True,
-    contains=lambda x: isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63,
-    spark=SparkOps(
-        "bigint",
-        mul=B._c_mul,
-        add=B._c_max,
-        agg=B._agg_max,
-        valid=B._valid_nonneg_int,
-    ),
-    domain="non-negative 64-bit integers",
-)
-canonical(COUNTING_MAX.name, COUNTING_MAX)
-"""(ℕ, max, ×, 0, 1): the ⊕ of ``max`` aggregates in counting and integer queries."""
-
-_OWN: dict[str, str] = {
-    "counting": "sum",
-    "integer": "sum",
-    "real": "sum",
-    "max-product": "max",
-    "max-plus": "max",
-    "log": "logsumexp",
-    "boolean": "or",
-    "min-plus": "min",
-}
-
-_OTHER: dict[str, dict[str, Semiring]] = {
-    "counting": {"max": COUNTING_MAX},
-    "integer": {"max": COUNTING_MAX},
-    "real": {"max": B.MAX_PRODUCT},
-    "max-product": {"sum": B.REAL},
-    "max-plus": {"logsumexp": B.LOG},
-    "log": {"max": B.MAX_PLUS},
-}
-
-_NONNEGATIVE = {("integer", "max"), ("real", "max")}
-
-_TIMES = ("counting", "integer", "real", "max-product")
-_PLUS = ("min-plus", "max-plus", "log")
+_IDENTITY = {"max": "-inf", "min": "inf", "sum": "0", "or": "False", "logsumexp": "-inf"}
 
 
-def _builtin(S: Semiring) -> bool:
-    return any(S is b for b in B.BUILTINS)
+def _others(S: Semiring) -> Mapping[str, str]:
+    """``{operator: name of the semiring it forms}`` as ``S`` declares it (none when it doesn't)."""
+    return S.aggregates.others if S.aggregates is not None else {}
 
 
 def own_add(S: Semiring) -> str:
@@ -103,14 +63,14 @@ def own_add(S: Semiring) -> str:
     >>> own_add(semirings.MIN_PLUS), own_add(semirings.COUNTING)
     ('min', 'sum')
     """
-    return _OWN[S.name] if _builtin(S) else "add"
+    return S.aggregates.own if S.aggregates is not None else "add"
 
 
 def _canonical(S: Semiring, op: str) -> str:
     if op == "add":
         return own_add(S)
-    if _builtin(S) and S.name == "boolean" and op == "max":
-        return "or"
+    if S.aggregates is not None and op in S.aggregates.aliases:
+        return S.aggregates.own
     return op
 
 
@@ -122,12 +82,12 @@ def allowed(S: Semiring) -> list[str]:
     ['sum', 'max']
     """
     own = own_add(S)
-    return [own, *(_OTHER.get(S.name, {}) if _builtin(S) else {})]
+    return [own, *_others(S)]
 
 
 def needs_nonnegative(S: Semiring, op: str) -> bool:
     """True when aggregating with ``op`` in ``S`` is sound only on non-negative values."""
-    return _builtin(S) and (S.name, _canonical(S, op)) in _NONNEGATIVE
+    return S.aggregates is not None and _canonical(S, op) in S.aggregates.nonnegative
 
 
 def with_add(S: Semiring, op: str) -> Semiring:
@@ -150,9 +110,15 @@ def with_add(S: Semiring, op: str) -> Semiring:
     name = _canonical(S, name)
     if name == own_add(S):
         return S
-    other = _OTHER.get(S.name, {}) if _builtin(S) else {}
+    other = _others(S)
     if name in other:
-        return other[name]
+        try:
+            return canonical(other[name])
+        except KeyError:
+            raise ValueError(
+                f"semiring {S.name!r} declares aggregate {name!r} as the semiring "
+                f"{other[name]!r}, which is not one of the engine's semirings"
+            ) from None
     raise ValueError(
         f"aggregate {op!r} is not allowed in the {S.name!r} semiring: {_why(S, name)}; "
         f"allowed: {_allowed_text(S)}"
@@ -165,27 +131,27 @@ def _allowed_text(S: Semiring) -> str:
 
 
 def _why(S: Semiring, op: str) -> str:
-    if not _builtin(S):
+    decl = S.aggregates
+    if decl is None:
         return (
             "a user-defined semiring takes only its own ⊕ ('add'): nothing shows that "
             "another operator distributes over its ⊗"
         )
-    if S.name in _PLUS and op == "sum":
+    if decl.times == "+" and op == "sum":
         return (
             "its ⊗ is +, so a sum aggregate would be a product aggregate (⊗ itself, "
             "over the whole domain of the variable), which is not supported"
         )
-    identity = {"max": "-inf", "min": "inf", "sum": "0", "or": "False", "logsumexp": "-inf"}
-    if S.name in _TIMES and op == "min":
+    if decl.times == "×" and op == "min":
         return (
             "min's identity is inf, not the semiring's zero 0, so a tuple absent from a "
             "relation (annotation 0) would win every min"
         )
-    if S.name == "boolean":
+    if decl.times == "and":
         return f"{op} is not an operation on booleans that distributes over and"
-    if op in ("or", "logsumexp") or (S.name in _TIMES and op == "sum"):
+    if op in ("or", "logsumexp") or (decl.times == "×" and op == "sum"):
         return f"{op} is not an operation on the values of {S.name!r} that distributes over ⊗"
     return (
-        f"{op}'s identity is {identity[op]}, not the semiring's zero {S.zero!r}, so a tuple "
+        f"{op}'s identity is {_IDENTITY[op]}, not the semiring's zero {S.zero!r}, so a tuple "
         "absent from a relation would not stay neutral"
     )

@@ -1,4 +1,4 @@
-"""Built-in semirings, each a named constant with a native Spark path.
+"""Built-in semirings, each a named constant declaring its Spark and numpy operations.
 
 =============  ==================  ========  =====  ==========  =========
 name           domain              ⊕         ⊗      0           1
@@ -13,23 +13,40 @@ max-plus       [-∞, +∞) floats     max       +      -∞          0.0
 log            [-∞, +∞) floats     logaddexp +      -∞          0.0
 =============  ==================  ========  =====  ==========  =========
 
+Each built-in declares, beside its Python functions, everything the engine
+needs to run it fast: :class:`~semirings.core.SparkOps` (column expressions, a
+native aggregate, a validity predicate, whether Spark's order is its order),
+:class:`~semirings.core.NumpyOps` (dtype, vectorised ⊗, segment ⊕, n-fold ⊕ of
+one, zero test, validity test), :class:`~semirings.core.AggregateOps` (its
+operator names for queries' ``aggregates``) and, where it has them, its ring
+completion and presence flag.  :data:`COUNTING_MAX` (``"max-times"``, ℕ with
+max and ×) is the engine's semiring for ``max`` aggregates in counting and
+integer queries; it is not registered by name.
+
 Spark column helpers import :mod:`pyspark` only when called, so importing
-:mod:`semirings` never starts a JVM.
+:mod:`semirings` never starts a JVM.  64-bit integer semirings raise
+OverflowError in numpy where Spark's ANSI mode would, instead of wrapping
+around; the check is exact (a float estimate flags candidates, Python
+integers decide).
 """
 
 from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from semirings.core import Semiring, SparkOps, canonical
+import numpy as np
+
+from semirings.core import AggregateOps, NumpyOps, Semiring, SparkOps, canonical
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 INF = math.inf
-_INT64_MAX = 2**63 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_NEAR = float(2**63) * (1 - 1e-9)  # float estimates at or above this are checked exactly
 
 
 def _f():  # the pyspark.sql.functions module, imported on first use
@@ -151,19 +168,123 @@ def _valid_not_plus_inf(c: Column) -> Column:
     return c.isNotNull() & ~f.isnan(c) & (c != f.lit(INF))
 
 
-# -- the built-ins ----------------------------------------------------------------------
-COUNTING = Semiring(
-    name="counting",
-    zero=0,
-    one=1,
-    add=operator.add,
-    mul=operator.mul,
-    contains=lambda x: _is_int(x) and 0 <= x <= _INT64_MAX,
-    spark=SparkOps("bigint", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_nonneg_int),
-    domain="non-negative 64-bit integers",
-)
-"""(ℕ, +, ×, 0, 1): counts, e.g. the number of triangles."""
+# -- numpy helpers ----------------------------------------------------------------------
+def _exact_range(name: str, what: str, exact: list[int]) -> None:
+    if any(not _INT64_MIN <= x <= _INT64_MAX for x in exact):
+        raise OverflowError(f"{name!r} {what} overflowed 64-bit integers")
 
+
+def _int64_mul(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Elementwise int64 product raising OverflowError (naming ``name``) past 64 bits."""
+
+    def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            out = a * b
+        approx = np.abs(a.astype(np.float64) * b.astype(np.float64))
+        near = np.flatnonzero(approx >= _NEAR)
+        if len(near):
+            a_n, b_n = np.broadcast_to(a, out.shape), np.broadcast_to(b, out.shape)
+            _exact_range(name, "product", [int(a_n[i]) * int(b_n[i]) for i in near])
+        return out
+
+    return mul
+
+
+def _int64_sumat(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Segment sums of int64 values raising OverflowError (naming ``name``) past 64 bits."""
+
+    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        v = np.asarray(values, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            out = np.add.reduceat(v, starts)
+        approx = np.add.reduceat(np.abs(v.astype(np.float64)), starts)
+        near = np.flatnonzero(approx >= _NEAR)
+        if len(near):
+            ends = np.append(starts[1:], len(v))
+            _exact_range(name, "sum", [sum(int(x) for x in v[starts[i] : ends[i]]) for i in near])
+        return out
+
+    return reduceat
+
+
+def _ufunc_at(add: np.ufunc, dtype: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    return lambda values, starts: add.reduceat(np.asarray(values, dtype=dtype), starts)
+
+
+def _logaddexp_at(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """logaddexp over segments, shifted by each segment's maximum (no overflow, no NaN)."""
+    v = np.asarray(values, dtype=np.float64)
+    hi = np.maximum.reduceat(v, starts)
+    counts = np.diff(np.append(starts, len(v)))
+    shift = np.repeat(np.where(hi == -np.inf, 0.0, hi), counts)
+    total = np.add.reduceat(np.exp(v - shift), starts)
+    with np.errstate(divide="ignore"):
+        return np.where(hi == -np.inf, -np.inf, hi + np.log(total))
+
+
+def _each(value: Any, dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """n-fold ⊕ of one for an idempotent ⊕: one, whatever n."""
+    return lambda counts: np.full(len(counts), value, dtype=dtype)
+
+
+def _counts_as(dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """n-fold ⊕ of one for ⊕ = +: n itself."""
+    return lambda counts: np.asarray(counts, dtype=dtype)
+
+
+def _log_counts(counts: np.ndarray) -> np.ndarray:
+    """n-fold ⊕ of one (0.0) in log: log(n)."""
+    return np.log(np.asarray(counts, dtype=np.float64))
+
+
+def _not(zero: Any) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda v: np.asarray(v) != zero
+
+
+def _every(v: np.ndarray) -> np.ndarray:
+    return np.ones(len(v), dtype=bool)
+
+
+def _np_nonneg(v: np.ndarray) -> np.ndarray:
+    return v >= 0
+
+
+def _np_finite(v: np.ndarray) -> np.ndarray:
+    return np.isfinite(v)
+
+
+def _np_nonneg_finite(v: np.ndarray) -> np.ndarray:
+    return np.isfinite(v) & (v >= 0)
+
+
+def _np_not_minus_inf(v: np.ndarray) -> np.ndarray:
+    return ~np.isnan(v) & (v != -np.inf)
+
+
+def _np_not_plus_inf(v: np.ndarray) -> np.ndarray:
+    return ~np.isnan(v) & (v != np.inf)
+
+
+def _int64_numpy(name: str, valid: Callable[[np.ndarray], np.ndarray]) -> NumpyOps:
+    """Sum-product on int64 (counting, integer), overflow-checked."""
+    return NumpyOps(
+        np.int64, _int64_mul(name), _int64_sumat(name), _counts_as(np.int64), _not(0), valid
+    )
+
+
+def _float_numpy(
+    zero: float,
+    mul: np.ufunc,
+    reduceat: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ones: Callable[[np.ndarray], np.ndarray],
+    valid: Callable[[np.ndarray], np.ndarray],
+) -> NumpyOps:
+    return NumpyOps(np.float64, mul, reduceat, ones, _not(zero), valid)
+
+
+# -- the built-ins ----------------------------------------------------------------------
 INTEGER = Semiring(
     name="integer",
     zero=0,
@@ -171,13 +292,40 @@ INTEGER = Semiring(
     add=operator.add,
     mul=operator.mul,
     neg=operator.neg,
-    contains=lambda x: _is_int(x) and -(2**63) <= x <= _INT64_MAX,
+    contains=lambda x: _is_int(x) and _INT64_MIN <= x <= _INT64_MAX,
     spark=SparkOps(
-        "bigint", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_not_null, neg=_c_neg
+        "bigint",
+        mul=_c_mul,
+        add=_c_add,
+        agg=_agg_sum,
+        valid=_valid_not_null,
+        neg=_c_neg,
+        ordered=True,
+    ),
+    numpy=_int64_numpy("integer", _every),
+    aggregates=AggregateOps(
+        "sum", "×", others={"max": "max-times"}, nonnegative=frozenset({"max"})
     ),
     domain="64-bit integers",
 )
 """(ℤ, +, ×, 0, 1): a ring; Z-set weights."""
+
+COUNTING = Semiring(
+    name="counting",
+    zero=0,
+    one=1,
+    add=operator.add,
+    mul=operator.mul,
+    contains=lambda x: _is_int(x) and 0 <= x <= _INT64_MAX,
+    spark=SparkOps(
+        "bigint", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_nonneg_int, ordered=True
+    ),
+    numpy=_int64_numpy("counting", _np_nonneg),
+    aggregates=AggregateOps("sum", "×", others={"max": "max-times"}),
+    completion=INTEGER,
+    domain="non-negative 64-bit integers",
+)
+"""(ℕ, +, ×, 0, 1): counts, e.g. the number of triangles; its ring completion is ℤ."""
 
 REAL = Semiring(
     name="real",
@@ -187,7 +335,21 @@ REAL = Semiring(
     mul=operator.mul,
     neg=operator.neg,
     contains=lambda x: _is_float(x) and math.isfinite(x),
-    spark=SparkOps("double", mul=_c_mul, add=_c_add, agg=_agg_sum, valid=_valid_finite, neg=_c_neg),
+    spark=SparkOps(
+        "double",
+        mul=_c_mul,
+        add=_c_add,
+        agg=_agg_sum,
+        valid=_valid_finite,
+        neg=_c_neg,
+        ordered=True,
+    ),
+    numpy=_float_numpy(
+        0.0, np.multiply, _ufunc_at(np.add, np.float64), _counts_as(np.float64), _np_finite
+    ),
+    aggregates=AggregateOps(
+        "sum", "×", others={"max": "max-product"}, nonnegative=frozenset({"max"})
+    ),
     domain="finite floats",
 )
 """(ℝ, +, ×, 0, 1) on finite doubles: a ring; sparse linear algebra."""
@@ -200,7 +362,19 @@ BOOLEAN = Semiring(
     mul=operator.and_,
     idempotent=True,
     contains=lambda x: isinstance(x, bool),
-    spark=SparkOps("boolean", mul=_c_and, add=_c_or, agg=_agg_max, valid=_valid_not_null),
+    spark=SparkOps(
+        "boolean", mul=_c_and, add=_c_or, agg=_agg_max, valid=_valid_not_null, ordered=True
+    ),
+    numpy=NumpyOps(
+        np.bool_,
+        np.logical_and,
+        _ufunc_at(np.logical_or, bool),
+        _each(True, bool),
+        lambda v: np.asarray(v, dtype=bool),
+        _every,
+    ),
+    aggregates=AggregateOps("or", "and", aliases=("max",)),
+    presence=True,
     domain="booleans",
 )
 """({False, True}, or, and): reachability, existence."""
@@ -213,7 +387,17 @@ MAX_PRODUCT = Semiring(
     mul=operator.mul,
     idempotent=True,
     contains=lambda x: _is_float(x) and math.isfinite(x) and x >= 0,
-    spark=SparkOps("double", mul=_c_mul, add=_c_max, agg=_agg_max, valid=_valid_nonneg_finite),
+    spark=SparkOps(
+        "double", mul=_c_mul, add=_c_max, agg=_agg_max, valid=_valid_nonneg_finite, ordered=True
+    ),
+    numpy=_float_numpy(
+        0.0,
+        np.multiply,
+        _ufunc_at(np.maximum, np.float64),
+        _each(1.0, np.float64),
+        _np_nonneg_finite,
+    ),
+    aggregates=AggregateOps("max", "×", others={"sum": "real"}),
     domain="finite non-negative floats",
 )
 """([0, ∞), max, ×, 0, 1): Viterbi, most likely explanation."""
@@ -226,7 +410,13 @@ MIN_PLUS = Semiring(
     mul=operator.add,
     idempotent=True,
     contains=lambda x: _is_float(x) and x != -INF,
-    spark=SparkOps("double", mul=_c_add, add=_c_min, agg=_agg_min, valid=_valid_not_minus_inf),
+    spark=SparkOps(
+        "double", mul=_c_add, add=_c_min, agg=_agg_min, valid=_valid_not_minus_inf, ordered=True
+    ),
+    numpy=_float_numpy(
+        INF, np.add, _ufunc_at(np.minimum, np.float64), _each(0.0, np.float64), _np_not_minus_inf
+    ),
+    aggregates=AggregateOps("min", "+"),
     domain="floats other than -inf (+inf is zero)",
 )
 """((-∞, +∞], min, +, +∞, 0): tropical; shortest paths."""
@@ -239,7 +429,13 @@ MAX_PLUS = Semiring(
     mul=operator.add,
     idempotent=True,
     contains=lambda x: _is_float(x) and x != INF,
-    spark=SparkOps("double", mul=_c_add, add=_c_max, agg=_agg_max, valid=_valid_not_plus_inf),
+    spark=SparkOps(
+        "double", mul=_c_add, add=_c_max, agg=_agg_max, valid=_valid_not_plus_inf, ordered=True
+    ),
+    numpy=_float_numpy(
+        -INF, np.add, _ufunc_at(np.maximum, np.float64), _each(0.0, np.float64), _np_not_plus_inf
+    ),
+    aggregates=AggregateOps("max", "+", others={"logsumexp": "log"}),
     domain="floats other than +inf (-inf is zero)",
 )
 """([-∞, +∞), max, +, -∞, 0): longest paths, log-space Viterbi."""
@@ -257,10 +453,37 @@ LOG = Semiring(
         add=_c_logaddexp,
         reduce=_reduce_logsumexp,
         valid=_valid_not_plus_inf,
+        ordered=True,
     ),
+    numpy=_float_numpy(-INF, np.add, _logaddexp_at, _log_counts, _np_not_plus_inf),
+    aggregates=AggregateOps("logsumexp", "+", others={"max": "max-plus"}),
     domain="floats other than +inf (-inf is zero)",
 )
 """([-∞, +∞), logaddexp, +, -∞, 0): sums of probabilities kept in log space."""
+
+COUNTING_MAX = Semiring(
+    name="max-times",
+    zero=0,
+    one=1,
+    add=max,
+    mul=operator.mul,
+    idempotent=True,
+    contains=lambda x: _is_int(x) and 0 <= x <= _INT64_MAX,
+    spark=SparkOps(
+        "bigint", mul=_c_mul, add=_c_max, agg=_agg_max, valid=_valid_nonneg_int, ordered=True
+    ),
+    numpy=NumpyOps(
+        np.int64,
+        _int64_mul("max-times"),
+        _ufunc_at(np.maximum, np.int64),
+        _each(1, np.int64),
+        _not(0),
+        _np_nonneg,
+    ),
+    aggregates=AggregateOps("max", "×"),
+    domain="non-negative 64-bit integers",
+)
+"""(ℕ, max, ×, 0, 1): the ⊕ of ``max`` aggregates in counting and integer queries."""
 
 BUILTINS: tuple[Semiring, ...] = (
     COUNTING,
@@ -272,5 +495,7 @@ BUILTINS: tuple[Semiring, ...] = (
     MAX_PLUS,
     LOG,
 )
-for _S in BUILTINS:
+"""The built-in semirings registered by name (:data:`COUNTING_MAX` is internal)."""
+
+for _S in (*BUILTINS, COUNTING_MAX):
     canonical(_S.name, _S)

@@ -1,26 +1,41 @@
-"""The :class:`Semiring` type: plain-Python algebra plus an optional Spark fast path.
+"""The :class:`Semiring` type: plain-Python algebra plus optional declared fast paths.
 
 A semiring is one immutable object.  Its Python side (``zero``, ``one``,
 ``add``, ``mul`` and, for rings, ``neg``) computes on plain scalars and is all a
-user needs to write.  Its Spark side, :class:`SparkOps`, is optional: it gives
-⊗ and the binary ⊕ as column expressions and the n-ary ⊕ as a native
-aggregate, so built-in semirings never leave the JVM.  Without it the engine
-falls back to Python UDFs (see :mod:`semirings.spark`).
+user needs to write.  Everything else is an optional declaration, made by the
+built-ins and left empty by a user semiring:
+
+* :class:`SparkOps`: ⊗ and the binary ⊕ as column expressions and the n-ary ⊕
+  as a native aggregate, so built-in semirings never leave the JVM (without it
+  the engine falls back to Python UDFs, see :mod:`semirings.spark`);
+* :class:`NumpyOps`: the vectorised numpy side used by the local kernels
+  (without it :func:`semirings.local.local_ops` runs the Python functions
+  element by element);
+* :class:`AggregateOps`: the names of ⊕ and ⊗ as query operators and which other
+  aggregates form a semiring with ⊗ (:mod:`semirings.aggregates`);
+* ``completion`` and ``presence``: how a view can keep the semiring's
+  annotations in a ring (counting in ℤ, booleans as counts of rows).
+
+The engine decides by these declarations, never by a semiring's name or
+identity.  This module imports no other module of the package.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "FUNCTION_MARK",
+    "AggregateOps",
+    "NumpyOps",
     "Semiring",
     "SemiringFunctionError",
     "SparkOps",
@@ -31,6 +46,8 @@ __all__ = [
 ColumnBinary = Callable[["Column", "Column"], "Column"]
 ColumnUnary = Callable[["Column"], "Column"]
 Reducer = Callable[["DataFrame", list[str], str], "DataFrame"]
+ArrayBinary = Callable[["np.ndarray", "np.ndarray"], "np.ndarray"]
+ArrayUnary = Callable[["np.ndarray"], "np.ndarray"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -58,6 +75,11 @@ class SparkOps:
         Predicate column: true when a value belongs to the semiring.
     neg : callable, optional
         Additive inverse as a column expression (rings only).
+    ordered : bool
+        True when Spark's own ordering of the annotation column is the order a
+        selective ⊕ (max or min) selects by, so a window ``orderBy`` on the value
+        finds the rows that attain ⊕ (witnesses).  False (the default) makes the
+        engine compare with the ⊕ computed by the semiring itself.
     """
 
     type: str
@@ -67,10 +89,74 @@ class SparkOps:
     agg: ColumnUnary | None = None
     reduce: Reducer | None = None
     neg: ColumnUnary | None = None
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         if (self.agg is None) == (self.reduce is None):
             raise ValueError("SparkOps needs exactly one of agg= or reduce=")
+
+
+@dataclass(frozen=True)
+class NumpyOps:
+    """The vectorised numpy side of a semiring, declared beside its :class:`SparkOps`.
+
+    Every function takes and returns numpy arrays of ``dtype``.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        The dtype of annotation arrays (``object`` for values numpy has no type for).
+    mul : callable
+        ``(a, b) -> a ⊗ b`` elementwise.
+    reduceat : callable
+        ``(values, starts) -> out``: ``out[i]`` is the ⊕ of
+        ``values[starts[i]:starts[i + 1]]`` (the last segment runs to the end);
+        ``starts`` is increasing and every segment is non-empty.
+    ones : callable
+        ``(counts) -> out``: ``out[i]`` is the ⊕ of ``counts[i] ≥ 1`` copies of one.
+    nonzero : callable
+        ``(values) -> bool array``: True where the value is not the semiring zero.
+    valid : callable
+        ``(values) -> bool array``: True where the value belongs to the semiring
+        (what ``contains`` says of each value, for values already of ``dtype``).
+    """
+
+    dtype: Any
+    mul: ArrayBinary
+    reduceat: ArrayBinary
+    ones: ArrayUnary
+    nonzero: ArrayUnary
+    valid: ArrayUnary
+
+
+@dataclass(frozen=True)
+class AggregateOps:
+    """How a semiring's ⊕ and ⊗ are named as query operators, and what may replace ⊕.
+
+    A query's ``aggregates={"y": op}`` may eliminate a variable with another
+    operator than ⊕ when that operator, with the same ⊗ and zero, is itself a
+    semiring (:func:`semirings.aggregates.with_add`).
+
+    Parameters
+    ----------
+    own : str
+        The name of ⊕ as an aggregate operator (``"sum"``, ``"max"``, ``"min"``,
+        ``"or"``, ``"logsumexp"``).
+    times : str
+        The name of ⊗ (``"×"``, ``"+"``, ``"and"``), used to explain a refusal.
+    aliases : tuple of str
+        Other names of the same ⊕ (``"max"`` is ``"or"`` on booleans).
+    others : mapping
+        ``{operator: name of the engine semiring it forms with ⊗ and zero}``.
+    nonnegative : frozenset of str
+        Operators of ``others`` that are sound only on non-negative values.
+    """
+
+    own: str
+    times: str
+    aliases: tuple[str, ...] = ()
+    others: Mapping[str, str] = field(default_factory=dict)
+    nonnegative: frozenset[str] = frozenset()
 
 
 FUNCTION_MARK = "SemiringFunctionError: "
@@ -136,14 +222,17 @@ def canonical(name: str, semiring: Semiring | None = None) -> Semiring:
     """Register ``semiring`` as the engine's own semiring called ``name``, or look it up.
 
     Unpickling a built-in calls this with the name only, and gets the
-    module-level object (its modules are imported first).
+    module-level object: importing this module imports the :mod:`semirings`
+    package first, whose modules register every engine semiring.
+
+    Raises
+    ------
+    KeyError
+        No engine semiring is called ``name``.
     """
     if semiring is not None:
         _CANONICAL[name] = semiring
         return semiring
-    import semirings.aggregates  # noqa: F401 - registers its semirings
-    import semirings.builtins  # noqa: F401
-
     return _CANONICAL[name]
 
 
@@ -209,8 +298,22 @@ class Semiring:
     spark_type : str, optional
         Spark SQL type of the annotation column for the UDF path; inferred from
         ``zero`` when omitted.
-    zero_dtype : str, optional
+    domain : str, optional
         Informational description of the value domain, used in messages.
+    numpy : NumpyOps, optional
+        Vectorised numpy operations.  Without them the local kernels call
+        ``add`` and ``mul`` element by element.
+    aggregates : AggregateOps, optional
+        Operator names of ⊕ and ⊗ for queries' ``aggregates``.  Without it the
+        semiring accepts only its own ⊕, called ``"add"``.
+    completion : Semiring, optional
+        For a semiring that is not a ring but embeds in one (ℕ in ℤ): that ring,
+        whose values and operations extend this one's.  A view keeps the
+        annotations there, so deletions are negative weights.
+    presence : bool
+        True when a value says only whether something is present: ⊕ of any
+        number of ones is one and every value is zero or one (booleans).  A value
+        is then the image of a count of rows (``n > 0``), so a view can keep counts.
 
     Examples
     --------
@@ -231,13 +334,16 @@ class Semiring:
     spark: SparkOps | None = None
     spark_type: str | None = None
     domain: str = field(default="")
+    numpy: NumpyOps | None = None
+    aggregates: AggregateOps | None = None
+    completion: Semiring | None = None
+    presence: bool = False
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        """Pickle a built-in by name, so a Spark task gets the very same object.
+        """Pickle an engine semiring by name, so a Spark task gets the very same object.
 
-        The engine picks its vectorised numpy and native Spark paths by the
-        identity of a built-in semiring; a copy made by pickling (as a Spark
-        task's closure is) would fall back to the element-by-element path.
+        Its declared operations are closures that plain pickling cannot carry,
+        and the store identifies an engine semiring by ``canonical(name) is S``.
         """
         if _CANONICAL.get(self.name) is self:
             return (canonical, (self.name,))
@@ -251,6 +357,18 @@ class Semiring:
                 raise TypeError(f"semiring {self.name!r}: {label} must be callable")
         if self.neg is not None and not callable(self.neg):
             raise TypeError(f"semiring {self.name!r}: neg must be callable or None")
+        for label, kind in (
+            ("spark", SparkOps),
+            ("numpy", NumpyOps),
+            ("aggregates", AggregateOps),
+            ("completion", Semiring),
+        ):
+            value = getattr(self, label)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"semiring {self.name!r}: {label} must be a {kind.__name__} or None, "
+                    f"not {type(value).__name__}"
+                )
         if self.contains is None:
             object.__setattr__(self, "contains", _default_contains(self.zero, self.one))
         if self.spark_type is None:
@@ -258,6 +376,10 @@ class Semiring:
             object.__setattr__(self, "spark_type", inferred)
         if not self.domain:
             object.__setattr__(self, "domain", self.spark_type or type(self.zero).__name__)
+        if self.completion is not None and not self.completion.is_ring:
+            raise ValueError(
+                f"semiring {self.name!r}: completion {self.completion.name!r} is not a ring"
+            )
 
     # -- algebra on plain values -------------------------------------------------
     @property

@@ -3,9 +3,10 @@
 The local kernels (:mod:`faq.kernel`, in the driver or inside Spark tasks)
 compute with these: ⊗ of two arrays, ⊕ of each segment of a sorted array
 (``reduceat``), the ⊕ of ``n`` copies of one (annotations of relations given
-without a ``value`` column) and the zero test.  They are vectorised for the
-built-ins and element by element, with the semiring's own Python functions,
-for a user-defined semiring.
+without a ``value`` column), the zero test and the validity test.  A semiring
+that declares :class:`~semirings.core.NumpyOps` (every built-in, see
+:mod:`semirings.builtins`) runs those; one that does not (a user-defined
+semiring) runs its own Python functions element by element.
 
 64-bit integer semirings (``counting``, ``integer``) raise OverflowError where
 Spark's ANSI mode would, instead of wrapping around; the check is exact
@@ -33,17 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semirings import builtins as B
 from semirings.core import Semiring, guarded
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["LocalOps", "local_ops"]
-
-_LIMIT = float(2**63)
-_NEAR = _LIMIT * (1 - 1e-9)  # float estimates at or above this are checked exactly
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True)
@@ -68,6 +64,9 @@ class LocalOps:
         for an idempotent ⊕.
     nonzero : callable
         ``(values) -> bool array``: True where the value is not the semiring zero.
+    check : callable
+        ``(values) -> bool array``: True where the value belongs to the semiring
+        (see :meth:`valid`).
     """
 
     semiring: Semiring
@@ -76,25 +75,14 @@ class LocalOps:
     reduceat: Callable[[np.ndarray, np.ndarray], np.ndarray]
     ones: Callable[[np.ndarray], np.ndarray]
     nonzero: Callable[[np.ndarray], np.ndarray]
+    check: Callable[[np.ndarray], np.ndarray]
 
     def valid(self, values: np.ndarray) -> np.ndarray:
-        """True where a value belongs to the semiring (vectorised for the built-ins).
+        """True where a value belongs to the semiring (vectorised when it declares numpy ops).
 
         ``values`` are already of ``dtype`` (a column of the semiring's type).
         """
-        v = np.asarray(values)
-        test = _VALID.get(self.semiring.name) if _is_builtin(self.semiring) else None
-        if test is not None:
-            return test(v)
-        S = self.semiring
-
-        def ok(x: Any) -> bool:
-            try:
-                return bool(S.contains(x.item() if hasattr(x, "item") else x))  # type: ignore[misc]
-            except Exception:  # a membership test that fails is a "no"
-                return False
-
-        return np.fromiter((ok(x) for x in v), dtype=bool, count=len(v))
+        return self.check(np.asarray(values))
 
     def total(self, values: np.ndarray) -> Any:
         """⊕ of all ``values`` as a plain Python scalar (the zero for none)."""
@@ -210,68 +198,6 @@ def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:
     return np.lexsort(tuple(reversed(cols)))
 
 
-# -- 64-bit integers: exact overflow checks ------------------------------------------------
-def _exact_range(name: str, what: str, exact: list[int]) -> None:
-    lo, hi = _INT64
-    if any(not lo <= x <= hi for x in exact):
-        raise OverflowError(f"{name!r} {what} overflowed 64-bit integers")
-
-
-def _int_ops(S: Semiring) -> LocalOps:
-    def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        a = np.asarray(a, dtype=np.int64)
-        b = np.asarray(b, dtype=np.int64)
-        with np.errstate(over="ignore"):
-            out = a * b
-        approx = np.abs(a.astype(np.float64) * b.astype(np.float64))
-        near = np.flatnonzero(approx >= _NEAR)
-        if len(near):
-            a_n, b_n = np.broadcast_to(a, out.shape), np.broadcast_to(b, out.shape)
-            _exact_range(S.name, "product", [int(a_n[i]) * int(b_n[i]) for i in near])
-        return out
-
-    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        v = np.asarray(values, dtype=np.int64)
-        with np.errstate(over="ignore"):
-            out = np.add.reduceat(v, starts)
-        approx = np.add.reduceat(np.abs(v.astype(np.float64)), starts)
-        near = np.flatnonzero(approx >= _NEAR)
-        if len(near):
-            ends = np.append(starts[1:], len(v))
-            _exact_range(S.name, "sum", [sum(int(x) for x in v[starts[i] : ends[i]]) for i in near])
-        return out
-
-    def ones(counts: np.ndarray) -> np.ndarray:
-        return np.asarray(counts, dtype=np.int64)
-
-    return LocalOps(S, np.int64, mul, reduceat, ones, lambda v: np.asarray(v) != 0)
-
-
-def _float_ops(
-    S: Semiring,
-    mul: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    add: np.ufunc,
-    ones: Callable[[np.ndarray], np.ndarray],
-) -> LocalOps:
-    zero = S.zero
-
-    def reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        return add.reduceat(np.asarray(values, dtype=np.float64), starts)
-
-    return LocalOps(S, np.float64, mul, reduceat, ones, lambda v: np.asarray(v) != zero)
-
-
-def _logaddexp_reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """logaddexp over segments, shifted by each segment's maximum (no overflow, no NaN)."""
-    v = np.asarray(values, dtype=np.float64)
-    hi = np.maximum.reduceat(v, starts)
-    counts = np.diff(np.append(starts, len(v)))
-    shift = np.repeat(np.where(hi == -np.inf, 0.0, hi), counts)
-    total = np.add.reduceat(np.exp(v - shift), starts)
-    with np.errstate(divide="ignore"):
-        return np.where(hi == -np.inf, -np.inf, hi + np.log(total))
-
-
 def _generic(S: Semiring) -> LocalOps:
     add = guarded(S, "add")
     umul = np.frompyfunc(guarded(S, "mul"), 2, 1)
@@ -299,7 +225,16 @@ def _generic(S: Semiring) -> LocalOps:
     def nonzero(v: np.ndarray) -> np.ndarray:
         return np.array([x != S.zero for x in v], dtype=bool)
 
-    return LocalOps(S, object, mul, reduceat, ones, nonzero)
+    def ok(x: Any) -> bool:
+        try:
+            return bool(S.contains(x.item() if hasattr(x, "item") else x))  # type: ignore[misc]
+        except Exception:  # a membership test that fails is a "no"
+            return False
+
+    def check(v: np.ndarray) -> np.ndarray:
+        return np.fromiter((ok(x) for x in v), dtype=bool, count=len(v))
+
+    return LocalOps(S, object, mul, reduceat, ones, nonzero, check)
 
 
 def _times_one(S: Semiring, n: int) -> Any:
@@ -314,81 +249,10 @@ def _times_one(S: Semiring, n: int) -> Any:
     return result
 
 
-def _one_each(value: float) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda counts: np.full(len(counts), value, dtype=np.float64)
-
-
-def _counting_max() -> Semiring:
-    from semirings.aggregates import COUNTING_MAX
-
-    return COUNTING_MAX
-
-
-def _provenance() -> Semiring:
-    from semirings.provenance import PROVENANCE
-
-    return PROVENANCE
-
-
-def _is_builtin(S: Semiring) -> bool:
-    return any(S is b for b in B.BUILTINS)
-
-
-_VALID: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "counting": lambda v: v >= 0,
-    "integer": lambda v: np.ones(len(v), dtype=bool),
-    "real": lambda v: np.isfinite(v),
-    "boolean": lambda v: np.ones(len(v), dtype=bool),
-    "max-product": lambda v: np.isfinite(v) & (v >= 0),
-    "min-plus": lambda v: ~np.isnan(v) & (v != -np.inf),
-    "max-plus": lambda v: ~np.isnan(v) & (v != np.inf),
-    "log": lambda v: ~np.isnan(v) & (v != np.inf),
-}
-
-
 def local_ops(S: Semiring) -> LocalOps:
-    """The numpy operations of ``S``: vectorised for built-ins, else element by element."""
-    if S is B.COUNTING or S is B.INTEGER:
-        return _int_ops(S)
-    if S is B.REAL:
-        return _float_ops(S, np.multiply, np.add, lambda c: np.asarray(c, dtype=np.float64))
-    if S is B.BOOLEAN:
-        return LocalOps(
-            S,
-            np.bool_,
-            np.logical_and,
-            lambda v, s: np.logical_or.reduceat(np.asarray(v, dtype=bool), s),
-            lambda c: np.ones(len(c), dtype=bool),
-            lambda v: np.asarray(v, dtype=bool),
-        )
-    if S is B.MAX_PRODUCT:
-        return _float_ops(S, np.multiply, np.maximum, _one_each(1.0))
-    if S is B.MIN_PLUS:
-        return _float_ops(S, np.add, np.minimum, _one_each(0.0))
-    if S is B.MAX_PLUS:
-        return _float_ops(S, np.add, np.maximum, _one_each(0.0))
-    if S.name == "provenance" and S is _provenance():
-        from semirings import provenance as P
-
-        return LocalOps(
-            S,
-            object,
-            np.frompyfunc(S.mul, 2, 1),
-            P.local_reduceat,
-            lambda c: np.array([str(int(x)) for x in np.asarray(c).tolist()], dtype=object),
-            lambda v: np.array([x != "0" for x in v], dtype=bool),
-        )
-    if S.name == "max-times" and S is _counting_max():
-        ops = _int_ops(S)
-        return LocalOps(
-            S,
-            np.int64,
-            ops.mul,
-            lambda v, s: np.maximum.reduceat(np.asarray(v, dtype=np.int64), s),
-            lambda c: np.ones(len(c), dtype=np.int64),
-            ops.nonzero,
-        )
-    if S is B.LOG:
-        ops = _float_ops(S, np.add, np.logaddexp, lambda c: np.log(np.asarray(c, dtype=float)))
-        return LocalOps(S, np.float64, ops.mul, _logaddexp_reduceat, ops.ones, ops.nonzero)
-    return _generic(S)
+    """The numpy operations of ``S``: its declared :class:`~semirings.core.NumpyOps`, or
+    its Python functions element by element when it declares none."""
+    n = S.numpy
+    if n is None:
+        return _generic(S)
+    return LocalOps(S, n.dtype, n.mul, n.reduceat, n.ones, n.nonzero, n.valid)

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semirings.core import Semiring, SparkOps, canonical, guarded
+from semirings.core import NumpyOps, Semiring, SparkOps, canonical, guarded
+from semirings.registry import get
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -310,6 +311,29 @@ def _spark_valid(c: Column) -> Column:
     return c.isNotNull() & _udfs()[3](c)
 
 
+def _local_valid(values: np.ndarray) -> np.ndarray:
+    return np.fromiter((_contains(x) for x in values), dtype=bool, count=len(values))
+
+
+def _local_ones(counts: np.ndarray) -> np.ndarray:
+    """n-fold ⊕ of one: the constant polynomial n."""
+    return np.array([str(int(x)) for x in np.asarray(counts).tolist()], dtype=object)
+
+
+def _local_nonzero(values: np.ndarray) -> np.ndarray:
+    return np.array([x != "0" for x in values], dtype=bool)
+
+
+def local_reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """⊕ of each segment ``values[starts[i]:starts[i+1]]``, one pass per segment."""
+    v = np.asarray(values, dtype=object)
+    ends = np.append(starts[1:], len(v))
+    out = np.empty(len(starts), dtype=object)
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        out[i] = v[s] if e - s == 1 else _sum(v[s:e])
+    return out
+
+
 PROVENANCE = Semiring(
     name="provenance",
     zero="0",
@@ -326,22 +350,20 @@ PROVENANCE = Semiring(
         reduce=_spark_reduce,
     ),
     spark_type="string",
+    numpy=NumpyOps(
+        object,
+        np.frompyfunc(_mul, 2, 1),
+        local_reduceat,
+        _local_ones,
+        _local_nonzero,
+        _local_valid,
+    ),
     domain=(
         "canonical polynomial strings with natural coefficients, e.g. '2*a*b + c**2'; "
         "semirings.provenance.polynomial(text) gives the canonical string"
     ),
 )
 canonical(PROVENANCE.name, PROVENANCE)
-
-
-def local_reduceat(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """⊕ of each segment ``values[starts[i]:starts[i+1]]``, one pass per segment."""
-    v = np.asarray(values, dtype=object)
-    ends = np.append(starts[1:], len(v))
-    out = np.empty(len(starts), dtype=object)
-    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-        out[i] = v[s] if e - s == 1 else _sum(v[s:e])
-    return out
 
 
 def _entries(result: Any, caller: str) -> dict[Any, Any]:
@@ -480,8 +502,6 @@ def evaluate(text: str, S: str | Semiring, values: Mapping[str, Any]) -> Any:
         ``text`` is not a polynomial, a symbol it uses has no value or a value
         outside ``S`` (all are named), or a term leaves ``S`` (named).
     """
-    from semirings.registry import get
-
     K = get(S)
     terms = tuple(parse(text).items())
     _check_values({s for m, _ in terms for s, _ in m}, K, values, "evaluate()")
@@ -532,8 +552,6 @@ def specialise(result: Any, semiring: str | Semiring, values: Mapping[str, Any])
     TypeError
         ``values`` is not a dict.
     """
-    from semirings.registry import get
-
     S = get(semiring)
     is_factor = not isinstance(result, Mapping)
     parsed = _parsed(_entries(result, "specialise()"), "specialise()")
@@ -546,6 +564,6 @@ def specialise(result: Any, semiring: str | Semiring, values: Mapping[str, Any])
             out[key] = v
     if not is_factor:
         return out
-    from faq.factor import Factor
-
-    return Factor.from_dict(out, result.vars, S, name=getattr(result, "name", None))
+    # The result's own class builds the answer (a Factor from a Factor): this
+    # package never imports faq.
+    return type(result).from_dict(out, result.vars, S, name=getattr(result, "name", None))

@@ -110,3 +110,81 @@ def test_bad_semiring_definitions():
         Semiring(name="bad", zero=0, one=1, add=3, mul=max)
     with pytest.raises(ValueError, match="non-empty name"):
         Semiring(name="", zero=0, one=1, add=max, mul=min)
+
+
+# -- the package's shape: declarations, not names --------------------------------------------
+def _imports(path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside functions."""
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_core_imports_no_sibling_and_semirings_imports_nothing_from_faq():
+    from pathlib import Path
+
+    root = Path(semirings.__file__).parent
+    assert not {m for m in _imports(root / "core.py") if m.split(".")[0] == "semirings"}
+    for path in root.glob("*.py"):
+        assert not {m for m in _imports(path) if m.split(".")[0] == "faq"}, path.name
+
+
+def test_an_engine_semiring_unpickles_as_itself_in_a_fresh_process():
+    import pickle
+    import subprocess
+    import sys
+
+    from semirings.aggregates import COUNTING_MAX
+
+    data = pickle.dumps([*semirings.BUILTINS, COUNTING_MAX, semirings.PROVENANCE])
+    code = (
+        "import pickle, sys\n"
+        "got = pickle.loads(sys.stdin.buffer.read())\n"
+        "from semirings.core import canonical\n"
+        "assert all(s is canonical(s.name) and s.numpy is not None for s in got)\n"
+        "print(len(got))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=data, capture_output=True, check=True
+    ).stdout
+    assert out.decode().strip() == "10"
+
+
+def test_aggregates_follow_what_a_semiring_declares():
+    from semirings.aggregates import allowed, needs_nonnegative, own_add, with_add
+
+    plain = Semiring(name="plain-real", zero=0.0, one=1.0, add=lambda a, b: a + b, mul=max)
+    assert own_add(plain) == "add" and allowed(plain) == ["add"]
+    declared = Semiring(
+        name="declared-real",
+        zero=0.0,
+        one=1.0,
+        add=lambda a, b: a + b,
+        mul=lambda a, b: a * b,
+        aggregates=semirings.AggregateOps(
+            "sum", "×", others={"max": "max-product"}, nonnegative=frozenset({"max"})
+        ),
+    )
+    assert own_add(declared) == "sum" and allowed(declared) == ["sum", "max"]
+    assert with_add(declared, "max") is semirings.MAX_PRODUCT
+    assert with_add(declared, "add") is declared
+    assert needs_nonnegative(declared, "max") and not needs_nonnegative(declared, "sum")
+    with pytest.raises(ValueError, match="'min' is not allowed"):
+        with_add(declared, "min")
+    wrong = Semiring(
+        name="wrong-decl",
+        zero=0.0,
+        one=1.0,
+        add=max,
+        mul=min,
+        aggregates=semirings.AggregateOps("max", "min", others={"sum": "no-such"}),
+    )
+    with pytest.raises(ValueError, match="'no-such', which is not one of the engine"):
+        with_add(wrong, "sum")
+    assert with_add(semirings.BOOLEAN, "max") is semirings.BOOLEAN  # an alias of or

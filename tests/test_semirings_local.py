@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import semirings
+from semirings.aggregates import COUNTING_MAX
 from semirings.local import local_ops
 
 VALUES = {
@@ -117,3 +118,145 @@ def test_valid_agrees_with_contains(name):
         samples = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
     got = o.valid(np.asarray(samples, dtype=o.dtype)).tolist()
     assert got == [bool(S.contains(x)) for x in samples]
+
+
+# -- declared numpy operations ----------------------------------------------------------------
+# Every engine semiring declares its numpy side (semirings.core.NumpyOps) beside its Spark
+# side; local_ops reads the declaration.  Samples per semiring: values of the domain,
+# its zero and one first, and (second list) values outside it for the validity test.
+ENGINE = {S.name: S for S in (*semirings.BUILTINS, COUNTING_MAX, semirings.PROVENANCE)}
+SAMPLES = {
+    "counting": ([0, 1, 2, 7, 2**30], [-1, -(2**40)]),
+    "integer": ([0, 1, -3, 7, -(2**30)], []),
+    "real": ([0.0, 1.0, -2.5, 0.25, 1e6], [math.inf, -math.inf, math.nan]),
+    "boolean": ([False, True], []),
+    "max-product": ([0.0, 1.0, 0.5, 3.0], [-1.0, math.inf, math.nan]),
+    "min-plus": ([math.inf, 0.0, -2.0, 3.5], [-math.inf, math.nan]),
+    "max-plus": ([-math.inf, 0.0, -2.0, 3.5], [math.inf, math.nan]),
+    "log": ([-math.inf, 0.0, -2.0, 3.5], [math.inf, math.nan]),
+    "max-times": ([0, 1, 3, 2**20], [-1]),
+    "provenance": (["0", "1", "a", "2*a*b + c**2"], ["b*a", "a +", "0*a"]),
+}
+
+
+def test_every_engine_semiring_has_samples_and_declares_numpy_ops():
+    assert set(SAMPLES) == set(ENGINE)
+    for S in ENGINE.values():
+        assert isinstance(S.numpy, semirings.NumpyOps), S.name
+        assert local_ops(S).dtype is S.numpy.dtype
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_declared_numpy_ops_agree_with_the_python_functions(name):
+    S, (inside, outside) = ENGINE[name], SAMPLES[name]
+    n = S.numpy
+    assert inside[:2] == [S.zero, S.one]
+    pairs = [(a, b) for a in inside for b in inside]
+    a = np.asarray([p[0] for p in pairs], dtype=n.dtype)
+    b = np.asarray([p[1] for p in pairs], dtype=n.dtype)
+    got = n.mul(a, b)
+    assert all(close(g, S.mul(x, y)) for g, (x, y) in zip(got, pairs, strict=True))
+    # each pair as one segment of two values, then every sample alone, then all together
+    flat = np.asarray([x for p in pairs for x in p], dtype=n.dtype)
+    sums = n.reduceat(flat, np.arange(0, len(flat), 2))
+    assert all(close(g, S.add(x, y)) for g, (x, y) in zip(sums, pairs, strict=True))
+    alone = n.reduceat(np.asarray(inside, dtype=n.dtype), np.arange(len(inside)))
+    assert all(close(g, x) for g, x in zip(alone, inside, strict=True))
+    everything = n.reduceat(np.asarray(inside, dtype=n.dtype), np.zeros(1, dtype=np.int64))
+    assert close(everything[0], functools.reduce(S.add, inside))
+    counts = np.asarray([1, 2, 3, 8], dtype=np.int64)
+    for g, k in zip(n.ones(counts), counts.tolist(), strict=True):
+        assert close(g, functools.reduce(S.add, [S.one] * k))
+    values = np.asarray(inside, dtype=n.dtype)
+    assert n.nonzero(values).tolist() == [not S.is_zero(x) for x in inside]
+    samples = inside + outside
+    typed = np.asarray(samples, dtype=n.dtype)
+    assert n.valid(typed).tolist() == [bool(S.contains(x)) for x in samples]
+    assert not n.valid(np.asarray(outside, dtype=n.dtype)).any()
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_declared_flags_agree_with_the_python_functions(name):
+    S, (inside, _) = ENGINE[name], SAMPLES[name]
+    # idempotent ⊕ exactly when x ⊕ x == x on every sample
+    assert S.idempotent == all(S.add(x, x) == x for x in inside)
+    # presence: every value is zero or one and one ⊕ one is one
+    assert S.presence == (set(inside) <= {S.zero, S.one} and S.add(S.one, S.one) == S.one)
+    if S.completion is not None:  # the ring extends this semiring's values and operations
+        R = S.completion
+        assert R.is_ring and not S.is_ring
+        assert (R.zero, R.one) == (S.zero, S.one)
+        for x in inside:
+            assert R.contains(x)
+            for y in inside:
+                assert R.add(x, y) == S.add(x, y) and R.mul(x, y) == S.mul(x, y)
+    if S.spark is not None and S.spark.ordered and S.idempotent:  # ⊕ selects by the order
+        pick = max if S.add(S.zero, S.one) == max(S.zero, S.one) else min
+        assert all(S.add(x, y) == pick(x, y) for x in inside for y in inside)
+
+
+def test_the_declared_properties_of_the_builtins():
+    assert semirings.COUNTING.completion is semirings.INTEGER
+    assert [S.name for S in ENGINE.values() if S.completion is not None] == ["counting"]
+    assert [S.name for S in ENGINE.values() if S.presence] == ["boolean"]
+    assert all(S.spark is not None and S.spark.ordered for S in (*semirings.BUILTINS, COUNTING_MAX))
+    assert not semirings.PROVENANCE.spark.ordered  # strings: Spark's order is not ⊕'s
+
+
+def test_a_user_semiring_declares_nothing_and_runs_its_python_functions():
+    S = BOTTLENECK
+    assert (S.numpy, S.aggregates, S.completion, S.presence, S.spark) == (
+        None,
+        None,
+        None,
+        False,
+        None,
+    )
+    o = local_ops(S)
+    assert o.dtype is object
+    a = np.asarray([1.0, 5.0, 0.0], dtype=object)
+    b = np.asarray([3.0, 2.0, 7.0], dtype=object)
+    assert o.mul(a, b).tolist() == [1.0, 2.0, 0.0]
+    assert o.reduceat(a, np.array([0, 2])).tolist() == [5.0, 0.0]
+    assert o.ones(np.array([1, 4])).tolist() == [math.inf, math.inf]
+    assert o.nonzero(a).tolist() == [True, True, False]
+    assert o.valid(np.asarray([1.0, "x", None], dtype=object)).tolist() == [True, False, False]
+    df = pd.DataFrame({"k": [1, 1, 2], "value": a})
+    out = o.reduce(df, ["k"], "value")
+    assert dict(zip(out["k"], out["value"], strict=True)) == {1: 5.0, 2: 0.0}
+
+
+def test_a_user_semiring_that_declares_numpy_ops_gets_them():
+    calls = []
+
+    def mul(a, b):
+        calls.append("mul")
+        return np.minimum(a, b)
+
+    n = semirings.NumpyOps(
+        np.float64,
+        mul,
+        lambda v, s: np.maximum.reduceat(np.asarray(v, dtype=np.float64), s),
+        lambda c: np.full(len(c), math.inf),
+        lambda v: np.asarray(v) != 0.0,
+        lambda v: ~np.isnan(v) & (v >= 0),
+    )
+    S = semirings.Semiring(
+        name="bottleneck-declared", zero=0.0, one=math.inf, add=max, mul=min, numpy=n
+    )
+    o = local_ops(S)
+    assert o.dtype is np.float64
+    assert o.mul(np.array([1.0, 5.0]), np.array([3.0, 2.0])).tolist() == [1.0, 2.0]
+    assert calls == ["mul"]
+    assert o.valid(np.array([1.0, -1.0, math.nan])).tolist() == [True, False, False]
+
+
+def test_a_declaration_of_the_wrong_type_is_refused():
+    with pytest.raises(TypeError, match="numpy must be a NumpyOps"):
+        semirings.Semiring(name="bad", zero=0, one=1, add=max, mul=min, numpy=np.add)
+    with pytest.raises(TypeError, match="spark must be a SparkOps"):
+        semirings.Semiring(name="bad", zero=0, one=1, add=max, mul=min, spark="fast")
+    with pytest.raises(ValueError, match="completion 'counting' is not a ring"):
+        semirings.Semiring(
+            name="bad", zero=0, one=1, add=max, mul=min, completion=semirings.COUNTING
+        )
