@@ -265,7 +265,7 @@ class LocalState:
             assert fv is not None
             nh[anchor], nl[anchor], mag[anchor] = fv, 0.0, np.abs(fv)
             change[anchor] = precision.add(fv, np.zeros(len(fv)), -oh[anchor], -ol[anchor])[0]
-            terms = (*terms, *({**t, "purpose": "re-anchor"} for t in more))
+            terms = (*terms, *(replace(t, purpose="re-anchor") for t in more))
         mag[nh == 0] = 0.0
         out = self.out.replace(precision.keyed(head, cols, nh))
         comp["out-lo"] = comp["out-lo"].replace(precision.keyed(head, cols, nl))

@@ -1,4 +1,4 @@
-"""Local arrays: relations as sorted tries, and Generic Join over them.
+"""Generic Join: the worst-case optimal join of a bag of tables over their tries.
 
 This is the engine's local backend.  It runs in the driver (small plans,
 incremental deltas) and inside Spark tasks (:mod:`faq.spark.tasks`), always on the
