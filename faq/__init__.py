@@ -12,13 +12,17 @@ from faq.plan.settings import Settings, settings
 from faq.query import Query, Run
 from faq.recursion import Program, ProgramRun
 from faq.reference import reference_solve
+from faq.rule import VALUE, Atom, Rule
 
 __all__ = [
+    "VALUE",
+    "Atom",
     "DeltaResult",
     "Factor",
     "Program",
     "ProgramRun",
     "Query",
+    "Rule",
     "Run",
     "Settings",
     "TermReport",
