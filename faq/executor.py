@@ -255,9 +255,10 @@ class Executor:
         elif len(frames) == 1:
             joined = frames[0]
         else:
-            joined = spark_ops.binary_join(frames, self.S)
+            ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
+            joined = spark_ops.binary_join(ordered, self.S)
             if self.trace:
-                largest = spark_ops.trace_binary(frames, self.S)
+                largest = spark_ops.trace_binary(ordered, self.S)
         out, rows, distinct = spark_ops.materialize(
             spark_ops.aggregate(joined, step.output.vars, S)
         )

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from faq.kernel import join as kernel
+from faq.plan.physical import join_order
 from faq.rule import VALUE
 from faq.spark import ops as spark_ops
 from semirings import Semiring
@@ -119,7 +120,8 @@ class WitnessRecorder:
         from pyspark.sql import functions as F
 
         frames = [spark_ops.Frame(d.vars, ex.dataframe(d), d.rows) for d in inputs]
-        joined = frames[0] if len(frames) == 1 else spark_ops.binary_join(frames, self.S)
+        ordered = [frames[i] for i in join_order([d.info() for d in inputs])]
+        joined = ordered[0] if len(ordered) == 1 else spark_ops.binary_join(ordered, self.S)
         by = [F.col(v).asc() for v in step.vars]
         w = Window.partitionBy(*keep)
         if self.S.spark is not None and self.S.spark.ordered:  # Spark's order is ⊕'s

@@ -108,7 +108,7 @@ def test_generic_join_on_frames_directly(spark):
     ]
     order = binding_order([InputInfo(f.vars, f.rows, False, {}) for f in frames])
     assert sorted(order) == ["a", "b", "c", "d"]
-    out, largest, cached = generic_join(frames, S, trace=True)
+    out, largest, cached = generic_join(frames, S, order, trace=True)
     got = {tuple(r[:4]): r[4] for r in out.df.select("a", "b", "c", "d", "value").collect()}
     got = {k: v for k, v in got.items() if v != 0}
     assert_same(got, reference_solve(rule, S, rels), S, "4-cycle")

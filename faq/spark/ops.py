@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from faq.plan.physical import InputInfo, binding_order, join_order
 from faq.plan.settings import current
 from faq.rule import VALUE, Atom
 from semirings import Semiring
@@ -86,28 +85,23 @@ def atom_frame(atom: Atom, relation: DataFrame, key_names: Sequence[str]) -> Dat
     return df.select(*[F.col(c).alias(v) for v, c in first.items()], F.col(VALUE))
 
 
-def binary_join(frames: Sequence[Frame], S: Semiring, start: Frame | None = None) -> Frame:
-    """Natural join of ``frames`` by pairwise equi-joins, multiplying annotations with ⊗.
+def binary_join(frames: Sequence[Frame], S: Semiring, *, broadcast: bool = False) -> Frame:
+    """Natural join of ``frames``, in the order given, by pairwise equi-joins with ⊗.
 
-    Joins greedily: start from the smallest frame, then repeatedly add the
-    smallest frame that shares a variable with what is joined so far
-    (a Cartesian product only when nothing shares one).
-
-    With ``start`` (one of ``frames``, small: a delta), the join starts from
-    it and the rows joined so far are broadcast to every next join, so the
-    other frames are scanned, never shuffled.
+    The caller orders the frames (:func:`faq.plan.physical.join_order`: the
+    smallest first, then the smallest sharing a variable).  With ``broadcast``
+    (the first frame is small: a delta) the rows joined so far are broadcast to
+    every next join, so the other frames are scanned, never shuffled.
     """
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
-    infos = [_info(f) for f in frames]
-    at = next(i for i, f in enumerate(frames) if f is start) if start is not None else None
-    first, *rest = [frames[i] for i in join_order(infos, at)]
+    first, *rest = frames
     vars_ = list(first.vars)
     df = first.df.withColumnRenamed(VALUE, "__w0")
     for nxt in rest:
         on = [v for v in nxt.vars if v in vars_]
-        if start is not None:
+        if broadcast:
             df, other = F.broadcast(df), nxt.df.withColumnRenamed(VALUE, "__w1")
         else:
             other = small(nxt.df.withColumnRenamed(VALUE, "__w1"), nxt.rows)
@@ -148,20 +142,15 @@ def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
 
 
 def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
-    """The largest row count among the pairwise joins a binary plan builds (counted)."""
-    infos = [_info(f) for f in frames]
-    ordered = [frames[i] for i in join_order(infos)]
-    return max(binary_join(ordered[:k], S).df.count() for k in range(2, len(ordered) + 1))
-
-
-def _info(f: Frame) -> InputInfo:
-    return InputInfo(f.vars, f.rows, False, {})
+    """The largest row count among the pairwise joins of ``frames`` joined in the order
+    given (counted: one Spark job per join)."""
+    return max(binary_join(frames[:k], S).df.count() for k in range(2, len(frames) + 1))
 
 
 def generic_join(
     frames: Sequence[Frame],
     S: Semiring,
-    order: Sequence[str] | None = None,
+    order: Sequence[str],
     distinct: dict[str, float] | None = None,
     *,
     trace: bool = False,
@@ -174,9 +163,10 @@ def generic_join(
     level) or None, and the DataFrames cached along the way, which the caller
     unpersists once it has materialised what it computes from the join.
 
-    ``distinct`` holds estimated distinct counts per variable: they choose the
-    binding order and stand in for the count of a relation that shares no
-    bound variable with the prefix (its offer is then the same for every
+    ``order`` is the binding order (:func:`faq.plan.physical.binding_order`;
+    variables of ``start`` are skipped).  ``distinct`` holds estimated distinct
+    counts per variable: they stand in for the count of a relation that shares
+    no bound variable with the prefix (its offer is then the same for every
     prefix).  Estimates only steer the choice of proposer; the answer never
     depends on them.
 
@@ -214,8 +204,6 @@ def generic_join(
         else:
             prefix = prefix.crossJoin(f.df.select(F.col(VALUE).alias("__s")))
         prefix = prefix.select(*bound, o.mul(F.col(W), F.col("__s")).alias(W))
-    if order is None:
-        order = binding_order([_info(f) for f in rest], dist, bound)
     order = [v for v in order if v not in bound]
 
     largest = 0
