@@ -101,12 +101,16 @@ class DeltaResult:
         change at the keys the change names, read in the first round of
         lookups (so a caller can count rows or refuse negative multiplicities
         without another scan).
+    why : str
+        What decided ``where``, naming the setting (``local_delta_rows``,
+        ``max_fetch_rows``, ``max_literals``) and its value.
     """
 
     change: Factor
     where: str
     terms: tuple[TermReport, ...]
     touched: dict[str, Factor]
+    why: str = ""
 
 
 def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
@@ -174,12 +178,20 @@ def solve_delta(
         return replace(res, touched=touched)
     S = q.semiring
     live = {n: d for n, d in deltas.items() if d.count() > 0}
-    if local and all(d.count() <= current().local_delta_rows for d in live.values()):
+    most = current().local_delta_rows
+    rows = max((d.count() for d in live.values()), default=0)
+    if not local:
+        why = "local=False"
+    elif rows > most:
+        why = f"a change holds {rows:,} rows > local_delta_rows={most:,}"
+    else:
         try:
-            return _Driver(q, relations, live, order, join).run()
-        except NeedsSpark:
-            pass
-    return _spark(q, relations, live, order, join, S)
+            res = _Driver(q, relations, live, order, join).run()
+        except NeedsSpark as exc:
+            why = str(exc)
+        else:
+            return replace(res, why=f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}")
+    return replace(_spark(q, relations, live, order, join, S), why=why)
 
 
 # -- the driver path ----------------------------------------------------------------------------
@@ -348,8 +360,11 @@ class _Driver:
         if self._rows(name) == 0 or not conds:
             return _empty(f.vars, self.ops)
         literals = sum(len(v) for c in conds for v in c.values())
-        if literals > current().max_literals:
-            raise NeedsSpark(f"{literals:,} lookup keys for relation {name!r}")
+        most = current().max_literals
+        if literals > most:
+            raise NeedsSpark(
+                f"{literals:,} lookup keys for relation {name!r} > max_literals={most:,}"
+            )
         df = f.df
         types = [df.schema[k].dataType.simpleString() for k in f.vars]
         cond = None
