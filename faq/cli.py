@@ -344,14 +344,14 @@ def _run(args: argparse.Namespace) -> int:
         q = _coded_constants(q, dictionary)
     t_read = time.perf_counter()
 
-    from faq.inputs import LOCAL_ROWS
+    from faq.plan.settings import current
     from faq.session import local_session
 
     rows = sum(len(keys[n][0]) for n in specs)
     if (
         args.backend in ("tasks", "spark")
         or not args.master.startswith("local")
-        or (rows > LOCAL_ROWS)
+        or (rows > current().local_rows)
     ):
         log.info("starting Spark (%s)", args.master)
         spark = local_session(args.master)

@@ -4,7 +4,7 @@ The planner (:mod:`faq.plan.logical`) fixes *what* each InsideOut step computes;
 this module decides *how*, from statistics only (no Spark job):
 
 * **backend**: a step whose inputs are local, or fit in the driver
-  (:data:`faq.inputs.LOCAL_ROWS`), runs on the local kernel
+  (``faq.settings().local_rows``), runs on the local kernel
   (:mod:`faq.kernel`): in the driver when its estimated work is small, else
   inside ``T`` Spark tasks that share the index and split the candidates
   (:data:`TASK_WORK`).  Larger steps run as Spark DataFrame operations;
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faq.inputs import LOCAL_ROWS
 from faq.plan.logical import Step
+from faq.plan.settings import DEFAULTS
 
 __all__ = [
     "BACKENDS",
@@ -41,6 +41,8 @@ __all__ = [
     "choose",
     "join_order",
 ]
+
+LOCAL_ROWS = DEFAULTS.local_rows  # was faq.inputs.LOCAL_ROWS; to read current() (point 4)
 
 JOIN_METHODS = ("auto", "binary", "wcoj")
 """``solve(join=...)``: by the bag's shape and skew, or forced."""
