@@ -83,15 +83,15 @@ class Source:
     -----
     The legal combinations (anything else raises in the constructor):
 
-    ======  ===========  =================  ==================  ==============  ================
-    form    semiring     checked            consolidated        stats           has_value
-    ======  ===========  =================  ==================  ==============  ================
-    table   a semiring   ``semiring``       ``table.unique``    any             values present
-    keyed   a semiring   ``semiring``       True                any             True
-    df      any          None or semiring   only when checked   only if checked True if checked
-    array   None         None               True                None            True
-    raw     None         None               False               None            values present
-    ======  ===========  =================  ==================  ==============  ================
+    ======  ==========  ================  =================  ===============  ===============
+    form    semiring    checked           consolidated       stats            has_value
+    ======  ==========  ================  =================  ===============  ===============
+    table   a semiring  ``semiring``      ``table.unique``   any              values present
+    keyed   a semiring  ``semiring``      True               any              True
+    df      any         None or semiring  only when checked  only if checked  True if checked
+    array   None        None              True               None             True
+    raw     None        None              False              None             values present
+    ======  ==========  ================  =================  ===============  ===============
 
     ``original`` is set exactly for the ``df`` form.  ``vars`` are the
     table's (or keyed table's) variables, one per array dimension.
