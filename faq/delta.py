@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq.executor import Data, Executor
-from faq.factor import Factor
+from faq.factor import Factor, Source
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.physical import check_options
@@ -223,10 +223,8 @@ class _Driver:
         self.join = join
         self.deltas = {n: _consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
         self.keys = {n: relations[n].vars for n in self.rule.relations}
-        self.keyed = {n: f._keyed for n, f in relations.items() if f._keyed is not None}
-        self.local = {
-            n: f._local_table(required=False) for n, f in relations.items() if n not in self.keyed
-        }
+        self.keyed = {n: f.source.keyed for n, f in relations.items() if f.source.keyed is not None}
+        self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
 
     def run(self) -> DeltaResult:
         terms = []
@@ -259,10 +257,10 @@ class _Driver:
         else:
             change = _empty(head, self.ops)
         return DeltaResult(
-            Factor._local(change, self.S, f"Δ{self.rule.name}"),
+            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
             "driver",
             tuple(sorted(report, key=lambda r: r.atom)),
-            {n: Factor._local(tab, self.S, n) for n, tab in touched.items()},
+            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
         )
 
     def _rows(self, name: str) -> int:
@@ -379,7 +377,7 @@ class _Driver:
             )
         from faq.spark.convert import arrow_to_table
 
-        unique = f._trusted and f._consolidated
+        unique = f.source.consolidated
         return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
 
     # -- one term ------------------------------------------------------------------------------
@@ -436,7 +434,7 @@ def _spark(
         report.append(TermReport(i, False, "spark", tuple(run.plan.order), methods))
     head = q.rule.head
     if not parts:
-        change = Factor._local(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
+        change = Factor.from_table(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
     else:
         union = parts[0]
         for p in parts[1:]:
@@ -444,8 +442,10 @@ def _spark(
         from pyspark.sql import functions as F
 
         summed = sops.reduce(S, union, list(head), VALUE).filter(sops.nonzero(S, F.col(VALUE)))
-        change = Factor(summed.localCheckpoint(eager=True), head, S, name=f"Δ{q.rule.name}")
-        change._trusted = True
+        change = Factor.from_source(
+            Source.spark(summed.localCheckpoint(eager=True), head, S, checked=True),
+            f"Δ{q.rule.name}",
+        )
     return DeltaResult(change, "spark", tuple(report), {})
 
 

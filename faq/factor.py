@@ -12,33 +12,48 @@ or computed by a query that ran locally) or *distributed* (a Spark
 DataFrame).  Both work everywhere: :attr:`Factor.df` turns a local factor into
 a DataFrame on first use, and queries collect small DataFrames to run them
 with the local kernel.
+
+A factor holds its name and one frozen :class:`faq.source.Source` (:attr:`Factor.source`);
+:mod:`faq.build` checks what users give, :mod:`faq.read` reads Spark rows (collect or keep).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import semirings
-from faq.kernel.stats import RelationStats, table_stats
-from faq.kernel.table import Table, group_reduce
-from faq.kernel.values import (
-    check_members,
-    checked_table,
-    key_array,
-    key_type,
-    numpy_values,
-    pandas_table,
-    plain_semiring,
-    raw_pandas,
-    scalar_value,
+from faq.build import (
+    array_source,
+    check_vars,
+    dict_source,
+    frame_source,
+    is_pandas,
+    label_of,
+    pandas_source,
+    plain_array_source,
+    tagged_frame,
+    trusted_source,
+    unchecked_read,
 )
+from faq.kernel.stats import RelationStats, table_stats
+from faq.kernel.table import Table
+from faq.kernel.values import (
+    checked_table,
+    dense_array,
+    key_type,
+    table_dict,
+    table_frame,
+    witness_dict,
+)
+from faq.read import collect, read
 from faq.rule import VALUE
+from faq.source import Source
 from faq.spark.convert import to_spark
 from semirings import Semiring
-from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -46,35 +61,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from faq.kernel.keyed import KeyedTable
 
-__all__ = ["Factor", "RelationStats"]
+__all__ = ["Factor", "RelationStats", "Source"]
 
 
-def _check_vars(vars_: Sequence[str], where: str) -> tuple[str, ...]:
-    if isinstance(vars_, str):
-        raise TypeError(f"{where}: vars must be a sequence of names, e.g. ('i', 'j'), not a string")
-    out = tuple(vars_)
-    for v in out:
-        if not isinstance(v, str) or not v:
-            raise ValueError(f"{where}: variable names must be non-empty strings, got {v!r}")
-        if v == VALUE:
-            raise ValueError(f"{where}: {VALUE!r} is reserved for the annotation column")
-    if len(set(out)) != len(out):
-        raise ValueError(f"{where}: variables {out!r} repeat a name")
-    return out
+@dataclass(eq=False)
+class _Memo:
+    """What a factor derived from its source and keeps: caches, never facts about the rows."""
 
-
-def _array_vars(arr: np.ndarray, vars_: Sequence[str], label: str) -> tuple[str, ...]:
-    """The variables of an array, one per dimension."""
-    out = _check_vars(vars_, label)
-    if arr.ndim != len(out):
-        raise ValueError(
-            f"{label}: array has {arr.ndim} dimensions {arr.shape} but {len(out)} variables {out!r}"
-        )
-    return out
-
-
-def _label(name: str | None) -> str:
-    return f"factor {name!r}" if name else "factor"
+    df: DataFrame | None = None  # local rows as a DataFrame (on the first read of .df)
+    table: Table | None = None  # a keyed table's rows as one table (on first use)
+    stats: RelationStats | None = None  # a local table's statistics, when the source has none
+    count: int | None = None  # the row count of a checked DataFrame (counted once)
+    # an array or raw source read for a semiring S: id(S) -> (S, factor); S is kept, so a
+    # reused id is never a hit
+    by_semiring: dict[int, tuple[Semiring, Factor]] = field(default_factory=dict)
 
 
 class Factor:
@@ -98,6 +98,10 @@ class Factor:
     the semiring) and consolidated (duplicate keys ⊕-combined) when a query
     first uses it.  :meth:`trusted` skips both for data known to be clean.
 
+    A factor holds ``name``, its immutable :attr:`source` record and caches of what it
+    derived from it (a local factor's DataFrame, an array read per semiring...);
+    :attr:`witness_frame` is set on query results.
+
     Examples
     --------
     >>> E = Factor(edges_df, vars=("a", "b"))            # doctest: +SKIP
@@ -112,85 +116,42 @@ class Factor:
         semiring: str | Semiring | None = None,
         name: str | None = None,
     ) -> None:
-        from pyspark.sql import DataFrame as SparkDataFrame
+        self._hold(frame_source(df, vars, semiring, label_of(name)), name)
 
-        label = _label(name)
-        if not isinstance(df, SparkDataFrame) and not _is_connect_dataframe(df):
-            raise TypeError(f"{label}: expected a Spark DataFrame, got {type(df).__name__}")
-        cols = list(df.columns)
-        if len(set(cols)) != len(cols):
-            raise ValueError(f"{label}: DataFrame columns {cols!r} repeat a name")
-        folded = [c.casefold() for c in cols]
-        if len(set(folded)) != len(folded):
-            same = sorted({c for c in cols if folded.count(c.casefold()) > 1})
-            raise ValueError(
-                f"{label}: DataFrame columns {same!r} differ only in case; Spark column names "
-                "are case-insensitive, so rename one of them"
-            )
-        keys = [c for c in cols if c != VALUE]
-        has_value = VALUE in cols
-        vars_ = _check_vars(keys if vars is None else vars, label)
-        if len(vars_) != len(keys):
-            raise ValueError(
-                f"{label}: {len(vars_)} variables {vars_!r} but the DataFrame has "
-                f"{len(keys)} key columns {keys!r} (columns found: {cols!r}; "
-                f"the annotation column must be named {VALUE!r})"
-            )
-        self._init(vars_, semiring, name, has_value)
-        if cols == [*vars_, *([VALUE] if has_value else [])]:
-            self._df = df  # already in shape: no select (each costs JVM round trips)
-        else:
-            selected = [df[k].alias(v) for k, v in zip(keys, vars_, strict=True)]
-            if has_value:
-                selected.append(df[VALUE])
-            self._df = df.select(*selected)
-        self._source = df
-
-    def _init(
-        self, vars_: tuple[str, ...], semiring: str | Semiring | None, name: str | None, value: bool
-    ) -> None:
-        self._vars = vars_
-        self._semiring = None if semiring is None else semirings.get(semiring)
+    def _hold(self, source: Source, name: str | None) -> None:
         self.name = name
-        self._has_value = value
-        self._df: DataFrame | None = None
-        self._source: DataFrame | None = None  # the DataFrame the caller gave
-        self._table: Table | None = None  # local rows: consolidated, valid, zero-free
-        self._trusted = False  # the DataFrame is valid for the semiring (no check needed)
-        self._consolidated = True  # with _trusted: no key occurs twice
-        self._count: int | None = None
-        self._stats: RelationStats | None = None
-        self._array: np.ndarray | None = None  # from_numpy without a semiring
-        self._raw: Table | None = None  # from_pandas without a semiring: checked per query
-        self._plain: Semiring | None = None  # how such entries are read by default
-        self._by_semiring: dict[int, Factor] = {}
-        self._keyed: KeyedTable | None = None  # local rows held as a keyed table (lookups)
+        self._src = source
+        self._memo = _Memo()
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def _local(
-        cls,
-        table: Table,
-        semiring: Semiring,
-        name: str | None = None,
-        stats: RelationStats | None = None,
-    ) -> Factor:
-        """A local factor from a consolidated, valid, zero-free table (no checks)."""
+    def from_source(cls, source: Source, name: str | None = None) -> Factor:
+        """A factor over ``source`` (nothing is checked beyond the record's own rules).
+
+        For rows the engine produced (a query's result, a delta); users build
+        factors with the other constructors.
+        """
+        if not isinstance(source, Source):
+            raise TypeError(f"expected a faq.source.Source, got {type(source).__name__}")
         f = cls.__new__(cls)
-        f._init(table.vars, semiring, name, table.values is not None)
-        f._table = table
-        f._trusted = True
-        f._stats = stats
+        f._hold(source, name)
         return f
 
     @classmethod
-    def from_table(cls, table: Table, semiring: str | Semiring, name: str | None = None) -> Factor:
+    def from_table(
+        cls,
+        table: Table,
+        semiring: str | Semiring,
+        name: str | None = None,
+        *,
+        stats: RelationStats | None = None,
+    ) -> Factor:
         """A local factor over ``table`` (consolidated, annotations valid, no zeros).
 
         Nothing is checked: for tables the engine itself produced (a query's
-        result, a keyed table's rows).
+        result, a keyed table's rows).  ``stats`` are its statistics when known.
         """
-        return cls._local(table, semirings.get(semiring), name)
+        return cls.from_source(Source.local(table, semirings.get(semiring), stats), name)
 
     @classmethod
     def keyed(cls, table: KeyedTable, semiring: str | Semiring, name: str | None = None) -> Factor:
@@ -200,13 +161,7 @@ class Factor:
         in its sorted columns instead of scanning it; everything else sees its
         rows as one table (built once, on first use).
         """
-        S = semirings.get(semiring)
-        f = cls.__new__(cls)
-        f._init(table.vars, S, name, True)
-        f._keyed = table
-        f._trusted = True
-        f._stats = RelationStats(table.rows, (table.rows,) * len(table.vars), exact=False)
-        return f
+        return cls.from_source(Source.of_keyed(table, semirings.get(semiring)), name)
 
     @classmethod
     def trusted(
@@ -249,28 +204,11 @@ class Factor:
             Local for a pandas DataFrame, distributed for a Spark one.
         """
         S = semirings.get(semiring)
-        label = _label(name)
-        vars_ = _check_vars(vars, label)
-        dist = (
-            tuple(int(d) for d in distinct) if distinct is not None else (int(rows),) * len(vars_)
+        label = label_of(name)
+        src = trusted_source(
+            data, vars, S, label, rows=rows, distinct=distinct, consolidated=consolidated
         )
-        if len(dist) != len(vars_):
-            raise ValueError(f"{label}: {len(dist)} distinct counts for {len(vars_)} variables")
-        stats = RelationStats(int(rows), dist, exact=False)
-        if _is_pandas(data):
-            table = pandas_table(data, vars_, S, label, check=False)
-            if not consolidated:
-                table = group_reduce(
-                    Table(vars_, table.cols, table.values, unique=False), vars_, local_ops(S)
-                )
-            return cls._local(table, S, name, table_stats(table))
-        f = cls(data, vars_, S, name)
-        if not f._has_value:
-            raise ValueError(f"{label}: trusted data needs a {VALUE!r} column")
-        f._trusted = True
-        f._consolidated = consolidated
-        f._stats = stats
-        return f
+        return cls.from_source(src, name)
 
     @classmethod
     def from_numpy(
@@ -295,39 +233,9 @@ class Factor:
         """
         arr = np.asarray(matrix)
         if semiring is None:
-            label = _label(name)
-            vars_ = _array_vars(arr, vars, label)
-            if arr.dtype.kind == "f" and np.isnan(arr).any():
-                raise ValueError(f"{label}: NaN is not a value of any semiring")
-            if arr.dtype.kind not in "biuf":
-                raise ValueError(f"{label}: an array of numbers or booleans, got {arr.dtype}")
-            f = cls.__new__(cls)
-            f._init(vars_, None, name, True)
-            f._plain = plain_semiring(arr.dtype)
-            f._array = arr
-            return f
-        return cls._from_array(arr, vars, semirings.get(semiring), name)
-
-    @classmethod
-    def _from_array(
-        cls, arr: np.ndarray, vars: Sequence[str], S: Semiring, name: str | None
-    ) -> Factor:
-        label = _label(name)
-        vars_ = _array_vars(arr, vars, label)
-        values = numpy_values(arr, S, label)
-        mask = values != S.zero
-        if arr.ndim == 0:
-            idx: tuple[np.ndarray, ...] = ()
-            kept = values.reshape(1)[np.atleast_1d(mask)]
-        else:
-            idx = np.nonzero(mask)
-            kept = values[mask]
-        check_members(kept, S, label)
-        table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
-        distinct = tuple(
-            int(np.count_nonzero(np.any(mask, axis=_other(i, arr.ndim)))) for i in range(arr.ndim)
-        )
-        return cls._local(table, S, name, RelationStats(int(kept.size), distinct))
+            return cls.from_source(plain_array_source(arr, vars, label_of(name)), name)
+        S = semirings.get(semiring)
+        return cls.from_source(array_source(arr, vars, S, label_of(name)), name)
 
     @classmethod
     def tagged(
@@ -353,48 +261,12 @@ class Factor:
             A missing ``tag`` column, a ``value`` column besides it, or a tag
             that is null or not a symbol (the message shows one).
         """
-        from semirings.provenance import PROVENANCE, is_symbol, spark_is_symbol
+        from semirings.provenance import PROVENANCE
 
-        label = _label(name)
-        cols = list(data.columns)
-        if tag not in cols:
-            raise ValueError(f"{label}: no tag column {tag!r} (columns found: {cols!r})")
-        if VALUE in cols and tag != VALUE:
-            raise ValueError(
-                f"{label}: a tagged relation has no {VALUE!r} column besides its tag column "
-                f"{tag!r}: the tag is the annotation"
-            )
-        keys = [c for c in cols if c != tag]
-        vars_ = _check_vars(keys if vars is None else vars, label)
-        if len(vars_) != len(keys):
-            raise ValueError(
-                f"{label}: {len(vars_)} variables {vars_!r} but {len(keys)} key columns {keys!r}"
-            )
-        if _is_pandas(data):  # the same test as on Spark: a whole string that is a symbol
-            tags = data[tag]
-            bad = ~tags.map(is_symbol).astype(bool)
-            if bad.any():
-                raise ValueError(_bad_tag(label, tag, tags[bad].iloc[0], int(bad.sum())))
-            pdf = data[keys].copy()
-            pdf.columns = list(vars_)
-            pdf[VALUE] = tags.to_numpy(dtype=object)
-            return cls.from_pandas(pdf, vars_, PROVENANCE, name)
-        from pyspark.sql import functions as F
-
-        t = F.col(tag)
-        if dict(data.dtypes)[tag] != "string":
-            raise ValueError(
-                f"{label}: tag column {tag!r} has type {dict(data.dtypes)[tag]}; tags are strings"
-            )
-        bad = ~spark_is_symbol(t)  # anchored with \A...\z: "e1\n" is refused as on pandas
-        row = data.select(
-            F.count_if(bad).alias("n"), F.first(F.when(bad, F.struct(t.alias("v"))), True)
-        ).first()
-        if row[0]:  # the example is wrapped in a struct so a null tag shows as None
-            raise ValueError(_bad_tag(label, tag, row[1]["v"], int(row[0])))
-        df = data.select(*[F.col(k).alias(v) for k, v in zip(keys, vars_, strict=True)],
-                         t.alias(VALUE))  # fmt: skip
-        return cls(df, vars_, PROVENANCE, name)
+        frame, vars_ = tagged_frame(data, vars, tag, label_of(name))
+        if is_pandas(frame):
+            return cls.from_pandas(frame, vars_, PROVENANCE, name)
+        return cls(frame, vars_, PROVENANCE, name)
 
     @classmethod
     def from_dict(
@@ -413,31 +285,7 @@ class Factor:
         types (ints, strings).
         """
         S = semirings.get(semiring)
-        label = _label(name)
-        vars_ = _check_vars(vars, label)
-        rows = []
-        for key, val in entries.items():
-            k = tuple(key) if isinstance(key, tuple) else (key,)
-            if len(k) != len(vars_):
-                raise ValueError(f"{label}: key {key!r} has {len(k)} parts, expected {len(vars_)}")
-            if any(x is None for x in k):
-                raise ValueError(f"{label}: key {key!r} contains None")
-            S.check_value(val, f"{label}, key {key!r}")
-            if not S.is_zero(val):
-                rows.append((k, val))
-        o = local_ops(S)
-        cols = tuple(key_array([r[0][i] for r in rows]) for i in range(len(vars_)))
-        for v, c in zip(vars_, cols, strict=True):
-            if (kt := key_type(c)).startswith("mixed"):
-                raise ValueError(
-                    f"{label}: key column {v!r} holds values of several types ({kt[7:-1]}); "
-                    "a key column has one type"
-                )
-        values = np.empty(len(rows), dtype=o.dtype)
-        for i, (_, v) in enumerate(rows):
-            values[i] = v
-        table = Table(vars_, cols, values)
-        return cls._local(table, S, name, table_stats(table))
+        return cls.from_source(dict_source(entries, vars, S, label_of(name)), name)
 
     @classmethod
     def from_pandas(
@@ -453,24 +301,7 @@ class Factor:
         the column; duplicate keys are ⊕-combined and zeros dropped.  Without
         ``semiring`` the rows are checked by each query against its own.
         """
-        label = _label(name)
-        keys = [c for c in pdf.columns if c != VALUE]
-        vars_ = _check_vars(keys if vars is None else vars, label)
-        if len(vars_) != len(keys):
-            raise ValueError(
-                f"{label}: {len(vars_)} variables {vars_!r} but the DataFrame has "
-                f"{len(keys)} key columns {keys!r}"
-            )
-        raw = raw_pandas(pdf, keys, vars_, label)
-        if semiring is not None:
-            S = semirings.get(semiring)
-            table, stats = checked_table(raw, S, label)
-            return cls._local(table, S, name, stats)
-        f = cls.__new__(cls)
-        f._init(vars_, None, name, raw.values is not None)
-        f._raw = raw
-        f._plain = plain_semiring(raw.values.dtype) if raw.values is not None else semirings.REAL
-        return f
+        return cls.from_source(pandas_source(pdf, vars, semiring, label_of(name)), name)
 
     def for_semiring(self, semiring: str | Semiring, name: str | None = None) -> Factor:
         """This factor as annotations of ``semiring``.
@@ -488,19 +319,15 @@ class Factor:
         """
         S = semirings.get(semiring)
         label = name or self.name
-        if self._array is not None or self._raw is not None:
-            hit = self._by_semiring.get(id(S))
-            if hit is None:
-                if self._array is not None:
-                    hit = Factor._from_array(self._array, self._vars, S, label)
-                else:
-                    assert self._raw is not None
-                    table, stats = checked_table(self._raw, S, _label(label))
-                    hit = Factor._local(table, S, label, stats)
-                self._by_semiring[id(S)] = hit
-            return hit
-        own = self._semiring
-        if own is None or own is S or not self._has_value:
+        src = self._src
+        if src.array is not None or src.raw is not None:
+            hit = self._memo.by_semiring.get(id(S))
+            if hit is None or hit[0] is not S:
+                hit = (S, Factor.from_source(unchecked_read(src, S, label_of(label)), label))
+                self._memo.by_semiring[id(S)] = hit
+            return hit[1]
+        own = src.semiring
+        if own is None or own is S or not src.has_value:
             return self
         if own.zero != S.zero:
             raise ValueError(
@@ -508,10 +335,11 @@ class Factor:
                 f"query's semiring is {S.name!r} (zero {S.zero!r}); rebuild the factor with "
                 f"semiring={S.name!r}"
             )
-        if self._table is not None:  # same zero: values re-checked
-            table, stats = checked_table(self._table, S, _label(label))
-            return Factor._local(table, S, label, stats)
-        return Factor(self.df, self._vars, S, name=label)
+        t = self.local_table()
+        if t is not None:  # same zero: values re-checked
+            table, stats = checked_table(t, S, label_of(label))
+            return Factor.from_table(table, S, label, stats=stats)
+        return Factor(self.df, src.vars, S, name=label)
 
     def validated(
         self, semiring: str | Semiring, name: str | None = None, *, local: bool = True
@@ -525,37 +353,28 @@ class Factor:
         consolidation is part of its plan.  One Spark job either way (none
         for a local factor).
         """
-        from faq.inputs import prepare
-
         S = semirings.get(semiring)
         label = name or self.name
         f = self.for_semiring(S, label)
-        rel = prepare(f, S, _label(label), local=local)
-        if rel.table is not None:
-            return Factor._local(rel.table, S, label, rel.stats)
-        assert rel.df is not None
-        out = Factor(rel.df, self._vars, S, label)
-        out._trusted = True
-        out._stats = rel.stats
-        return out
+        t = f.local_table()
+        if t is not None:
+            return Factor.from_table(t, S, label, stats=f.stats or table_stats(t))
+        where = label_of(label)
+        src = read(f.source, S, where, name=f.name or where, local=local)
+        return Factor.from_source(src, label)
 
     def renamed(self, vars: Sequence[str]) -> Factor:
         """The same factor with its variables (key columns) renamed, by position."""
-        vars_ = _check_vars(vars, self._label())
-        if len(vars_) != len(self._vars):
-            raise ValueError(f"{self._label()}: {len(vars_)} names for {len(self._vars)} variables")
-        t = self._local_table(required=False)
+        vars_ = check_vars(vars, self._label())
+        src = self._src
+        if len(vars_) != len(src.vars):
+            raise ValueError(f"{self._label()}: {len(vars_)} names for {len(src.vars)} variables")
+        t = self.local_table()
         if t is not None:
             table = Table(vars_, t.cols, t.values, t.unique)
-            return Factor._local(table, self._semiring_or_plain(), self.name, self._stats)
-        out = Factor(
-            self.df.toDF(*vars_, *([VALUE] if self._has_value else [])),
-            vars_,
-            self._semiring,
-            self.name,
-        )
-        out._trusted, out._consolidated, out._stats = self._trusted, self._consolidated, self._stats
-        return out
+            return Factor.from_table(table, src.plain, self.name, stats=src.stats)
+        df = self.df.toDF(*vars_, *([VALUE] if src.has_value else []))
+        return self._like(frame_source(df, vars_, src.semiring, self._label()), src.stats)
 
     def selected(self, equal: Mapping[int, Any]) -> Factor:
         """The rows whose key column ``i`` equals ``equal[i]``, without those columns.
@@ -565,9 +384,10 @@ class Factor:
         factor stays in Spark (a filter in its plan, statistics gathered again);
         a null key equals no value, so its row is not selected.
         """
-        keep = [i for i in range(len(self._vars)) if i not in equal]
-        vars_ = tuple(self._vars[i] for i in keep)
-        t = self._local_table(required=False)
+        src = self._src
+        keep = [i for i in range(len(src.vars)) if i not in equal]
+        vars_ = tuple(src.vars[i] for i in keep)
+        t = self.local_table()
         if t is not None:
             mask = np.ones(t.rows, dtype=bool)
             for i, c in equal.items():
@@ -575,23 +395,33 @@ class Factor:
             rows = np.flatnonzero(mask)
             values = t.values[rows] if t.values is not None else None
             table = Table(vars_, tuple(t.cols[i][rows] for i in keep), values, unique=t.unique)
-            return Factor._local(table, self._semiring_or_plain(), self.name)
+            return Factor.from_table(table, src.plain, self.name)
         from pyspark.sql import functions as F
 
-        cols = [F.col("`" + v.replace("`", "``") + "`") for v in self._vars]
+        cols = [F.col("`" + v.replace("`", "``") + "`") for v in src.vars]
         df = self.df
         for i, c in equal.items():
             df = df.filter(cols[i] == F.lit(c))
-        df = df.select(*[cols[i] for i in keep], *([F.col(VALUE)] if self._has_value else []))
-        out = Factor(df, vars_, self._semiring, self.name)
-        out._trusted, out._consolidated = self._trusted, self._consolidated
-        return out
+        df = df.select(*[cols[i] for i in keep], *([F.col(VALUE)] if src.has_value else []))
+        return self._like(frame_source(df, vars_, src.semiring, self._label()), None)
+
+    def _like(self, fresh: Source, stats: RelationStats | None) -> Factor:
+        """A factor over the Spark rows ``fresh`` derived from this factor's: what was known
+        of these (checked, consolidated) holds for those, with ``stats``."""
+        src = self._src
+        known = replace(fresh, checked=src.checked, consolidated=src.consolidated, stats=stats)
+        return Factor.from_source(known, self.name)
 
     # -- basic properties ----------------------------------------------------------------
     @property
+    def source(self) -> Source:
+        """The source record: the rows (in one form) and what is known of them."""
+        return self._src
+
+    @property
     def vars(self) -> tuple[str, ...]:
         """The variables, in key-column order."""
-        return self._vars
+        return self._src.vars
 
     @property
     def df(self) -> DataFrame:
@@ -599,14 +429,18 @@ class Factor:
 
         A local factor is turned into a DataFrame (through Arrow) on first use.
         """
-        if self._df is None:
-            self._df = to_spark(self._local_table(), self._semiring_or_plain())
-        return self._df
+        if self._src.df is not None:
+            return self._src.df
+        if self._memo.df is None:
+            t = self.local_table()
+            assert t is not None
+            self._memo.df = to_spark(t, self._src.plain)
+        return self._memo.df
 
     @property
     def key_types(self) -> tuple[str, ...]:
         """Spark SQL types of the key columns (any integer type reads as ``bigint``)."""
-        t = self._local_table(required=False)
+        t = self.local_table()
         if t is not None:
             return tuple(key_type(c) for c in t.cols)
         from pyspark.sql import types as T
@@ -616,64 +450,69 @@ class Factor:
             "bigint"
             if isinstance(schema[v].dataType, T.IntegralType)
             else schema[v].dataType.simpleString()
-            for v in self._vars
+            for v in self.vars
         )
 
     @property
     def semiring(self) -> Semiring | None:
         """The semiring of the annotations, when known."""
-        return self._semiring
+        return self._src.semiring
 
     @property
     def has_value(self) -> bool:
         """False for a plain relation (every row annotated with one)."""
-        return self._has_value
+        return self._src.has_value
 
     @property
     def is_local(self) -> bool:
         """True when the rows are numpy arrays in the driver (no Spark job to read them)."""
-        return self._local_table(required=False) is not None
+        return self._src.is_local
 
     @property
     def stats(self) -> RelationStats | None:
         """Row and distinct counts, when known without running a Spark job."""
-        if self._stats is None and self._table is not None:
-            self._stats = table_stats(self._table)
-        return self._stats
+        src = self._src
+        if src.stats is None and src.table is not None:
+            if self._memo.stats is None:
+                self._memo.stats = table_stats(src.table)
+            return self._memo.stats
+        return src.stats
 
     def __repr__(self) -> str:
-        s = f", semiring={self._semiring.name!r}" if self._semiring else ""
+        S = self.semiring
+        s = f", semiring={S.name!r}" if S else ""
         n = f"{self.name!r}, " if self.name else ""
         where = "local" if self.is_local else "spark"
-        return f"Factor({n}vars={self._vars!r}{s}, {where})"
+        return f"Factor({n}vars={self.vars!r}{s}, {where})"
 
     def _label(self) -> str:
-        return _label(self.name)
+        return label_of(self.name)
 
-    def _semiring_or_plain(self) -> Semiring:
-        return self._semiring or self._plain or semirings.REAL
+    def local_table(self) -> Table | None:
+        """The rows as a :class:`faq.kernel.Table` when they are in the driver, else None.
 
-    def _local_table(self, required: bool = True) -> Table | None:
-        if self._table is not None:
-            return self._table
-        if self._keyed is not None:
-            self._table = self._keyed.table()
-            return self._table
-        if self._array is not None or self._raw is not None:
-            return self.for_semiring(self._semiring_or_plain())._table
-        if required:
-            raise AssertionError("not a local factor")
+        Runs no Spark job.  A keyed table's rows are joined into one table on
+        first use; an array or pandas rows given without a semiring are read in
+        their own (see :meth:`for_semiring`).
+        """
+        src = self._src
+        if src.table is not None:
+            return src.table
+        if src.keyed is not None:
+            if self._memo.table is None:
+                self._memo.table = src.keyed.table()
+            return self._memo.table
+        if src.array is not None or src.raw is not None:
+            return self.for_semiring(src.plain).local_table()
         return None
 
     # -- results ------------------------------------------------------------------------------
     def to_table(self) -> Table:
         """The rows as a :class:`faq.kernel.Table` (collects a distributed factor)."""
-        t = self._local_table(required=False)
+        t = self.local_table()
         if t is not None:
             return t
-        from faq.inputs import collect_factor
-
-        return collect_factor(self, self._semiring_or_plain(), self._label())
+        return collect(self._src, self._src.plain, self._label())
 
     #: With ``solve(witness=True)``: a pandas frame of the head columns, one column
     #: per bound variable (a witness) and ``value``; otherwise None.
@@ -693,31 +532,19 @@ class Factor:
         w = self.witness_frame
         if w is None:
             raise ValueError("this Factor has no witnesses: solve it with witness=True")
-        bound = [c for c in w.columns if c not in self.vars and c != "value"]
-        out: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for row in w.itertuples(index=False, name=None):
-            rec = dict(zip(w.columns, row, strict=True))
-            key = tuple(scalar_value(rec[v]) for v in self.vars)
-            out[key] = {v: scalar_value(rec[v]) for v in bound}
-        return out
+        return witness_dict(w, self.vars)
 
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
         """``{key tuple: annotation}`` (⊕-combined; collects a distributed factor).
 
         A factor with no variables maps ``()`` to its value.
         """
-        if self._semiring is None and not self.is_local and self._has_value:
+        if self.semiring is None and not self.is_local and self.has_value:
             raise ValueError(
                 f"{self._label()} has no semiring to combine duplicate keys; "
                 "create it with semiring="
             )
-        t = self.to_table()
-        S = self._semiring_or_plain()
-        values = [S.one] * t.rows if t.values is None else t.values.tolist()
-        if not t.vars:
-            return {(): values[-1]} if values else {}
-        keys = zip(*(c.tolist() for c in t.cols), strict=True)
-        return dict(zip(keys, values, strict=True))
+        return table_dict(self.to_table(), self._src.plain)
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a pandas DataFrame: one column per variable, then ``value``.
@@ -726,18 +553,7 @@ class Factor:
         the factor, so the output is the same from run to run; the index is
         ``0 .. n-1``.  Collects a distributed factor (⊕-combining repeated keys).
         """
-        import pandas as pd
-
-        t = self.to_table()
-        data = {v: c for v, c in zip(t.vars, t.cols, strict=True)}
-        S = self._semiring_or_plain()
-        data[VALUE] = (
-            t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, dtype=np.int64))
-        )
-        pdf = pd.DataFrame(data)
-        if not t.vars or t.rows < 2:
-            return pdf
-        return pdf.sort_values(list(t.vars), kind="stable", ignore_index=True)
+        return table_frame(self.to_table(), self._src.plain)
 
     def to_numpy(self, shape: Sequence[int] | None = None) -> np.ndarray:
         """A dense array indexed by the (non-negative integer) keys; absent entries are zero.
@@ -746,43 +562,16 @@ class Factor:
         with no variables (a query with an empty head) gives a 0-d array holding its
         value (the semiring's zero when it has no row).
         """
-        S = self._semiring_or_plain()
-        t = self.to_table()
-        n = len(self._vars)
-        for c in t.cols:
-            if c.dtype.kind not in "iu" or (len(c) and c.min() < 0):
-                bad = c[0] if c.dtype.kind not in "iu" else c.min()
-                raise ValueError(
-                    f"{self._label()}: to_numpy needs non-negative integer keys, found {bad!r}"
-                )
-        if shape is None:
-            shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in t.cols)
-        shape = tuple(int(s) for s in shape)
-        if len(shape) != n:
-            raise ValueError(f"{self._label()}: shape {shape} has {len(shape)} axes, expected {n}")
-        for c, s in zip(t.cols, shape, strict=True):
-            if len(c) and int(c.max()) >= s:
-                raise ValueError(f"{self._label()}: key {int(c.max())} lies outside shape {shape}")
-        dtype = {"boolean": bool, "bigint": np.int64}.get(S.spark_type or "", np.float64)
-        if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
-            dtype = object
-        arr = np.full(shape, S.zero, dtype=dtype)
-        values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
-        if n == 0:  # one row at most (the table is consolidated): index () holds it
-            if len(values):
-                arr[()] = values[-1]
-            return arr
-        arr[tuple(t.cols)] = values
-        return arr
+        return dense_array(self.to_table(), self._src.plain, shape, self._label())
 
     def scalar(self) -> Any:
         """The value of a factor with no variables (the semiring zero when it has no row)."""
-        if self._vars:
+        if self.vars:
             raise ValueError(
-                f"{self._label()} has variables {self._vars!r}; scalar() needs a factor "
+                f"{self._label()} has variables {self.vars!r}; scalar() needs a factor "
                 "with none (a query with an empty head)"
             )
-        S = self._semiring_or_plain()
+        S = self._src.plain
         d = self.to_dict()
         return d.get((), S.zero)
 
@@ -791,39 +580,20 @@ class Factor:
 
         A trusted distributed factor counts once and remembers it.
         """
-        if self._keyed is not None:
-            return self._keyed.rows
-        t = self._local_table(required=False)
+        src = self._src
+        if src.keyed is not None:
+            return src.keyed.rows
+        t = self.local_table()
         if t is not None:
             return t.rows
-        if self._trusted and self._stats is not None and self._stats.exact:
-            return self._stats.rows
-        if self._count is None or not self._trusted:
-            self._count = self.df.count()
-        return self._count
+        if src.checked is not None and src.stats is not None and src.stats.exact:
+            return src.stats.rows
+        if self._memo.count is None or src.checked is None:
+            self._memo.count = self.df.count()
+        return self._memo.count
 
     def unpersist(self) -> None:
         """Release the cached data behind a query result."""
-        if self._df is not None:
-            self._df.unpersist()
-
-
-# -- helpers ----------------------------------------------------------------------------------
-def _is_connect_dataframe(df: Any) -> bool:
-    return type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
-
-
-def _is_pandas(data: Any) -> bool:
-    return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
-
-
-def _other(i: int, ndim: int) -> tuple[int, ...]:
-    return tuple(a for a in range(ndim) if a != i)
-
-
-def _bad_tag(label: str, tag: str, example: Any, count: int) -> str:
-    return (
-        f"{label}: tag column {tag!r} has {count} value(s) that are not provenance symbols "
-        f"(an ASCII letter or underscore, then ASCII letters, digits or underscores, and "
-        f"nothing else), e.g. {example!r}"
-    )
+        df = self._src.df if self._src.df is not None else self._memo.df
+        if df is not None:
+            df.unpersist()

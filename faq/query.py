@@ -12,7 +12,7 @@ import numpy as np
 import semirings
 from faq import inputs
 from faq.executor import Data, Executor
-from faq.factor import Factor
+from faq.factor import Factor, Source
 from faq.inputs import check_constants, check_key_types
 from faq.kernel.stats import RelationStats, pair_join_size
 from faq.kernel.table import Table, group_reduce
@@ -147,7 +147,7 @@ class Query:
                 f"relation {name!r}: atom {atom} takes {arity} variable(s) but the factor has "
                 f"{len(f.vars)}: {f.vars!r}"
             )
-        if f._source is not None and not f.is_local and not _spark_safe(f.vars):
+        if f.source.original is not None and not f.is_local and not _spark_safe(f.vars):
             # key names Spark would misread (a dot, a backtick, names equal ignoring case):
             # the engine reads keys by position, so give the columns plain private names
             cols = [f"k{i}" for i in range(len(f.vars))]
@@ -556,15 +556,13 @@ def _factor(
         t = d.table
         t = Table(tuple(back[v] for v in t.vars), t.cols, t.values, unique=t.unique)
         stats = RelationStats(t.rows, tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars))
-        return Factor._local(t, S, rule.name, stats)
+        return Factor.from_table(t, S, rule.name, stats=stats)
     assert d.df is not None
     from pyspark.sql import functions as F
 
     df = d.df.select(*[F.col(to[v]).alias(v) for v in head], F.col(VALUE))
-    f = Factor(df, head, S, name=rule.name)
-    f._trusted = True
-    f._stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(to[v], d.rows)) for v in head))
-    return f
+    stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(to[v], d.rows)) for v in head))
+    return Factor.from_source(Source.spark(df, head, S, checked=True, stats=stats), rule.name)
 
 
 def query_error(exc: Exception, q: Query) -> Exception:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faq import Factor, Program, Query
-from faq.inputs import LOCAL_ROWS
 from faq.kernel import Table
 from faq.plan.physical import JOIN_METHODS
+from faq.plan.settings import current
 from faq.rule import Rule
 from incremental.deltas import Rows, read_delta, to_spark, unknown_message
 from incremental.lock import FolderLock
@@ -223,7 +223,7 @@ class IncrementalView:
             state = manifest.get("state", "driver")
         elif state != "spark":
             t0 = time.perf_counter()
-            most = LOCAL_ROWS if state == "auto" else None
+            most = current().local_rows if state == "auto" else None
             for n, given in initial.items():
                 if given is None:
                     continue

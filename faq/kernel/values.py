@@ -21,6 +21,10 @@ from semirings import spark as sops
 from semirings.local import local_ops
 
 __all__ = [
+    "dense_array",
+    "table_dict",
+    "table_frame",
+    "witness_dict",
     "check_annotations",
     "check_int64_range",
     "check_members",
@@ -215,3 +219,68 @@ def spark_type(a: np.ndarray) -> str:
 def scalar_value(x: Any) -> Any:
     """A numpy scalar as the plain Python scalar."""
     return x.item() if hasattr(x, "item") else x
+
+
+# -- results: a consolidated table as a dict, a pandas frame, a dense array ---------------
+def table_dict(t: Table, S: Semiring) -> dict[tuple[Any, ...], Any]:
+    """``{key tuple: annotation}`` of a consolidated table (``()`` for no variables)."""
+    values = [S.one] * t.rows if t.values is None else t.values.tolist()
+    if not t.vars:
+        return {(): values[-1]} if values else {}
+    keys = zip(*(c.tolist() for c in t.cols), strict=True)
+    return dict(zip(keys, values, strict=True))
+
+
+def table_frame(t: Table, S: Semiring) -> Any:
+    """A table as a pandas DataFrame (key columns, then ``value``), sorted by key."""
+    import pandas as pd
+
+    data = {v: c for v, c in zip(t.vars, t.cols, strict=True)}
+    data[VALUE] = (
+        t.values if t.values is not None else local_ops(S).ones(np.ones(t.rows, dtype=np.int64))
+    )
+    pdf = pd.DataFrame(data)
+    if not t.vars or t.rows < 2:
+        return pdf
+    return pdf.sort_values(list(t.vars), kind="stable", ignore_index=True)
+
+
+def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
+    """A consolidated table with non-negative integer keys as a dense array of ``shape``
+    (default: one more than the largest key per axis); absent entries are ``S.zero``."""
+    n = len(t.vars)
+    for c in t.cols:
+        if c.dtype.kind not in "iu" or (len(c) and c.min() < 0):
+            bad = c[0] if c.dtype.kind not in "iu" else c.min()
+            raise ValueError(f"{label}: to_numpy needs non-negative integer keys, found {bad!r}")
+    if shape is None:
+        shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in t.cols)
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != n:
+        raise ValueError(f"{label}: shape {shape} has {len(shape)} axes, expected {n}")
+    for c, s in zip(t.cols, shape, strict=True):
+        if len(c) and int(c.max()) >= s:
+            raise ValueError(f"{label}: key {int(c.max())} lies outside shape {shape}")
+    dtype = {"boolean": bool, "bigint": np.int64}.get(S.spark_type or "", np.float64)
+    if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
+        dtype = object
+    arr = np.full(shape, S.zero, dtype=dtype)
+    values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
+    if n == 0:  # one row at most (the table is consolidated): index () holds it
+        if len(values):
+            arr[()] = values[-1]
+        return arr
+    arr[tuple(t.cols)] = values
+    return arr
+
+
+def witness_dict(frame: Any, vars_: tuple[str, ...]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per head key (the ``vars_`` columns of the pandas ``frame``), the values of the other
+    columns but ``value`` (the witnesses), as plain Python scalars."""
+    bound = [c for c in frame.columns if c not in vars_ and c != VALUE]
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in frame.itertuples(index=False, name=None):
+        rec = dict(zip(frame.columns, row, strict=True))
+        key = tuple(scalar_value(rec[v]) for v in vars_)
+        out[key] = {v: scalar_value(rec[v]) for v in bound}
+    return out

@@ -40,6 +40,7 @@ __all__ = [
     "join_order",
 ]
 
+
 JOIN_METHODS = ("auto", "binary", "wcoj")
 """``solve(join=...)``: by the bag's shape and skew, or forced."""
 

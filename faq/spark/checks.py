@@ -19,6 +19,8 @@ from semirings import spark as sops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
+    from faq.source import Source
+
 __all__ = ["check_value_type", "size_hint", "spark_prepared"]
 
 _STATS = re.compile(
@@ -73,37 +75,40 @@ def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
 
 
 def spark_prepared(
-    f: Any, S: Semiring, label: str, *, nonnegative: str | None = None
+    src: Source, S: Semiring, label: str, *, nonnegative: str | None = None
 ) -> tuple[DataFrame, RelationStats]:
-    """Checked, typed, ⊕-consolidated DataFrame for ``S``, plus statistics (one Spark job).
+    """The rows of ``src`` (a ``df`` source) as a checked, typed, ⊕-consolidated DataFrame
+    for ``S``, plus statistics (one Spark job).
 
     Raises ValueError naming ``label`` and the column for null keys or
     annotations outside the semiring, and, with ``nonnegative`` (the reason, for the
     message), for negative annotations after repeated keys are ⊕-combined (a negative
     row whose key sums to a non-negative value is accepted, as in the driver).  A
-    trusted factor with statistics runs no job (but one for ``nonnegative``).
+    source checked for ``S`` with statistics runs no job (but one for ``nonnegative``).
     """
     from pyspark.sql import functions as F
 
     o = sops.ops(S)
-    keys = list(f.vars)
-    df = f.df
-    clean = f._trusted and (f._semiring is S or f._semiring is None)
+    keys = list(src.vars)
+    df = src.df
+    if df is None:
+        raise ValueError(f"{label}: only a source held in Spark is checked there ({src.form})")
+    clean = src.checked is S
     negative = F.col(VALUE).cast(o.type) < 0
-    if clean and f._stats is not None:
-        if not f._consolidated:
+    if clean and src.stats is not None:
+        if not src.consolidated:
             df = sops.reduce(S, df, keys, VALUE)
-        if nonnegative and f._has_value:
+        if nonnegative and src.has_value:
             _refuse_negative(df, negative, label, nonnegative)
-        return df, f._stats
+        return df, src.stats
     aggs = [F.count(F.lit(1)).alias("__rows")]
     for i, k in enumerate(keys):
         aggs.append(F.sum(F.when(F.col(k).isNull(), 1).otherwise(0)).alias(f"__null{i}"))
         aggs.append(F.approx_count_distinct(k).alias(f"__d{i}"))
-    if f._has_value and not clean:
+    if src.has_value and not clean:
         bad = ~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False))
         aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias("__bad"))
-    if nonnegative and f._has_value:
+    if nonnegative and src.has_value:
         aggs.append(F.min(F.when(negative, F.col(VALUE).cast(o.type))).alias("__neg"))
     row: dict[str, Any] = df.agg(*aggs).collect()[0].asDict()
     for i, k in enumerate(keys):
@@ -123,7 +128,7 @@ def spark_prepared(
             f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
             f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
-    consolidated = clean and f._consolidated
+    consolidated = clean and src.consolidated
     if row.get("__neg") is not None and consolidated:
         raise ValueError(f"{label}: {nonnegative}, found {row['__neg']!r}")
     rows = int(row["__rows"])
@@ -132,7 +137,7 @@ def spark_prepared(
     )
     if consolidated:
         return df, stats
-    if f._has_value:
+    if src.has_value:
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
         typed = df.select(*keys, sops.constant(S, S.one).alias(VALUE))

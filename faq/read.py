@@ -1,0 +1,172 @@
+"""Reading one relation held in Spark for a semiring: collect it into the driver or keep it.
+
+A relation that fits in the driver (at most ``faq.settings().local_rows`` rows)
+is collected once, through Arrow, and from then on handled as numpy arrays:
+checked (null keys, annotations outside the semiring), consolidated and
+counted exactly, with no further Spark job.  Whether an unchecked DataFrame
+fits is asked of Spark's optimizer: the size estimate it uses to decide
+broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
+size for files; ``faq.settings().local_bytes`` without a row estimate).
+Larger relations stay in Spark; one Spark job checks them and gathers their
+statistics (:func:`faq.spark.checks.spark_prepared`).
+
+Everything here works on a factor's :class:`faq.source.Source` record, never
+on the factor: :class:`faq.Factor` (``validated``, ``to_table``) and the
+query's inputs (:func:`faq.inputs.prepare`) both read through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from faq.kernel.stats import table_stats
+from faq.kernel.table import Table
+from faq.plan.settings import Settings, current
+from faq.source import Source
+from faq.spark.checks import check_value_type, size_hint, spark_prepared
+from faq.spark.convert import arrow_to_table
+from semirings import Semiring
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = ["UNKNOWN_BYTES", "collect", "fits", "read"]
+
+log = logging.getLogger("faq")
+
+UNKNOWN_BYTES = 2**60
+"""Spark's ``sizeInBytes`` for data it knows nothing about (an RDD) is ``Long.MaxValue``
+(shown as 8 EiB): such a relation is read with a bound of ``local_rows + 1`` rows."""
+
+_SEEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+"""Rows of the DataFrames queries have read into the driver, by DataFrame object: asking a
+DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
+
+
+def read(
+    src: Source,
+    S: Semiring,
+    label: str,
+    *,
+    name: str,
+    local: bool = True,
+    nonnegative: str | None = None,
+) -> Source:
+    """The Spark rows of ``src`` checked for ``S``: local when they fit, else kept in Spark.
+
+    Parameters
+    ----------
+    src : Source
+        A ``df`` source.
+    S : Semiring
+        The semiring the annotations must belong to.
+    label : str
+        Names the relation in error messages.
+    name : str
+        Names the relation in the log line.
+    local : bool, default True
+        False keeps the rows in Spark whatever their size.
+    nonnegative : str, optional
+        Also refuse negative annotations of rows kept in Spark (the reason, for
+        the message), in the same job as the other checks; the caller checks
+        local rows.
+
+    Returns
+    -------
+    Source
+        A ``table`` source (checked, possibly with repeated keys, exact
+        statistics) or a checked, consolidated ``df`` source with statistics.
+
+    Raises
+    ------
+    ValueError
+        Naming ``label`` and the column: null keys, a value column of the wrong
+        type or annotations outside ``S``.
+
+    Notes
+    -----
+    Logs one line at INFO on the ``"faq"`` logger (see
+    :func:`faq.session.show_progress`): the relation, the rows read, where they
+    went and the seconds it took.
+    """
+    if src.df is None:
+        raise ValueError(f"{label}: only a source held in Spark is read (this one is {src.form})")
+    t0 = time.perf_counter()
+    out = _read(src, S, label, current(), local=local, nonnegative=nonnegative)
+    assert out.stats is not None
+    log.info(
+        "load %s(%s): %s rows %s in %.2f s",
+        name,
+        ", ".join(src.vars),
+        f"{out.stats.rows:,}",
+        "into the driver" if out.is_local else "checked, kept in Spark",
+        time.perf_counter() - t0,
+    )
+    return out
+
+
+def _read(
+    src: Source, S: Semiring, label: str, limits: Settings, *, local: bool, nonnegative: str | None
+) -> Source:
+    assert src.df is not None
+    if src.has_value:
+        check_value_type(src.df, S, label)
+    fit = fits(src, limits) if local else False
+    if fit is None:  # no estimate (data built from an RDD, say): read at most local_rows + 1
+        at = src.df.limit(limits.local_rows + 1).toArrow()
+        if at.num_rows <= limits.local_rows:
+            table = _collected(src, at, S, label, consolidate=False)
+            return Source.local(table, S, table_stats(table))
+    elif fit:
+        table = _collected(src, src.df.toArrow(), S, label, consolidate=False)
+        return Source.local(table, S, table_stats(table))
+    df, stats = spark_prepared(src, S, label, nonnegative=nonnegative)
+    return Source.spark(df, src.vars, S, checked=True, stats=stats)
+
+
+def fits(src: Source, limits: Settings) -> bool | None:
+    """Whether the Spark rows of ``src`` fit in the driver (at most ``limits.local_rows``),
+    from what is known without a job; None when nothing is known."""
+    assert src.df is not None
+    if src.checked is not None and src.stats is not None:
+        return src.stats.rows <= limits.local_rows
+    seen = _SEEN.get(src.original) if src.original is not None else None
+    if seen is not None:
+        return seen <= limits.local_rows
+    rows, size = size_hint(src.df)
+    if rows is not None:
+        return rows <= limits.local_rows
+    if size is None or size >= UNKNOWN_BYTES:
+        return None
+    return size <= limits.local_bytes
+
+
+def collect(src: Source, S: Semiring, label: str, *, consolidate: bool = True) -> Table:
+    """The Spark rows of ``src`` as a local table checked for ``S`` (one job).
+
+    With ``consolidate`` False equal keys are left for the kernel's index to
+    ⊕-combine (its sort finds them; the table says ``unique=False``).
+    """
+    if src.df is None:
+        raise ValueError(f"{label}: only a source held in Spark is collected ({src.form})")
+    if src.has_value:
+        check_value_type(src.df, S, label)
+    return _collected(src, src.df.toArrow(), S, label, consolidate=consolidate)
+
+
+def _collected(src: Source, at: pa.Table, S: Semiring, label: str, *, consolidate: bool) -> Table:
+    """The Arrow rows read from ``src`` as a local table (checked unless ``src`` was for ``S``)."""
+    if src.original is not None:
+        _SEEN[src.original] = at.num_rows
+    return arrow_to_table(
+        at,
+        src.vars,
+        S,
+        label,
+        check=src.checked is not S,
+        unique=src.consolidated,
+        consolidate=consolidate,
+    )

@@ -1,0 +1,152 @@
+"""A Factor holds one frozen source record (faq.source.Source).
+
+Oracles: the record's documented table of legal combinations (each illegal
+one raises a ValueError or TypeError naming what is wrong); what each
+constructor knows of its rows (checked, consolidated, statistics) read back
+from the record; and the collect-or-keep threshold read from ``faq.settings``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import faq
+import semirings
+from faq import Factor
+from faq.kernel import KeyedTable, RelationStats, Table
+from faq.source import Source
+from semirings.local import local_ops
+
+R = semirings.REAL
+T = Table(("i",), (np.array([0, 1]),), np.array([2.0, 3.0]))
+
+
+# -- illegal combinations are refused -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"table": T, "raw": T, "semiring": R, "checked": R}, "exactly one form.*got table, raw"),
+        ({}, "exactly one form.*got none"),
+        ({"table": T}, "table source holds checked rows: give its semiring"),
+        ({"table": T, "semiring": R}, "table source holds checked rows"),
+        ({"table": T, "semiring": R, "checked": semirings.COUNTING}, "checked for 'counting'"),
+        ({"table": T, "semiring": R, "checked": R}, "consolidated=True, got False"),
+        ({"array": np.eye(2), "semiring": R, "consolidated": True}, "array source is unchecked"),
+        ({"array": np.eye(2), "consolidated": True, "stats": RelationStats(2, (2, 2))}, "stat"),
+        ({"raw": T, "consolidated": True}, "raw source has consolidated=False"),
+        ({"array": np.ones(3), "consolidated": True}, "array of 1 dimensions"),
+    ],
+    ids=[
+        "two-forms",
+        "no-form",
+        "table-without-semiring",
+        "table-unchecked",
+        "checked-for-another-semiring",
+        "table-consolidated-flag-disagrees",
+        "array-with-semiring",
+        "array-with-stats",
+        "raw-said-consolidated",
+        "array-vars-disagree",
+    ],
+)
+def test_illegal_local_records_are_refused(kwargs, message):
+    vars_ = ("i",) if "table" in kwargs or "raw" in kwargs else ("i", "j")
+    with pytest.raises(ValueError, match=message):
+        Source(vars_, **kwargs)
+
+
+def test_a_keyed_table_with_an_unchecked_semiring_is_refused():
+    keyed = KeyedTable.of(T, local_ops(R))
+    with pytest.raises(ValueError, match="keyed source holds checked rows: give its semiring"):
+        Source(("i",), keyed=keyed, semiring=R, consolidated=True)
+    assert Source.of_keyed(keyed, R).checked is R  # the legal record
+
+
+def test_a_form_of_the_wrong_type_is_refused():
+    with pytest.raises(TypeError, match="source's table must be a Table, got ndarray"):
+        Source(("i",), table=np.arange(2), semiring=R, checked=R, consolidated=True)
+    with pytest.raises(TypeError, match="semiring must be a Semiring or None, got 'real'"):
+        Source(("i",), table=T, semiring="real", checked=None, consolidated=True)
+
+
+def test_illegal_spark_records_are_refused(spark):
+    df = spark.createDataFrame([(0, 1.0)], "i long, value double")
+    with pytest.raises(ValueError, match="unchecked df source cannot be known to be consolidated"):
+        Source.spark(df, ("i",), R, consolidated=True)
+    with pytest.raises(ValueError, match="unchecked df source has no statistics"):
+        Source.spark(df, ("i",), R, stats=RelationStats(1, (1,)))
+    with pytest.raises(ValueError, match="original DataFrame exactly when its rows are a df"):
+        Source(("i",), table=T, semiring=R, checked=R, consolidated=True, original=df)
+    with pytest.raises(ValueError, match="checked df source has a value column"):
+        Source.spark(df.select("i"), ("i",), R, checked=True, has_value=False)
+
+
+def test_the_record_is_frozen():
+    s = Source.local(T, R)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.checked = None  # type: ignore[misc]
+
+
+# -- what each constructor knows, read from the record -----------------------------------------
+def test_local_constructors_hold_checked_or_unchecked_local_rows():
+    plain = Factor.from_numpy(np.eye(2), vars=("i", "j"))
+    assert (plain.source.form, plain.source.checked, plain.source.plain) == ("array", None, R)
+    typed = plain.for_semiring("min-plus")
+    assert typed.source.form == "table" and typed.source.checked is semirings.MIN_PLUS
+    assert plain.for_semiring("min-plus") is typed  # one conversion per semiring, kept
+    raw = Factor.from_pandas(pd.DataFrame({"a": [1, 1], "value": [1, 2]}))
+    assert (raw.source.form, raw.source.consolidated) == ("raw", False)
+    assert raw.to_dict() == {(1,): 3}
+    d = Factor.from_dict({(0,): 1.0}, vars=("i",))
+    assert d.source.checked is R and d.source.consolidated and d.stats.rows == 1
+
+
+def test_spark_constructors_record_what_is_known(spark):
+    df = spark.createDataFrame([(0, 1.0), (0, 2.0), (1, 3.0)], "x long, value double")
+    given = Factor(df, vars=("i",), semiring="real", name="E")
+    src = given.source
+    assert (src.form, src.checked, src.consolidated, src.stats) == ("df", None, False, None)
+    assert src.original is df and src.df.columns == ["i", "value"]
+    vouched = Factor.trusted(df, ("i",), "real", rows=3, consolidated=False)
+    assert vouched.source.checked is R and not vouched.source.consolidated
+    kept = given.validated("real", local=False)
+    assert kept.source.checked is R and kept.source.consolidated and kept.source.stats.rows == 3
+    assert kept.to_dict() == {(0,): 3.0, (1,): 3.0}
+    assert given.renamed(["k"]).source.checked is None  # nothing learnt by renaming
+    assert kept.renamed(["k"]).source.checked is R
+
+
+def test_the_collect_threshold_is_read_from_the_settings(spark):
+    df = spark.createDataFrame([(0, 1.0), (1, 2.0)], "i long, value double")
+    assert Factor(df, semiring="real").validated("real").is_local
+    with faq.settings(local_rows=1):  # two rows are "too many": kept in Spark
+        kept = Factor(df, semiring="real").validated("real")
+    assert not kept.is_local
+    assert kept.to_dict() == {(0,): 1.0, (1,): 2.0}
+
+
+# -- no module reaches into a Factor ----------------------------------------------------------
+FACTOR_PRIVATE = {"_src", "_memo", "_hold", "_like", "_local", "_local_table", "_trusted"}
+
+
+def test_no_module_reads_a_factors_private_attributes():
+    root = Path(__file__).parent.parent
+    found = []
+    for pkg in ("faq", "incremental", "semirings"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            if path.name == "factor.py" and path.parent.name == "faq":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in FACTOR_PRIVATE
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                ):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+    assert not found, found
