@@ -58,7 +58,7 @@ Every answer (the reachable nodes and, for SSSP, every distance) is compared;
 a mismatch raises an AssertionError naming the contenders.  Before the graphs,
 every contender runs once on a tiny graph (JVM, imports, numba).  Each cell is
 ``--warmups`` un-timed runs, then the median of ``--repeat`` timed runs (1 by
-default: the PySpark iteration takes minutes at 1M edges).  Spark jobs are
+default; docs/recursion.md shows ``--repeat 3``).  Spark jobs are
 counted per run with the status tracker (:func:`benchmarks._common.timed_jobs`).
 The table shows the rounds (the engine's ``len(run.rounds)``, which counts
 round 0, the base rule; the PySpark iteration's joins, the last of which finds
