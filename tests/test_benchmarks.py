@@ -274,3 +274,60 @@ def test_quick_arguments_are_an_argparse_namespace():
     args = triangles.parse_args(["--quick", "--hub-n", "100", "1000"])
     assert isinstance(args, argparse.Namespace)
     assert args.hub_n == [100] and args.power_edges == [10_000] and args.warmups == 0
+
+
+# -- recursion: shortest paths and reachability ----------------------------------------------
+def test_recursion_contenders_agree_on_a_small_directed_graph(spark, tmp_path, capsys):
+    """The whole script on a random directed edge list (cycles, nodes the source does not
+    reach, a self-loop, a repeated line): ``main`` compares every answer and raises on a
+    difference; the rounds of the engine and of the PySpark iteration match."""
+    pytest.importorskip("scipy.sparse.csgraph")
+    from benchmarks import recursion
+
+    pairs = np.random.default_rng(3).integers(0, 12, (22, 2))
+    lines = [f"{u} {v}" for u, v in pairs] + ["4 4", f"{pairs[0][0]} {pairs[0][1]}"]
+    path = tmp_path / "g.txt"
+    path.write_text("# directed\n" + "\n".join(lines) + "\n")
+    argv = ["--edges", "0", "--no-warmup", "--checkpoint-every", "2", "--out", str(tmp_path)]
+    assert recursion.main([*argv, str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| g.txt |" in out and "PySpark ÷ engine" in out
+    with (tmp_path / "recursion.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["query"], r["contender"]) for r in rows] == [
+        (q, c)
+        for q in ("sssp", "reach")
+        for c in ("engine", "engine (pandas input)", "PySpark iteration", "scipy")
+    ]
+    assert all(r["status"] == "ok" for r in rows)
+    g = recursion.weighted_graph("g", pairs, 1, both=False)
+    assert g.m == len({(int(u), int(v)) for u, v in pairs if u != v}) == int(rows[0]["edges"])
+    for q in ("sssp", "reach"):
+        by = {r["contender"]: r for r in rows if r["query"] == q}
+        assert 1 < int(by["engine"]["count"]) < 12  # some nodes are not reached
+        assert len({r["count"] for r in by.values()}) == 1
+        assert int(by["engine"]["rounds"]) == int(by["PySpark iteration"]["rounds"]) + 1
+
+
+def test_recursion_compare_refuses_different_answers():
+    from benchmarks.recursion import Answer, compare
+
+    a = Answer(np.array([0, 1, 2]), np.array([0.0, 3.0, 4.0]))
+    compare("sssp", "g", {"x": a, "y": Answer(a.nodes.copy(), a.dist.copy())})
+    with pytest.raises(AssertionError, match="disagree on 1 distances, e.g. node 2: 5.0 and 4.0"):
+        compare("sssp", "g", {"x": a, "y": Answer(a.nodes, np.array([0.0, 3.0, 5.0]))})
+    with pytest.raises(AssertionError, match="reach different nodes"):
+        compare("reach", "g", {"x": a, "y": Answer(np.array([0, 1]))})
+
+
+def test_recursion_weighted_graph_directions_and_source():
+    from benchmarks.recursion import weighted_graph
+
+    e = np.array([[0, 1], [1, 2], [2, 2], [0, 1], [1, 3]])
+    one_way = weighted_graph("g", e, seed=0, both=False)
+    assert one_way.src.tolist() == [0, 1, 1] and one_way.dst.tolist() == [1, 2, 3]
+    assert one_way.source == 1 and set(one_way.weight.tolist()) <= set(range(1, 101))
+    two_way = weighted_graph("g", e, seed=0, both=True, source=3)
+    assert two_way.m == 6 and two_way.source == 3
+    with pytest.raises(ValueError, match="no edges besides self-loops"):
+        weighted_graph("loops", np.array([[5, 5]]), seed=0, both=True)
