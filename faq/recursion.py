@@ -237,7 +237,14 @@ class Program:
             max_rounds = current().max_rounds
         if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
-        inputs = self._relations(relations)
+        # each input is read once (one Spark job at most): checked, consolidated and, when it
+        # fits, collected, so that every round's delta rule joins it in the driver instead of
+        # scanning a DataFrame again
+        local = backend != "spark"
+        inputs = {
+            n: f.validated(self.semiring, n, local=local)
+            for n, f in self._relations(relations).items()
+        }
         opts = {"order": order, "join": join, "backend": backend}
         ev = _Evaluation(self, inputs, opts, max_rounds)
         for g in self.groups:

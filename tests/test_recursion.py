@@ -307,3 +307,22 @@ def test_explain_never_reports_an_earlier_solve_of_other_objects(spark, monkeypa
     sp.solve(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0}))
     text = sp.explain(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1.0}))
     assert "round 2: ΔD 0 rows" in text and "round 3" not in text, text
+
+
+def test_a_dataframe_input_is_read_once_not_in_every_round(spark):
+    """The rounds' delta rules join the inputs in the driver: a DataFrame input costs one
+    read, whatever the number of rounds (it was scanned again by every round's lookups)."""
+    sp = query(SSSP, semiring="min-plus")
+    chain = [(i, i + 1, 1.0) for i in range(12)]  # 12 rounds
+    E = spark.createDataFrame(chain, ["a", "b", "value"])
+    S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
+    sc = spark.sparkContext
+    sc.setJobGroup("sssp-once", "sssp-once")
+    try:
+        run = sp.run(S=S, E=E)
+        jobs = len(sc.statusTracker().getJobIdsForGroup("sssp-once"))
+    finally:
+        sc.setJobGroup("rest", "rest of the tests")
+    assert run.result.to_dict() == {(i,): float(i) for i in range(13)}
+    assert len(run.rounds) == 14 and all(r.where in ((), ("driver",)) for r in run.rounds)
+    assert jobs <= 4, jobs  # one read per input (and Spark's size estimates), not per round
