@@ -209,16 +209,22 @@ def test_a_file_lost_under_a_live_driver_view_is_written_again(tmp_path, caplog)
     assert again.tick == 2 and again.result().to_dict() == {(1,): 2, (4,): 2}
 
 
-def test_a_file_lost_under_a_live_spark_view_refuses_the_step(spark, tmp_path):
+def test_a_file_lost_under_a_live_spark_view_is_written_again(spark, tmp_path, caplog):
+    """As in the driver state (one store): the base is written again from the state."""
     q = query("Q(a) :- E(a, b), F(b)", semiring="integer")
     E = Factor.from_dict({(1, 2): 1, (1, 3): 1}, ("a", "b"), "integer")
     F = Factor.from_dict({(2,): 1, (3,): 1}, ("b",), "integer")
     view = IncrementalView(q, state="spark", state_dir=tmp_path, E=E, F=F)
-    lost = next(f for f in sorted(_manifest(tmp_path)["files"]) if "rel-F.parquet/part-" in f)
+    lost = next(
+        f for f in sorted(_manifest(tmp_path)["files"]) if "rel-F.base.parquet/part-" in f
+    )
     (tmp_path / lost).unlink()
-    state = _files(tmp_path)
-    with pytest.raises(StateError, match="is missing") as err:
+    with caplog.at_level(logging.WARNING, logger="faq.incremental"):
         view.step(E=Factor.from_dict({(4, 2): 1}, ("a", "b"), "integer"))  # F unchanged
-    assert Path(lost).name in str(err.value)
-    assert _files(tmp_path) == state
-    assert view.tick == 0 and view.result().to_dict() == {(1,): 2}
+    assert "of the committed state is missing" in caplog.text and Path(lost).name in caplog.text
+    assert lost not in _manifest(tmp_path)["files"]
+    assert view.tick == 1 and view.result().to_dict() == {(1,): 2, (4,): 1}
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path)
+    assert again.tick == 1 and again.result().to_dict() == {(1,): 2, (4,): 1}
+
