@@ -24,7 +24,8 @@ from faq.lookup import KeyedTable, match_keys
 from faq.rule import Rule
 from incremental import precision
 from incremental.deltas import Rows
-from incremental.regimes import Change, Maintained, row_annotations, stored_semiring
+from incremental.protocol import Change, How
+from incremental.regimes import Maintained, row_annotations, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.store import Store
 from incremental.tables import (
@@ -38,7 +39,7 @@ from incremental.tables import (
     row_counts,
     with_values,
 )
-from incremental.terms import How, solve
+from incremental.terms import solve
 from semirings import Semiring
 from semirings.local import LocalOps, distinct, local_ops
 

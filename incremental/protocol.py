@@ -11,18 +11,66 @@ a ``state_dir``), then replacing one reference and telling the new state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from faq import Factor
-    from faq.kernel import Table
-    from incremental.deltas import Rows
-    from incremental.regimes import Change
-    from incremental.store import Store
-    from incremental.terms import How
+from faq.kernel import Table
 
-__all__ = ["Part", "ViewState"]
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from faq import Factor
+    from incremental.deltas import Rows
+    from semirings import Semiring
+    from semirings.local import LocalOps
+
+__all__ = ["Change", "How", "Keyed", "Part", "ViewState"]
+
+How = tuple[Any, str, bool]
+"""How delta queries run: (variable order, join method, local)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a tick did to the output.
+
+    ``table`` is what :meth:`IncrementalView.step` returns (ΔQ for rings and
+    counting; otherwise the new annotation of every changed output key, zero
+    where a key is gone), ``terms`` the delta queries' reports and ``where``
+    where they ran.
+    """
+
+    table: Table
+    terms: tuple[dict[str, Any], ...]
+    where: str
+
+
+class Keyed(Protocol):
+    """A relation a state keeps: one annotation per key, read and changed at given keys.
+
+    Implemented by :class:`incremental.driver_state.LocalKeyed` (a keyed table in the
+    driver) and :class:`incremental.spark_keyed.RemoteKeyed` (a DataFrame in Spark and
+    the keys changed since it was written, in the driver).  Every method returns driver
+    tables of the rows asked for; none changes the object (a change returns a new one).
+    """
+
+    @property
+    def vars(self) -> tuple[str, ...]: ...
+    @property
+    def ops(self) -> LocalOps: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def fresh(self) -> bool: ...
+    def kinds(self) -> list[str]: ...
+    def at(self, keys: Sequence[np.ndarray]) -> Table: ...
+    def matching(self, keys: Sequence[np.ndarray]) -> Table: ...
+    def plus(self, delta: Table) -> tuple[Keyed, Table, Table]: ...
+    def replace(self, new: Table, old: Table | None = None) -> Keyed: ...
+    def emptied(self, like: Sequence[np.ndarray]) -> Keyed: ...
+    def factor(self, S: Semiring, name: str) -> Factor: ...
+    def indicator(self, S: Semiring, name: str) -> Factor: ...
 
 
 class Part(Protocol):
@@ -35,7 +83,7 @@ class Part(Protocol):
     def base_token(self) -> object: ...
     @property
     def over(self) -> Table: ...
-    def write_base(self, store: Store, path: Any) -> dict[str, dict[str, Any]]: ...
+    def write_base(self, store: Any, path: Any) -> dict[str, dict[str, Any]]: ...
 
 
 class ViewState(Protocol):

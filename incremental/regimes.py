@@ -31,9 +31,8 @@ numpy is the rows the tick touches, so both states return the same changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from faq.lookup import KeyedTable, changed_rows, match_keys
 from faq.rule import Rule
 from incremental import precision
 from incremental.deltas import Rows
+from incremental.protocol import Change, How, Keyed
 from incremental.sets import set_delta
 from incremental.tables import (
     ANNOTATION,
@@ -61,13 +61,11 @@ from incremental.tables import (
     repeat_reduce,
     row_counts,
 )
-from incremental.terms import How, affected_groups, delta_rule, recompute_groups
+from incremental.terms import affected_groups, delta_rule, recompute_groups
 from semirings import Semiring
 from semirings.local import LocalOps, local_ops
 
 __all__ = [
-    "Change",
-    "Keyed",
     "Maintained",
     "compensated",
     "multiset",
@@ -114,48 +112,6 @@ def step_semiring(S: Semiring) -> Semiring:
 
 
 # -- what a state holds -----------------------------------------------------------------------
-class Keyed(Protocol):
-    """A relation a state keeps: one annotation per key, read and changed at given keys.
-
-    Implemented by :class:`incremental.driver_state.LocalKeyed` (a keyed table in the
-    driver) and :class:`incremental.spark_state.RemoteKeyed` (a DataFrame in Spark and
-    the keys changed since it was written, in the driver).  Every method returns driver
-    tables of the rows asked for; none changes the object (a change returns a new one).
-    """
-
-    @property
-    def vars(self) -> tuple[str, ...]: ...
-    @property
-    def ops(self) -> LocalOps: ...
-    @property
-    def rows(self) -> int: ...
-    @property
-    def fresh(self) -> bool: ...
-    def kinds(self) -> list[str]: ...
-    def at(self, keys: Sequence[np.ndarray]) -> Table: ...
-    def matching(self, keys: Sequence[np.ndarray]) -> Table: ...
-    def plus(self, delta: Table) -> tuple[Keyed, Table, Table]: ...
-    def replace(self, new: Table, old: Table | None = None) -> Keyed: ...
-    def emptied(self, like: Sequence[np.ndarray]) -> Keyed: ...
-    def factor(self, S: Semiring, name: str) -> Factor: ...
-    def indicator(self, S: Semiring, name: str) -> Factor: ...
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a tick did to the output.
-
-    ``table`` is what :meth:`IncrementalView.step` returns (ΔQ for rings and
-    counting; otherwise the new annotation of every changed output key, zero
-    where a key is gone), ``terms`` the delta queries' reports and ``where``
-    where they ran.
-    """
-
-    table: Table
-    terms: tuple[dict[str, Any], ...]
-    where: str
-
-
 @dataclass(frozen=True)
 class Maintained:
     """Relations and output of a view, held by any :class:`Keyed` kind; immutable.

@@ -50,6 +50,10 @@ GC_TICKS = 10
 could not free itself: checkpoints handed out by ``result()`` or ``relation()`` and then
 dropped, and the shuffle files and broadcasts of delta queries run as Spark jobs."""
 
+FILTER_VALUES = 1_000
+"""Keys read from a base by a filter of literal values (at most this many distinct values per
+column); more by a semi-join with a DataFrame of the keys."""
+
 _KINDS = {"bigint": "int", "int": "int", "smallint": "int", "tinyint": "int"}
 
 
@@ -222,14 +226,30 @@ class RemoteKeyed:
             ask = tuple(c[~match_keys(keys, over.cols)[0]] for c in keys)
         if not len(ask[0]) or self.rows == 0:
             return from_over
-        probe = Table(self.vars[:k], ask, np.ones(len(ask[0]), dtype=bool))
-        frame = self.ctx.frame(probe, self.types[:k], "boolean").select(*self.vars[:k])
-        found = self._collect(
-            self.base.join(frame.hint("broadcast"), on=list(self.vars[:k]), how="left_semi")
-        )
+        found = self._collect(self._near(ask))
+        if k:  # the filter reads a superset: keep the rows whose leading key is asked
+            found = found.take(np.flatnonzero(match_keys(found.cols[:k], ask)[0]))
         if over.rows:  # base rows whose key the overrides replace
             found = found.take(np.flatnonzero(~match_keys(found.cols, over.cols)[0]))
         return concat(found, from_over)
+
+    def _near(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
+        """The base rows whose leading key columns take values in ``keys`` column by column
+        (a superset of the rows at ``keys``): a filter of literals for few keys, a
+        semi-join with the keys otherwise."""
+        from pyspark.sql import functions as F
+
+        k = len(keys)
+        values = [np.unique(c) if c.dtype != object else sorted(set(c.tolist())) for c in keys]
+        if max(len(v) for v in values) <= FILTER_VALUES:
+            cond = None
+            for v, col in zip(values, self.vars[:k], strict=True):
+                c = F.col(col).isin([x.item() if hasattr(x, "item") else x for x in v])
+                cond = c if cond is None else cond & c
+            return self.base.filter(cond)
+        probe = Table(self.vars[:k], keys, np.ones(len(keys[0]), dtype=bool))
+        frame = self.ctx.frame(probe, self.types[:k], "boolean").select(*self.vars[:k])
+        return self.base.join(frame.hint("broadcast"), on=list(self.vars[:k]), how="left_semi")
 
     def _collect(self, df: DataFrame) -> Table:
         at = df.toArrow()

@@ -34,12 +34,12 @@ from faq.session import checkpoint_ids, get_spark
 from faq.tasks import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
-from incremental.regimes import Change, Maintained, compensated, step_semiring, stored_semiring
+from incremental.protocol import Change, How
+from incremental.regimes import Maintained, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
 from incremental.store import Store
 from incremental.tables import ANNOTATION
-from incremental.terms import How
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import local_ops

@@ -334,6 +334,41 @@ class Store:
             folder.rmdir()
         return done
 
+    def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:
+        """A manifest of the Spark state's old format (``relations`` and ``output``, one
+        Parquet folder each) in the one format (``parts``), when its semiring was kept
+        ``additive`` (rings, counting: the stored annotations are what the old state
+        stored); a manifest of the one format as it is.
+
+        Raises
+        ------
+        StateError
+            An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
+            rows or counts a retraction needs): the message names the old format.
+        """
+        if "parts" in m or "relations" not in m:
+            return m
+        if not additive:
+            raise StateError(
+                f"{self.root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
+                "with 'relations' and 'output'), over a semiring whose old Spark state kept "
+                "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
+                "maintained); rebuild the view from its relations"
+            )
+        parts = {
+            f"rel-{n}": {"base": f"{r['folder']}/rel-{n}.parquet", "over": None, "rows": r["rows"]}
+            for n, r in m["relations"].items()
+        }
+        out = m["output"]
+        parts["out"] = {
+            "base": f"{out['folder']}/output.parquet",
+            "over": None,
+            "rows": out["rows"],
+        }
+        types = {f"rel-{n}": r["types"] for n, r in m["relations"].items()}
+        rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
+        return {**rest, "parts": parts, "types": types}
+
     @staticmethod
     def written(manifest: dict[str, Any], parts: Mapping[str, Part]) -> dict[str, Any]:
         """What the commit of ``manifest`` wrote, as :meth:`save` returns it, for ``parts``

@@ -11,7 +11,7 @@ term runs (the driver for small deltas, reading only the rows they reach).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,20 +19,15 @@ import semirings
 from faq import Factor, Query
 from faq.kernel import Table
 from faq.rule import Atom, Rule
+from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
 from semirings import Semiring
 from semirings.local import local_ops
 
-if TYPE_CHECKING:  # pragma: no cover
-    from incremental.regimes import Keyed
-
-__all__ = ["GROUPS", "How", "affected_groups", "delta_rule", "recompute_groups", "solve"]
+__all__ = ["GROUPS", "affected_groups", "delta_rule", "recompute_groups", "solve"]
 
 GROUPS = "__groups__"
 """The relation name of the affected groups in a restricted recompute."""
-
-How = tuple[Any, str, bool]
-"""How delta queries run: (variable order, join method, local)."""
 
 Terms = tuple[dict[str, Any], ...]
 

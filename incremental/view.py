@@ -41,12 +41,11 @@ from incremental.changes import KINDS, changes
 from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_message
 from incremental.driver_state import DriverState
 from incremental.lock import FolderLock
-from incremental.protocol import ViewState
-from incremental.regimes import step_semiring
+from incremental.protocol import How, ViewState
+from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
 from incremental.spark_state import SparkState
 from incremental.store import FORMAT, StateError, Store
-from incremental.terms import How
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -115,7 +114,7 @@ class IncrementalView:
         present at most once, and inserting one that is present (or retracting
         one that is not) is dropped (``"ignore"``) or refused (``"refuse"``).
         A string applies to every relation, a dict names relations.  Default:
-        every relation is a bag (a Z-set).  Driver state only.
+        every relation is a bag (a Z-set).
     **initial
         Initial contents, one per relation name, in the delta format below; a
         relation not given starts empty.
@@ -128,9 +127,8 @@ class IncrementalView:
     +1 by default: +1 adds the annotated row, -1 retracts it).  A delta is a
     Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
     Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
-    array (:mod:`incremental.deltas`); pandas, Arrow and numpy deltas run no
-    Spark job on the driver state, and are converted to a DataFrame once on
-    the Spark state.
+    array (:mod:`incremental.deltas`, the one reader of both states); pandas,
+    Arrow and numpy deltas run no Spark job to be read.
 
     * ``integer``, ``real`` (rings) and ``counting``: a tuple's annotation
       changes by ``_weight · value``; a deletion is a negative weight (or a
@@ -335,9 +333,6 @@ class IncrementalView:
         incremental.LockError
             The view was closed, or lost its hold on its ``state_dir`` (another
             view took it over): nothing is committed.
-        incremental.StateError
-            A Spark-resident view found a file of its committed state missing
-            or of another size: nothing is committed.
         """
         t0 = time.perf_counter()
         if self._store is not None:
@@ -477,12 +472,6 @@ class IncrementalView:
         path = self._store.root / "manifest.json"
         if m.get("format") != FORMAT:
             raise StateError(f"{path}: unknown manifest format {m.get('format')!r}")
-        if "parts" not in m:
-            raise StateError(
-                f"{path}: a manifest of the Spark state's old format (format 2 with "
-                "'relations' and 'output', written before both states shared one format); "
-                "this version cannot reopen it: rebuild the view from its relations"
-            )
         if m.get("rule") != str(self.rule) or m.get("semiring") != self.semiring.name:
             raise ValueError(
                 f"state_dir {str(self._store.root)!r} holds a view of {m.get('rule')} over "
@@ -515,6 +504,7 @@ class IncrementalView:
         store = self._store
         assert store is not None
         state: ViewState
+        m = store.upgraded(m, regime(self.semiring) in ("ring", "counting"))
         if m.get("state", "driver") == "spark":
             state = SparkState.restore(self.rule, self.semiring, self._keys, store, m)
         else:

