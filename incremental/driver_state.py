@@ -176,6 +176,10 @@ class DriverState:
         """Rows of all relations."""
         return sum(r.rows for r in self.m.rels.values())
 
+    def output_rows(self) -> int:
+        """Rows of the output."""
+        return self.m.out.rows
+
     def parts(self) -> dict[str, Any]:
         """The relations a durable view writes."""
         return self.m.parts()

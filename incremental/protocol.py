@@ -110,6 +110,10 @@ class ViewState(Protocol):
         """Rows of all relations (an upper bound in Spark)."""
         ...
 
+    def output_rows(self) -> int:
+        """Rows of the output."""
+        ...
+
     def parts(self) -> Mapping[str, Part]:
         """What a durable view writes, by part name (see :meth:`regimes.Maintained.parts`)."""
         ...

@@ -86,6 +86,10 @@ class SparkState:
         """Rows of all relations."""
         return sum(r.rows for r in self.m.rels.values())
 
+    def output_rows(self) -> int:
+        """Rows of the output."""
+        return self.m.out.rows
+
     def parts(self) -> dict[str, Any]:
         """The relations a durable view writes."""
         return self.m.parts()
@@ -345,9 +349,12 @@ def _annotations(
     o = sops.ops(S)
     keys = list(like.vars)
     ms = rows.current()
-    counts = [r[0] for r in ms.filter(F().col(VALUE) > 1).select(VALUE).distinct().collect()]
     x = F().col(ANNOTATION)
-    if counts and not S.idempotent:
+    counts = []
+    if not S.idempotent:  # ⊕ of copies of x is x when ⊕ is idempotent
+        many = ms.filter(F().col(VALUE) > 1).select(VALUE).distinct()
+        counts = [r[0] for r in many.collect()]
+    if counts:
         ones = local_ops(S).ones(np.asarray(counts, dtype=np.int64))
         table = ctx.spark.createDataFrame(
             [(int(c), _native(v)) for c, v in zip(counts, ones, strict=True)],

@@ -256,11 +256,12 @@ class IncrementalView:
             empty = DriverState.empty(self.rule, self.semiring, self._keys)
             self._state = empty.load(rows, self._how(), self._sets)
         log.info(
-            "view of %s (%s state): %s rows loaded in %.2f s",
+            "view of %s: %s rows loaded, initial output %s rows in %.2f s (%s state)",
             self.rule,
-            self._state.where,
             f"{self._state.total_rows():,}",
+            f"{self._state.output_rows():,}",
             time.perf_counter() - t0,
+            self._state.where,
         )
         if self._store is not None:
             try:
