@@ -200,9 +200,7 @@ class RemoteKeyed:
         now = self.ctx.frame(kept, self.types, self.vtype)
         if not self.vars:
             return now
-        keys = self.ctx.frame(with_values(self.over, self.ops), self.types, self.vtype)
-        rest = self.base.join(keys.select(*self.vars), on=list(self.vars), how="left_anti")
-        return rest.unionByName(now)
+        return self._without(self.over.cols).unionByName(now)
 
     def table(self) -> Table:
         """The whole relation in the driver (one Spark job)."""
@@ -233,6 +231,31 @@ class RemoteKeyed:
             found = found.take(np.flatnonzero(~match_keys(found.cols, over.cols)[0]))
         return concat(found, from_over)
 
+    def _without(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
+        """The base rows whose key is none of ``keys`` (distinct): a filter of literals for
+        few keys (no job of its own), an anti-join with a DataFrame of them otherwise."""
+        from pyspark.sql import functions as F
+
+        n = len(keys[0])
+        if n <= FILTER_VALUES:
+            rows = [tuple(_native(c[i]) for c in keys) for i in range(n)]
+            if len(self.vars) == 1:
+                hit = F.col(self.vars[0]).isin([r[0] for r in rows])
+            else:
+                whole = F.struct(*[F.col(v) for v in self.vars])
+                hit = whole.isin([self._literal(r) for r in rows])
+            return self.base.filter(~hit)
+        probe = Table(self.vars, keys, np.ones(n, dtype=bool))
+        frame = self.ctx.frame(probe, self.types, "boolean").select(*self.vars)
+        return self.base.join(frame, on=list(self.vars), how="left_anti")
+
+    def _literal(self, key: tuple[Any, ...]) -> Any:
+        """A key as a struct literal of the key columns' names and types."""
+        from pyspark.sql import functions as F
+
+        parts = zip(key, self.types, self.vars, strict=True)
+        return F.struct(*[F.lit(x).cast(t).alias(v) for x, t, v in parts])
+
     def _near(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
         """The base rows whose leading key columns take values in ``keys`` column by column
         (a superset of the rows at ``keys``): a filter of literals for few keys, a
@@ -244,7 +267,7 @@ class RemoteKeyed:
         if max(len(v) for v in values) <= FILTER_VALUES:
             cond = None
             for v, col in zip(values, self.vars[:k], strict=True):
-                c = F.col(col).isin([x.item() if hasattr(x, "item") else x for x in v])
+                c = F.col(col).isin([_native(x) for x in v])
                 cond = c if cond is None else cond & c
             return self.base.filter(cond)
         probe = Table(self.vars[:k], keys, np.ones(len(keys[0]), dtype=bool))
@@ -337,6 +360,10 @@ def _spark_type(c: np.ndarray) -> str:
     if c.dtype.kind == "b":
         return "boolean"
     return "string"
+
+
+def _native(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x
 
 
 def _arrow(a: np.ndarray) -> Any:
