@@ -23,7 +23,7 @@ Three regimes, chosen by the view's semiring (:func:`regime`):
   Feldera, Flink's MaxWithRetract and Snowflake's dynamic tables do.  A query
   with an empty head has one group: such a tick recomputes the whole query.
 
-:meth:`Maintained.apply` runs a tick over relations of any :class:`Keyed`
+:meth:`Maintained.apply` runs a tick over relations of any :class:`incremental.protocol.Keyed`
 kind: keyed tables in the driver (:mod:`incremental.driver_state`) or
 DataFrames in Spark (:mod:`incremental.spark_state`).  What it computes in
 numpy is the rows the tick touches, so both states return the same changes.
@@ -114,7 +114,7 @@ def step_semiring(S: Semiring) -> Semiring:
 # -- what a state holds -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Maintained:
-    """Relations and output of a view, held by any :class:`Keyed` kind; immutable.
+    """Relations and output of a view, of any :class:`incremental.protocol.Keyed` kind; immutable.
 
     Attributes
     ----------

@@ -84,7 +84,7 @@ def set_delta(name: str, mode: str, d: Rows, held: KeyedTable, regime: str) -> R
     held : KeyedTable
         The relation's stored annotations (counts in ``counting`` and ``boolean``).
     regime : str
-        :func:`incremental.maintain.regime` of the view's semiring.
+        :func:`incremental.regimes.regime` of the view's semiring.
 
     Raises
     ------

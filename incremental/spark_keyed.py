@@ -232,29 +232,12 @@ class RemoteKeyed:
         return concat(found, from_over)
 
     def _without(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
-        """The base rows whose key is none of ``keys`` (distinct): a filter of literals for
-        few keys (no job of its own), an anti-join with a DataFrame of them otherwise."""
-        from pyspark.sql import functions as F
-
-        n = len(keys[0])
-        if n <= FILTER_VALUES:
-            rows = [tuple(_native(c[i]) for c in keys) for i in range(n)]
-            if len(self.vars) == 1:
-                hit = F.col(self.vars[0]).isin([r[0] for r in rows])
-            else:
-                whole = F.struct(*[F.col(v) for v in self.vars])
-                hit = whole.isin([self._literal(r) for r in rows])
-            return self.base.filter(~hit)
-        probe = Table(self.vars, keys, np.ones(n, dtype=bool))
+        """The base rows whose key is none of ``keys`` (distinct): an anti-join with a
+        DataFrame of them.  (A filter of literal keys would spare the join's broadcast job,
+        but its plan grows with the changed keys and its analysis slows every read.)"""
+        probe = Table(self.vars, keys, np.ones(len(keys[0]), dtype=bool))
         frame = self.ctx.frame(probe, self.types, "boolean").select(*self.vars)
         return self.base.join(frame, on=list(self.vars), how="left_anti")
-
-    def _literal(self, key: tuple[Any, ...]) -> Any:
-        """A key as a struct literal of the key columns' names and types."""
-        from pyspark.sql import functions as F
-
-        parts = zip(key, self.types, self.vars, strict=True)
-        return F.struct(*[F.lit(x).cast(t).alias(v) for x, t, v in parts])
 
     def _near(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
         """The base rows whose leading key columns take values in ``keys`` column by column
