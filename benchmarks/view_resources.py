@@ -23,7 +23,7 @@ Contenders, side by side in one run (one session, one after the other):
 ``cleaner only``
     the same view with that freeing switched off (the behaviour before it):
     every old checkpoint waits on Spark's cleaner, helped by both garbage
-    collectors every ``GC_TICKS`` ticks;
+    collectors every ``gc_ticks`` ticks (a setting);
 ``Spark delta queries``
     ``view.local = False``: every tick's delta queries run as Spark jobs
     (shuffles, broadcasts), for ``--spark-ticks`` ticks.
@@ -147,7 +147,7 @@ def run(
     n_edges: int,
 ) -> list[Result]:
     """One contender's rows: a measurement every ``every`` ticks."""
-    import incremental.spark_view as spark_view
+    import incremental.spark_keyed as spark_keyed
     from faq import Factor, query
     from faq.session import release_unreferenced
     from faq.testing import triangle_count_numpy
@@ -157,17 +157,17 @@ def run(
     rng = np.random.default_rng(7)
     edges = _graph(n_nodes, n_edges, seed=1)
     tri = query(TRIANGLE, semiring="counting")
-    free, release = spark_view.free_checkpoints, spark_view.SparkView._release
+    free, settle = spark_keyed.free_checkpoints, spark_keyed.SparkContext.settle
     if contender == "cleaner only":
-        spark_view.free_checkpoints = lambda *_: None
+        spark_keyed.free_checkpoints = lambda *_: None
     freeing = [0.0]
 
-    def timed_release(self: Any) -> None:
+    def timed_settle(self: Any, live: set[int]) -> None:
         t0 = time.perf_counter()
-        release(self)
+        settle(self, live)
         freeing[0] += time.perf_counter() - t0
 
-    spark_view.SparkView._release = timed_release
+    spark_keyed.SparkContext.settle = timed_settle
     rows: list[Result] = []
     view = None
     try:
@@ -212,7 +212,7 @@ def run(
         if rows:
             rows[-1].count = int(got)
     finally:
-        spark_view.free_checkpoints, spark_view.SparkView._release = free, release
+        spark_keyed.free_checkpoints, spark_keyed.SparkContext.settle = free, settle
         view = None  # drop the view before collecting, so its checkpoints can go
         gc.collect()
         release_unreferenced(spark)

@@ -26,17 +26,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from faq import Factor
+from faq import VALUE, Factor
 from faq.kernel import Table
-from faq.rule import VALUE
-from faq.spark.convert import arrow_to_table
+from faq.spark import arrow_to_table
 from semirings import Semiring
 from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["WEIGHT", "Rows", "is_local_delta", "read_delta", "to_spark", "unknown_message"]
+__all__ = [
+    "WEIGHT",
+    "Rows",
+    "check_weight_type",
+    "is_local_delta",
+    "key_names",
+    "layout",
+    "read_delta",
+    "to_spark",
+    "unknown_message",
+]
 
 WEIGHT = "_weight"
 """The name of a delta's multiplicity column."""
@@ -129,18 +138,18 @@ def read_delta(
         return Rows(t.cols, t.values, np.ones(t.rows, dtype=np.int64))
     if is_local_delta(given):
         at = _local_arrow(given, label)
-        layout = _layout(at.column_names, arity, label, atom)
-        if layout[2] is not None:
-            _check_weight_type(_type_name(at.column(layout[2]).type), label)
+        lay = layout(at.column_names, arity, label, atom)
+        if lay[2] is not None:
+            check_weight_type(_type_name(at.column(lay[2]).type), label)
         if most is not None and at.num_rows > most:
             return None
-        return _from_arrow(at, layout, S, label)
+        return _from_arrow(at, lay, S, label)
     _check_spark(given, label)
     schema = given.schema  # one round trip; columns and types both come from it
     cols = schema.fieldNames()
-    layout = _layout(cols, arity, label, atom)
-    if layout[2] is not None:
-        _check_weight_type(schema.fields[layout[2]].dataType.simpleString(), label)
+    lay = layout(cols, arity, label, atom)
+    if lay[2] is not None:
+        check_weight_type(schema.fields[lay[2]].dataType.simpleString(), label)
     if most is None and given.isLocal():
         # data the client holds (createDataFrame of local rows): collect() reads it
         # without a Spark job (toArrow would run one, ~0.1 s a tick)
@@ -149,7 +158,7 @@ def read_delta(
         at = (given if most is None else given.limit(most + 1)).toArrow()
     if most is not None and at.num_rows > most:
         return None
-    return _from_arrow(at, layout, S, label)
+    return _from_arrow(at, lay, S, label)
 
 
 def is_local_delta(given: Any) -> bool:
@@ -197,7 +206,7 @@ def _check_spark(given: Any, label: str) -> None:
         raise TypeError(f"{label}: expected {_KINDS}, got {type(given).__name__}")
 
 
-def _layout(
+def layout(
     cols: list[str], arity: int, label: str, atom: str
 ) -> tuple[list[int], int | None, int | None]:
     """Positions of the key columns, of ``value`` and of ``_weight`` (None: absent)."""
@@ -215,7 +224,7 @@ def _layout(
     return keys, value, weight
 
 
-def _check_weight_type(type_name: str, label: str) -> None:
+def check_weight_type(type_name: str, label: str) -> None:
     if type_name not in (*_INTEGERS, "void"):
         raise ValueError(
             f"{label}: column {WEIGHT!r} holds multiplicities and must be an integer "
@@ -351,3 +360,12 @@ def unknown_message(rule: Any, unknown: list[str]) -> str:
         f"unknown relation(s) {', '.join(map(repr, unknown))} for {rule}; "
         f"its relations are: {', '.join(rule.relations)}"
     )
+
+
+def key_names(rule: Any, name: str) -> tuple[str, ...]:
+    """Key column names of a relation's state: its first atom's variables, if distinct
+    (and the atom has no constants)."""
+    atom = next(a for a in rule.atoms if a.relation == name)
+    if not atom.consts and len(set(atom.vars)) == len(atom.vars):
+        return tuple(atom.vars)
+    return tuple(f"c{i}" for i in range(atom.arity))

@@ -29,8 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from faq.kernel import Table
-from faq.kernel.keyed import KeyedTable, match_keys
+from faq.kernel import KeyedTable, Table, match_keys
 from incremental.deltas import Rows
 from semirings.local import group_starts
 

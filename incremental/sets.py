@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from faq.kernel.keyed import KeyedTable, match_keys
+from faq.kernel import KeyedTable, match_keys
 from incremental.deltas import Rows
 from semirings.local import equal, group_starts
 
@@ -84,7 +84,7 @@ def set_delta(name: str, mode: str, d: Rows, held: KeyedTable, regime: str) -> R
     held : KeyedTable
         The relation's stored annotations (counts in ``counting`` and ``boolean``).
     regime : str
-        :func:`incremental.maintain.regime` of the view's semiring.
+        :func:`incremental.regimes.regime` of the view's semiring.
 
     Raises
     ------

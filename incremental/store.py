@@ -26,22 +26,30 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from faq.kernel import Table
-from faq.kernel.keyed import KeyedTable
+from faq.kernel import KeyedTable, Table
 from semirings import Semiring
 from semirings.local import LocalOps
 
-__all__ = ["FINGERPRINT", "MANIFEST", "StateError", "Store", "semiring_fingerprint"]
+if TYPE_CHECKING:  # pragma: no cover
+    from incremental.protocol import Part
+
+__all__ = ["FINGERPRINT", "FORMAT", "MANIFEST", "StateError", "Store", "semiring_fingerprint"]
 
 log = logging.getLogger("faq.incremental")
 
 MANIFEST = "manifest.json"
 """Name of the manifest file in a view's ``state_dir``."""
+
+
+FORMAT = 2
+"""The manifest format, one for both states: ``parts`` names, per part, its base, its
+overrides and its rows (see :meth:`Store.save`)."""
 
 
 class StateError(ValueError):
@@ -187,13 +195,15 @@ class Store:
         self, entry: dict[str, Any], vars_: tuple[str, ...], ops: LocalOps
     ) -> KeyedTable:
         """A keyed table from its manifest entry (``base``, ``over``, ``rows``)."""
-        base = self._read_table(entry["base"], vars_, ops)
-        over = self._read_table(entry["over"], vars_, ops) if entry.get("over") else None
+        base = self.read_table(entry["base"], vars_, ops)
+        over = self.read_table(entry["over"], vars_, ops) if entry.get("over") else None
         if over is None:
             over = Table(vars_, tuple(c[:0] for c in base.cols), base.values[:0])  # type: ignore[index]
         return KeyedTable(base, over, ops, int(entry["rows"]))
 
-    def _read_table(self, rel: str, vars_: tuple[str, ...], ops: LocalOps) -> Table:
+    def read_table(self, rel: str, vars_: tuple[str, ...], ops: LocalOps) -> Table:
+        """A table written by :meth:`write_table` (or a Parquet folder of columns ``c0``,
+        ``c1``, ..., ``value`` written by Spark)."""
         import pyarrow.parquet as pq
 
         at = pq.read_table(self.root / rel)
@@ -268,6 +278,137 @@ class Store:
         self.collect_garbage({Path(rel).parts[0] for rel in body["files"]})
         if self.guard is not None:
             self.guard.committed(body.get("tick"))
+
+    def save(
+        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Commit ``parts`` with the manifest fields ``head`` (which holds ``tick``).
+
+        A part's base is written when it changed since ``written`` (what the last
+        commit wrote, as this method returns it) or when its committed files are
+        missing or of another size (then with a warning: it is written again from
+        memory, nothing is lost); its overrides when they changed.  The files go to a
+        new tick folder, then the manifest is replaced atomically (:meth:`commit`).
+        On any error the new folder is removed and nothing is committed.
+
+        Returns
+        -------
+        dict
+            What this commit wrote, for the next call.
+        """
+        folder = self.new_folder(int(head["tick"]))
+        done: dict[str, Any] = {}
+        try:
+            for name, part in parts.items():
+                entry = dict(written.get(name, {}))
+                if entry.get("token") is not part.base_token or self._lost(
+                    entry["base_files"], folder
+                ):
+                    path = folder / f"{name}.base.parquet"
+                    files = part.write_base(self, path)
+                    base = str(path.relative_to(self.root))
+                    entry = {"token": part.base_token, "base": base, "base_files": files}
+                over = part.over
+                if over.rows and (
+                    entry.get("over_token") is not over or self._lost(entry["over_files"], folder)
+                ):
+                    rel, rec = self.write_table(over, folder / f"{name}.over.parquet")
+                    entry.update(over_token=over, over=rel, over_files={rel: rec})
+                elif not over.rows:
+                    entry.update(over_token=None, over=None, over_files={})
+                entry["rows"] = part.rows
+                done[name] = entry
+            files: dict[str, Any] = {}
+            for e in done.values():
+                files |= e["base_files"] | e["over_files"]
+            entries = {
+                p: {"base": e["base"], "over": e["over"], "rows": e["rows"]}
+                for p, e in done.items()
+            }
+            self.commit({"format": FORMAT, **head, "parts": entries, "files": files})
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if folder.exists() and not any(folder.iterdir()):  # the commit may have removed it
+            folder.rmdir()
+        return done
+
+    def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:
+        """A manifest of the Spark state's old format (``relations`` and ``output``, one
+        Parquet folder each) in the one format (``parts``), when its semiring was kept
+        ``additive`` (rings, counting: the stored annotations are what the old state
+        stored); a manifest of the one format as it is.
+
+        Raises
+        ------
+        StateError
+            An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
+            rows or counts a retraction needs): the message names the old format.
+        """
+        if "parts" in m or "relations" not in m:
+            return m
+        if not additive:
+            raise StateError(
+                f"{self.root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
+                "with 'relations' and 'output'), over a semiring whose old Spark state kept "
+                "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
+                "maintained); rebuild the view from its relations"
+            )
+        parts = {
+            f"rel-{n}": {"base": f"{r['folder']}/rel-{n}.parquet", "over": None, "rows": r["rows"]}
+            for n, r in m["relations"].items()
+        }
+        out = m["output"]
+        parts["out"] = {
+            "base": f"{out['folder']}/output.parquet",
+            "over": None,
+            "rows": out["rows"],
+        }
+        types = {f"rel-{n}": r["types"] for n, r in m["relations"].items()}
+        rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
+        return {**rest, "parts": parts, "types": types}
+
+    @staticmethod
+    def written(manifest: dict[str, Any], parts: Mapping[str, Part]) -> dict[str, Any]:
+        """What the commit of ``manifest`` wrote, as :meth:`save` returns it, for ``parts``
+        read from it (so the next commit rewrites nothing that did not change)."""
+        files = manifest["files"]
+
+        def under(rel: str | None) -> dict[str, Any]:
+            if rel is None:
+                return {}
+            return {f: r for f, r in files.items() if f == rel or f.startswith(rel + "/")}
+
+        out = {}
+        for name, e in manifest["parts"].items():
+            part = parts[name]
+            out[name] = {
+                "token": part.base_token,
+                "base": e["base"],
+                "base_files": under(e["base"]),
+                "over_token": part.over if e.get("over") else None,
+                "over": e.get("over"),
+                "over_files": under(e.get("over")),
+                "rows": e["rows"],
+            }
+        return out
+
+    def _lost(self, files: dict[str, Any], folder: Path) -> bool:
+        """Whether a committed file that the new commit would keep is missing or of another
+        size (a warning says it is written again into ``folder``)."""
+        for rel, rec in sorted(files.items()):
+            problem = self.damaged(rel, rec)
+            if problem is not None:
+                log.warning(
+                    "state_dir %s: file %s of the committed state %s; written again from "
+                    "memory into %s (nothing is lost)",
+                    self.root,
+                    rel,
+                    problem,
+                    folder.name,
+                )
+                return True
+        return False
 
     def damaged(self, rel: str, record: dict[str, Any]) -> str | None:
         """How the committed file ``rel`` differs from its ``record`` by a cheap ``stat``

@@ -2,7 +2,7 @@
 
 A view holds the current relations and the current output of a query.  Each
 :meth:`IncrementalView.step` receives deltas, computes the change of the
-output (:mod:`incremental.maintain`: the ordered delta rule, derivation
+output (:mod:`incremental.regimes`: the ordered delta rule, derivation
 counts for boolean, recomputed groups after retractions in semirings without
 inverses) and commits the new relations and output, all or nothing, durably
 when the view has a ``state_dir`` (:mod:`incremental.store`).  A step may
@@ -10,10 +10,13 @@ carry a ``batch_id``: a batch at or below the last committed one is skipped,
 which makes a replayed micro-batch of Structured Streaming harmless
 (:meth:`IncrementalView.foreach_batch`).
 
-The state lives in the driver (:mod:`incremental.state`: keyed tables that
-answer the delta rule's lookups by binary search), so a small tick runs no
+The state lives in the driver (:mod:`incremental.driver_state`: keyed tables
+that answer the delta rule's lookups by binary search), so a small tick runs no
 Spark job at all; a view created with ``state="spark"`` keeps it in Spark
-instead (:mod:`incremental.spark_view`), for relations beyond the driver.
+instead (:mod:`incremental.spark_state`), for relations beyond the driver.  Both
+follow one protocol (:mod:`incremental.protocol`), run the same regime code
+(:mod:`incremental.regimes`) and write one manifest format
+(:mod:`incremental.store`): a view behaves the same in either state.
 """
 
 from __future__ import annotations
@@ -27,17 +30,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from faq import Factor, Program, Query
+import numpy as np
+
+from faq import Factor, Program, Query, Rule, settings
 from faq.kernel import Table
-from faq.plan.physical import JOIN_METHODS
-from faq.plan.settings import current
-from faq.rule import Rule
-from incremental.deltas import Rows, read_delta, to_spark, unknown_message
+from faq.plan import JOIN_METHODS
+from incremental.changes import KINDS, changes
+from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_message
+from incremental.driver_state import DriverState
 from incremental.lock import FolderLock
+from incremental.protocol import How, ViewState
+from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
-from incremental.spark_view import SparkView, _key_names
-from incremental.state import LocalState
-from incremental.store import StateError, Store
+from incremental.spark_state import SparkState
+from incremental.store import FORMAT, StateError, Store
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -50,13 +56,11 @@ log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
-more than ``faq.inputs.LOCAL_ROWS`` rows), ``"driver"`` or ``"spark"``."""
+more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``."""
 
 IF_EXISTS = ("error", "resume")
 """What a view given initial relations does with a ``state_dir`` that already holds one:
 ``"error"`` refuses, ``"resume"`` reopens it and leaves the initial relations unread."""
-
-_FORMAT = 2
 
 
 def _releases_on_error(init: Callable[..., None]) -> Callable[..., None]:
@@ -108,7 +112,7 @@ class IncrementalView:
         present at most once, and inserting one that is present (or retracting
         one that is not) is dropped (``"ignore"``) or refused (``"refuse"``).
         A string applies to every relation, a dict names relations.  Default:
-        every relation is a bag (a Z-set).  Driver state only.
+        every relation is a bag (a Z-set).
     **initial
         Initial contents, one per relation name, in the delta format below; a
         relation not given starts empty.
@@ -121,9 +125,8 @@ class IncrementalView:
     +1 by default: +1 adds the annotated row, -1 retracts it).  A delta is a
     Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
     Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
-    array (:mod:`incremental.deltas`); pandas, Arrow and numpy deltas run no
-    Spark job on the driver state, and are converted to a DataFrame once on
-    the Spark state.
+    array (:mod:`incremental.deltas`, the one reader of both states); pandas,
+    Arrow and numpy deltas run no Spark job to be read.
 
     * ``integer``, ``real`` (rings) and ``counting``: a tuple's annotation
       changes by ``_weight · value``; a deletion is a negative weight (or a
@@ -196,12 +199,10 @@ class IncrementalView:
         self.rule: Rule = query.rule
         self.semiring: Semiring = query.semiring
         self._sets = set_modes(sets, self.rule.relations)
-        self._keys = {name: _key_names(self.rule, name) for name in self.rule.relations}
+        self._keys = {name: key_names(self.rule, name) for name in self.rule.relations}
         self._store = self._open_store(state_dir)
         self._tick = 0
         self._batch: int | None = None
-        self._spark: SparkView | None = None
-        self._local: LocalState | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._local_rule = True
         self.last_step: dict[str, Any] = {}
@@ -218,12 +219,13 @@ class IncrementalView:
         unknown = [n for n in initial if n not in self.rule.relations]
         if unknown:
             raise ValueError(unknown_message(self.rule, unknown))
-        rows: dict[str, Rows] = {}
         if manifest is not None:
-            state = manifest.get("state", "driver")
-        elif state != "spark":
-            t0 = time.perf_counter()
-            most = current().local_rows if state == "auto" else None
+            self._state: ViewState = self._resume(manifest)
+            return
+        t0 = time.perf_counter()
+        rows: dict[str, Rows] = {}
+        if state != "spark":
+            most = settings().local_rows if state == "auto" else None
             for n, given in initial.items():
                 if given is None:
                     continue
@@ -234,41 +236,36 @@ class IncrementalView:
                 rows[n] = got
                 most = None if most is None else most - got.rows
         if state == "spark" and self._sets:
-            raise ValueError(
-                f"sets={self._sets!r}: set relations need the driver state, and this view's "
-                "state is in Spark (state='spark', or initial relations beyond "
-                "faq.inputs.LOCAL_ROWS rows); keep the relations as bags (no sets=) there"
-            )
-        if state == "spark":
+            # a set relation's contents are checked in the driver: they are read as deltas
+            rows = {
+                n: self._read(n, g, "initial contents") for n, g in initial.items() if g is not None
+            }
+            empty = SparkState.load(self.rule, self.semiring, self._keys, {}, self._how())
+            self._state = empty.apply(rows, self._how(), self._sets)[0]
+        elif state == "spark":
             # pandas, Arrow and numpy inputs are converted to Spark DataFrames, once
             initial = {
                 n: to_spark(g, f"initial contents of relation {n!r}") for n, g in initial.items()
             }
-            self._spark = SparkView(
-                query,
-                store=self._store,
-                manifest=manifest,
-                join=join,
-                order=order,
-                **initial,
+            self._state = SparkState.load(
+                self.rule, self.semiring, self._keys, initial, self._how()
             )
-            self._tick = self._spark.tick
-            self._batch = self._spark.batch_id
-            return
-        if manifest is not None:
-            self._resume(manifest)
-            return
-        empty = LocalState.empty(self.rule, self.semiring, self._keys)
-        self._local = empty.load(rows, order, join, self._sets)
+        else:
+            empty = DriverState.empty(self.rule, self.semiring, self._keys)
+            self._state = empty.load(rows, self._how(), self._sets)
         log.info(
-            "view of %s: %s rows loaded, initial output %s rows in %.2f s",
+            "view of %s: %s rows loaded, initial output %s rows in %.2f s (%s state)",
             self.rule,
-            f"{self._local.total_rows():,}",
-            f"{self._local.out.rows:,}",
+            f"{self._state.total_rows():,}",
+            f"{self._state.output_rows():,}",
             time.perf_counter() - t0,
+            self._state.where,
         )
         if self._store is not None:
-            self._persist(self._local, 0, None)
+            try:
+                self._persist(self._state, 0, None)
+            finally:
+                self._state.settle()
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -285,34 +282,26 @@ class IncrementalView:
     def local(self) -> bool:
         """Evaluate the delta rule of small deltas in the driver (default True); False runs
         every delta query as a Spark query (over the state, wherever it lives)."""
-        return self._spark.local if self._spark is not None else self._local_rule
+        return self._local_rule
 
     @local.setter
     def local(self, value: bool) -> None:
-        if self._spark is not None:
-            self._spark.local = bool(value)
         self._local_rule = bool(value)
 
     @property
     def where(self) -> str:
         """Where the state lives: ``"driver"`` or ``"spark"``."""
-        return "spark" if self._spark is not None else "driver"
+        return self._state.where
 
     def result(self) -> Factor:
         """The maintained output: equal to ``query.solve(**current relations)``."""
-        if self._spark is not None:
-            return self._spark.result()
-        assert self._local is not None
-        return self._local.result()
+        return self._state.result()
 
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name`` (one row per tuple, its annotation)."""
         if name not in self.rule.relations:
             raise ValueError(unknown_message(self.rule, [name]))
-        if self._spark is not None:
-            return self._spark.relation(name)
-        assert self._local is not None
-        return self._local.relation(name)
+        return self._state.relation(name)
 
     def step(self, batch_id: int | None = None, **deltas: Any) -> Factor:
         """Apply one tick of changes; return the change of the output and commit.
@@ -343,9 +332,6 @@ class IncrementalView:
         incremental.LockError
             The view was closed, or lost its hold on its ``state_dir`` (another
             view took it over): nothing is committed.
-        incremental.StateError
-            A Spark-resident view found a file of its committed state missing
-            or of another size: nothing is committed.
         """
         t0 = time.perf_counter()
         if self._store is not None:
@@ -370,24 +356,19 @@ class IncrementalView:
         unknown = [n for n in deltas if n not in self.rule.relations]
         if unknown:
             raise ValueError(unknown_message(self.rule, unknown))
-        if self._spark is not None:
-            spark = {n: to_spark(d, f"delta of relation {n!r}") for n, d in deltas.items()}
-            out = self._spark.step(batch_id, **spark)
-            self._tick = self._spark.tick
-            if batch_id is not None:
-                self._batch = batch_id
-            self.last_step = {**self._spark.last_step, "batch_id": batch_id, "skipped": False}
-            return out
-        assert self._local is not None
         rows = {}
         for n, d in deltas.items():
             r = self._read(n, d, "delta") if d is not None else None
             if r is not None and r.rows:
                 rows[n] = r
-        new, change = self._local.apply(rows, self.order, self.join, self._local_rule, self._sets)
-        if self._store is not None:
-            self._persist(new, self._tick + 1, batch_id if batch_id is not None else self._batch)
-        self._local = new
+        try:
+            new, change = self._state.apply(rows, self._how(), self._sets)
+            if self._store is not None:
+                batch = batch_id if batch_id is not None else self._batch
+                self._persist(new, self._tick + 1, batch)
+            self._state = new
+        finally:
+            self._state.settle()
         self._tick += 1
         if batch_id is not None:
             self._batch = batch_id
@@ -425,17 +406,12 @@ class IncrementalView:
         """
         if relation not in self.rule.relations:
             raise ValueError(unknown_message(self.rule, [relation]))
-        if kind is not None:
-            from incremental.changes import KINDS
-
-            if kind not in KINDS:
-                raise ValueError(f"unknown change kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"unknown change kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
         def apply(df: DataFrame, batch_id: int) -> None:
             delta = df
             if kind is not None:
-                from incremental.changes import changes
-
                 delta = changes(df, kind=kind)
             self.step(batch_id=int(batch_id), **{relation: delta})
 
@@ -469,15 +445,14 @@ class IncrementalView:
         return read_delta(given, self.rule.relations[name], S, label, str(atom), most)
 
     def _change_semiring(self) -> Semiring:
-        import semirings
+        return step_semiring(self.semiring)
 
-        return semirings.INTEGER if self.semiring is semirings.COUNTING else self.semiring
+    def _how(self) -> How:
+        return (self.order, self.join, self._local_rule)
 
     def _empty_change(self) -> Factor:
         S = self._change_semiring()
         o = local_ops(S)
-        import numpy as np
-
         head = self.rule.head
         t = Table(head, tuple(np.empty(0, np.int64) for _ in head), np.empty(0, dtype=o.dtype))
         return Factor.from_table(t, S, f"Δ{self.rule.name}")
@@ -494,7 +469,7 @@ class IncrementalView:
     def _check_manifest(self, m: dict[str, Any]) -> None:
         assert self._store is not None
         path = self._store.root / "manifest.json"
-        if m.get("format") != _FORMAT:
+        if m.get("format") != FORMAT:
             raise StateError(f"{path}: unknown manifest format {m.get('format')!r}")
         if m.get("rule") != str(self.rule) or m.get("semiring") != self.semiring.name:
             raise ValueError(
@@ -508,108 +483,40 @@ class IncrementalView:
                 f"{m.get('sets', {})!r} (sets=), not {self._sets!r}; reopen it with the same sets="
             )
 
-    def _persist(self, state: LocalState, tick: int, batch_id: int | None) -> None:
-        """Write what changed in ``state`` (new bases, overrides), then the manifest."""
-        store = self._store
-        assert store is not None
-        folder = store.new_folder(tick)
-        written = dict(self._written)
-        try:
-            for part, kt in state.parts().items():
-                entry = dict(written.get(part, {}))
-                if entry.get("_base") is not kt.base or self._lost(entry, "base", folder):
-                    rel, rec = store.write_table(kt.base, folder / f"{part}.base.parquet")
-                    entry = {"_base": kt.base, "base": rel, "base_rec": rec}
-                if kt.over.rows and (
-                    entry.get("_over") is not kt.over or self._lost(entry, "over", folder)
-                ):
-                    rel, rec = store.write_table(kt.over, folder / f"{part}.over.parquet")
-                    entry.update(_over=kt.over, over=rel, over_rec=rec)
-                elif not kt.over.rows:
-                    entry.update(_over=None, over=None, over_rec=None)
-                entry["rows"] = kt.rows
-                written[part] = entry
-            files = {}
-            for e in written.values():
-                files[e["base"]] = e["base_rec"]
-                if e.get("over"):
-                    files[e["over"]] = e["over_rec"]
-            manifest = {
-                "format": _FORMAT,
-                "state": "driver",
-                "rule": str(self.rule),
-                "semiring": self.semiring.name,
-                "tick": tick,
-                "batch_id": batch_id,
-                "keys": {n: list(k) for n, k in self._keys.items()},
-                **({"sets": self._sets} if self._sets else {}),
-                "parts": {
-                    p: {"base": e["base"], "over": e.get("over"), "rows": e["rows"]}
-                    for p, e in written.items()
-                },
-                "files": files,
-            }
-            store.commit(manifest)
-        except BaseException:
-            import shutil
-
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        if folder.exists() and not any(folder.iterdir()):  # the commit may have removed it
-            folder.rmdir()
-        self._written = written
-
-    def _lost(self, entry: dict[str, Any], which: str, folder: Path) -> bool:
-        """Whether the committed file of ``entry`` (its ``base`` or ``over``), which the new
-        manifest would keep, is missing or of another size; then it is written again from
-        memory into ``folder`` (with a warning: nothing is lost)."""
+    def _persist(self, state: ViewState, tick: int, batch_id: int | None) -> None:
+        """Commit ``state`` as tick ``tick``: what changed since the last commit, then the
+        manifest (:meth:`incremental.store.Store.save`)."""
         assert self._store is not None
-        problem = self._store.damaged(entry[which], entry[f"{which}_rec"])
-        if problem is not None:
-            log.warning(
-                "state_dir %s: file %s of the committed state %s; written again from memory "
-                "into %s (nothing is lost)",
-                self._store.root,
-                entry[which],
-                problem,
-                folder.name,
-            )
-        return problem is not None
+        head = {
+            "state": state.where,
+            "rule": str(self.rule),
+            "semiring": self.semiring.name,
+            "tick": tick,
+            "batch_id": batch_id,
+            "keys": {n: list(k) for n, k in self._keys.items()},
+            **({"sets": self._sets} if self._sets else {}),
+            **state.describe(),
+        }
+        self._written = self._store.save(state.parts(), head, self._written)
 
-    def _resume(self, m: dict[str, Any]) -> None:
+    def _resume(self, m: dict[str, Any]) -> ViewState:
         store = self._store
         assert store is not None
-        probe = LocalState.empty(self.rule, self.semiring, self._keys)
-        tables = {}
-        for part, entry in m["parts"].items():
-            if part == "out":
-                vars_, ops = self.rule.head, local_ops(probe.stored)
-            else:
-                kt = probe.parts()[part]
-                vars_, ops = kt.vars, kt.ops
-            tables[part] = store.read_keyed(entry, vars_, ops)
-        self._local = LocalState.restore(self.rule, self.semiring, self._keys, tables)
+        state: ViewState
+        m = store.upgraded(m, regime(self.semiring) in ("ring", "counting"))
+        if m.get("state", "driver") == "spark":
+            state = SparkState.restore(self.rule, self.semiring, self._keys, store, m)
+        else:
+            state = DriverState.restore(self.rule, self.semiring, self._keys, store, m["parts"])
         self._tick = int(m["tick"])
         self._batch = m.get("batch_id")
-        self._written = {
-            p: {
-                "_base": tables[p].base,
-                "base": e["base"],
-                "base_rec": m["files"][e["base"]],
-                "_over": tables[p].over if e.get("over") else None,
-                "over": e.get("over"),
-                "over_rec": m["files"].get(e["over"]) if e.get("over") else None,
-                "rows": e["rows"],
-            }
-            for p, e in m["parts"].items()
-        }
-        log.info("view of %s reopened at tick %d", self.rule, self._tick)
+        self._written = store.written(m, state.parts())
+        log.info("view of %s reopened at tick %d (%s state)", self.rule, self._tick, state.where)
+        return state
 
 
 def _batch_id(batch_id: Any) -> int:
     """A batch id as a Python int: any non-negative integer (numpy's too), not a bool."""
-    import numpy as np
-
     if (
         isinstance(batch_id, bool | np.bool_)
         or not isinstance(batch_id, numbers.Integral)

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import semirings
-from faq.rule import VALUE
+from faq import VALUE
 from semirings import Semiring
 from semirings import spark as sops
 

@@ -50,3 +50,14 @@ def spark():
     session.sparkContext.setCheckpointDir(checkpoints)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def use_settings():
+    """``use_settings(**changes)``: engine settings (:func:`faq.settings`) for this test only."""
+    import contextlib
+
+    import faq
+
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(faq.settings(**changes))

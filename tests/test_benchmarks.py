@@ -198,6 +198,7 @@ def test_view_resources_rows_and_restored_engine(spark, tmp_path):
     """A short run of each view contender: rows at the asked ticks, the count checked
     against numpy inside ``run``, and the engine's functions put back afterwards."""
     import incremental.spark_view as spark_view
+
     from benchmarks import view_resources
 
     free, release = spark_view.free_checkpoints, spark_view.SparkView._release

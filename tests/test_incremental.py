@@ -26,12 +26,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import faq
 import semirings
 from faq import Factor, query, reference_solve
 from faq.rule import parse_rule
 from faq.session import checkpoint_ids
 from incremental import IncrementalView
-from incremental.spark_view import GC_TICKS
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
@@ -320,32 +320,36 @@ def test_dataframes_handed_out_by_a_spark_view_stay_readable(spark):
     view.local = False  # a change computed by Spark delta queries
     kept_change = view.step(F=Factor.from_dict({(1,): 1}, ("b",), "integer"))
     view.local = True
-    for t in range(4, 4 + 2 * GC_TICKS):  # past two rounds of garbage collection
+    for t in range(4, 4 + 2 * faq.settings().gc_ticks):  # past two rounds of garbage collection
         view.step(E=Factor.from_dict({(t, 1): 1}, ("a", "b"), "integer"))
     assert kept_result.to_dict() == {(1,): 2, (2,): 2, (3,): 2}
     assert kept_relation.to_dict() == {(1, 1): 1, (2, 1): 1, (3, 1): 1}
     assert sorted(r[0] for r in derived.collect()) == [2, 3]
     assert kept_change.to_dict() == {(1,): 1, (2,): 1, (3,): 1}
-    assert len(view.result().to_dict()) == 3 + 2 * GC_TICKS
+    assert len(view.result().to_dict()) == 3 + 2 * faq.settings().gc_ticks
 
 
-def test_a_refused_step_of_a_spark_view_leaves_no_checkpoint_behind(spark, monkeypatch):
-    from incremental.spark_view import SparkView
+def test_a_refused_step_of_a_spark_view_leaves_no_checkpoint_behind(
+    spark, monkeypatch, use_settings
+):
+    import incremental.spark_keyed as keyed
 
     made: list[frozenset[int]] = []
-    materialise = SparkView._materialise
+    materialise = keyed.SparkContext.materialise
 
-    def spy(self, df, partitions=None):
-        out = materialise(self, df, partitions)
+    def spy(self, df):
+        out = materialise(self, df)
         made.append(checkpoint_ids(out))
         return out
 
-    monkeypatch.setattr(SparkView, "_materialise", spy)
+    monkeypatch.setattr(keyed.SparkContext, "materialise", spy)
+    # every change is folded into a new base at once: the refused step materialises one
+    use_settings(log_rows=0, log_fraction=0.0)
     q = query("Q(a) :- E(a, b)", semiring="counting")
     view = IncrementalView(
         q, state="spark", E=Factor.from_dict({(1, 1): 1}, ("a", "b"), "counting")
     )
-    view.local = False  # the negative count is found after the new state is materialised
+    view.local = False
     made.clear()
     with pytest.raises(ValueError, match="negative"):
         view.step(E=Factor.from_dict({(1, 1): -2, (5, 5): 1}, ("a", "b"), "integer"))
@@ -390,11 +394,8 @@ def test_a_durable_spark_view_keeps_few_tick_folders(spark, tmp_path):
     assert max(folders) <= 3, folders
 
 
-def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypatch):
-    import incremental.spark_view as view_module
-
-    monkeypatch.setattr(view_module, "LOG_ROWS", 3)
-    monkeypatch.setattr(view_module, "LOG_FRACTION", 0.0)
+def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, use_settings):
+    use_settings(log_rows=2, log_fraction=0.0)
     q = query("Q(a) :- R(a, b), S(b)", semiring="integer")
     R = Factor.from_dict({(1, 2): 1, (1, 3): 1, (4, 3): 2}, ("a", "b"), "integer")
     S = Factor.from_dict({(2,): 1, (3,): 1}, ("b",), "integer")
@@ -402,7 +403,7 @@ def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypa
     state = {"R": R.to_dict(), "S": S.to_dict()}
     ticks = [
         {"R": {(1, 2): -1, (5, 2): 3}},
-        # 2 + 2 logged rows pass the limit of 3: the log is folded into R
+        # 3 changed keys pass the limit of 2: they are folded into R's base
         {"R": {(5, 2): -3, (6, 3): 1}, "S": {(3,): 2}},
         {"R": {(7, 2): 1, (8, 2): 1}},  # a new log
         {"S": {(2,): -1}},
@@ -416,7 +417,7 @@ def test_deltas_gather_in_a_log_that_is_folded_into_the_relation(spark, monkeypa
             }
         )
         state = {n: add(semirings.INTEGER, state[n], tick.get(n, {})) for n in state}
-        logged.append(view._spark._rels["R"].log is not None)
+        logged.append(view._state.m.rels["R"].over.rows > 0)
         want = reference_solve(parse_rule("Q(a) :- R(a, b), S(b)"), semirings.INTEGER, state)
         assert view.result().to_dict() == want
         assert view.relation("R").to_dict() == state["R"]
@@ -626,7 +627,7 @@ def test_a_small_view_in_a_session_left_at_200_partitions(spark):
         view = IncrementalView(tri, state="spark", E=edges)
         view.step(E=spark.createDataFrame([(2, 4, 1)], "src long, dst long, value long"))
         assert view.result().scalar() == 2
-        assert view._spark._P <= 2
-        assert view._spark._rels["E"].df.rdd.getNumPartitions() <= 2
+        assert view._state.ctx.partitions <= 2
+        assert view._state.m.rels["E"].base.rdd.getNumPartitions() <= 2
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)

@@ -209,16 +209,77 @@ def test_a_file_lost_under_a_live_driver_view_is_written_again(tmp_path, caplog)
     assert again.tick == 2 and again.result().to_dict() == {(1,): 2, (4,): 2}
 
 
-def test_a_file_lost_under_a_live_spark_view_refuses_the_step(spark, tmp_path):
+def test_a_file_lost_under_a_live_spark_view_is_written_again(spark, tmp_path, caplog):
+    """As in the driver state (one store): the base is written again from the state."""
     q = query("Q(a) :- E(a, b), F(b)", semiring="integer")
     E = Factor.from_dict({(1, 2): 1, (1, 3): 1}, ("a", "b"), "integer")
     F = Factor.from_dict({(2,): 1, (3,): 1}, ("b",), "integer")
     view = IncrementalView(q, state="spark", state_dir=tmp_path, E=E, F=F)
-    lost = next(f for f in sorted(_manifest(tmp_path)["files"]) if "rel-F.parquet/part-" in f)
+    lost = next(f for f in sorted(_manifest(tmp_path)["files"]) if "rel-F.base.parquet/part-" in f)
     (tmp_path / lost).unlink()
-    state = _files(tmp_path)
-    with pytest.raises(StateError, match="is missing") as err:
+    with caplog.at_level(logging.WARNING, logger="faq.incremental"):
         view.step(E=Factor.from_dict({(4, 2): 1}, ("a", "b"), "integer"))  # F unchanged
-    assert Path(lost).name in str(err.value)
-    assert _files(tmp_path) == state
-    assert view.tick == 0 and view.result().to_dict() == {(1,): 2}
+    assert "of the committed state is missing" in caplog.text and Path(lost).name in caplog.text
+    assert lost not in _manifest(tmp_path)["files"]
+    assert view.tick == 1 and view.result().to_dict() == {(1,): 2, (4,): 1}
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path)
+    assert again.tick == 1 and again.result().to_dict() == {(1,): 2, (4,): 1}
+
+
+def _old_spark_folder(spark, root: Path, semiring: str, rows, out) -> None:
+    """A folder as the Spark state wrote it before both states shared one format: one
+    Parquet folder per relation and one for the output, named in ``relations`` and
+    ``output``."""
+    from incremental.store import Store
+
+    store = Store(root)
+    tick = root / "tick-00000000-abcdef12"
+    tick.mkdir()
+    spark.createDataFrame(rows, "a bigint, b bigint, value bigint").write.parquet(
+        str(tick / "rel-E.parquet")
+    )
+    spark.createDataFrame(out, "a bigint, value bigint").write.parquet(str(tick / "output.parquet"))
+    files = store.record_tree(tick)
+    store.commit(
+        {
+            "format": 2,
+            "state": "spark",
+            "rule": "Q(a) :- E(a, b)",
+            "semiring": semiring,
+            "tick": 4,
+            "batch_id": None,
+            "relations": {
+                "E": {
+                    "folder": tick.name,
+                    "keys": ["a", "b"],
+                    "types": ["bigint", "bigint"],
+                    "rows": len(rows),
+                    "distinct": [len(rows), len(rows)],
+                    "exact": True,
+                    "typed": True,
+                }
+            },
+            "output": {"folder": tick.name, "rows": len(out)},
+            "files": files,
+        }
+    )
+
+
+def test_a_folder_of_the_old_spark_format_reopens_in_rings_and_counting(spark, tmp_path):
+    _old_spark_folder(spark, tmp_path / "c", "counting", [(1, 2, 2), (3, 4, 1)], [(1, 2), (3, 1)])
+    view = IncrementalView(query("Q(a) :- E(a, b)", semiring="counting"), state_dir=tmp_path / "c")
+    assert view.where == "spark" and view.tick == 4
+    assert view.result().to_dict() == {(1,): 2, (3,): 1}
+    d = view.step(E=Factor.from_dict({(1, 2): -1, (5, 6): 1}, ("a", "b"), "integer"))
+    assert d.to_dict() == {(1,): -1, (5,): 1}
+    view.close()
+    again = IncrementalView(query("Q(a) :- E(a, b)", semiring="counting"), state_dir=tmp_path / "c")
+    assert again.tick == 5 and again.result().to_dict() == {(1,): 1, (3,): 1, (5,): 1}
+    assert "parts" in _manifest(tmp_path / "c")
+
+
+def test_a_folder_of_the_old_spark_format_is_refused_without_counts(spark, tmp_path):
+    _old_spark_folder(spark, tmp_path, "max-plus", [(1, 2, 2)], [(1, 2)])
+    with pytest.raises(StateError, match="Spark state's old format"):
+        IncrementalView(query("Q(a) :- E(a, b)", semiring="max-plus"), state_dir=tmp_path)

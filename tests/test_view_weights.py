@@ -63,7 +63,7 @@ def test_a_huge_weight_is_a_closed_form_not_copies(spark, semiring, expected):
         tracemalloc.stop()
     assert peak < 16 * 2**20, f"a weight of 10**7 allocated {peak / 2**20:.0f} MB"
     # one distinct row each, with its multiplicity: nothing is copied per unit
-    rows = view._local.rows["R"].table()
+    rows = view._state.m.rows["R"].table()
     assert rows.rows == 2 and sorted(rows.values.tolist()) == [3, 10**7]
     view.step(R=spark.createDataFrame([(1, 0.5, 2**62 - 10**7)], SCHEMA))
     got = view.result().to_dict()

@@ -4,5 +4,11 @@
 * :mod:`faq.plan.aggregates`: per-variable ⊕ operators (general FAQ);
 * :mod:`faq.plan.physical`: where and how each step runs (driver, tasks or
   Spark; Generic Join or binary joins) and the binding orders;
-* :mod:`faq.plan.report`: the text of ``explain()``.
+* :mod:`faq.plan.settings`: every threshold, in one frozen ``Settings``;
+* :mod:`faq.plan.report`: the run's trace and the text of ``explain()``.
 """
+
+from faq.plan.physical import BACKENDS, JOIN_METHODS
+from faq.plan.settings import DEFAULTS, Settings, current
+
+__all__ = ["BACKENDS", "DEFAULTS", "JOIN_METHODS", "Settings", "current"]

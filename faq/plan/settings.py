@@ -80,6 +80,12 @@ class Settings:
         See ``log_rows``.
     rows_per_partition : int
         Rows per Spark partition of a view's state.
+    filter_values : int
+        A Spark-resident view reads the rows of at most this many distinct keys per
+        column by a filter of literal values; more by a semi-join with the keys.
+    gc_ticks : int
+        Every this many ticks a Spark-resident view runs both garbage collectors, so
+        that Spark's cleaner frees checkpoints and shuffle files no longer referenced.
     max_rounds : int
         Most rounds a recursive program's fixpoint may take before it is refused
         (``Program.solve(max_rounds=...)`` overrides it per call).
@@ -99,6 +105,8 @@ class Settings:
     log_rows: int = 50_000
     log_fraction: float = 0.05
     rows_per_partition: int = 1_000_000
+    filter_values: int = 1_000
+    gc_ticks: int = 10
     max_rounds: int = 1000
 
     def __post_init__(self) -> None:
@@ -106,6 +114,8 @@ class Settings:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
                 raise ValueError(f"setting {f.name!r} must be a non-negative number, got {v!r}")
+        if self.gc_ticks < 1:
+            raise ValueError(f"setting 'gc_ticks' must be at least 1, got {self.gc_ticks}")
         if self.max_rounds < 1:
             raise ValueError(f"setting 'max_rounds' must be at least 1, got {self.max_rounds}")
 

@@ -1,0 +1,128 @@
+"""The one protocol both view states follow (:mod:`incremental.driver_state`,
+:mod:`incremental.spark_state`).
+
+A state is immutable: :meth:`ViewState.apply` returns the next state and the
+change of the output (computed by :mod:`incremental.regimes`, the same for both
+states), or raises and leaves the state as it was.  The view commits a tick by
+writing the next state's :meth:`ViewState.parts` through its store (when it has
+a ``state_dir``), then replacing one reference and telling the new state
+(:meth:`ViewState.settle`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from faq.kernel import Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from faq import Factor
+    from incremental.deltas import Rows
+    from semirings import Semiring
+    from semirings.local import LocalOps
+
+__all__ = ["Change", "How", "Keyed", "Part", "ViewState"]
+
+How = tuple[Any, str, bool]
+"""How delta queries run: (variable order, join method, local)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a tick did to the output.
+
+    ``table`` is what :meth:`IncrementalView.step` returns (ΔQ for rings and
+    counting; otherwise the new annotation of every changed output key, zero
+    where a key is gone), ``terms`` the delta queries' reports and ``where``
+    where they ran.
+    """
+
+    table: Table
+    terms: tuple[dict[str, Any], ...]
+    where: str
+
+
+class Keyed(Protocol):
+    """A relation a state keeps: one annotation per key, read and changed at given keys.
+
+    Implemented by :class:`incremental.driver_state.LocalKeyed` (a keyed table in the
+    driver) and :class:`incremental.spark_keyed.RemoteKeyed` (a DataFrame in Spark and
+    the keys changed since it was written, in the driver).  Every method returns driver
+    tables of the rows asked for; none changes the object (a change returns a new one).
+    """
+
+    @property
+    def vars(self) -> tuple[str, ...]: ...
+    @property
+    def ops(self) -> LocalOps: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def fresh(self) -> bool: ...
+    def kinds(self) -> list[str]: ...
+    def at(self, keys: Sequence[np.ndarray]) -> Table: ...
+    def matching(self, keys: Sequence[np.ndarray]) -> Table: ...
+    def plus(self, delta: Table) -> tuple[Keyed, Table, Table]: ...
+    def replace(self, new: Table, old: Table | None = None) -> Keyed: ...
+    def emptied(self, like: Sequence[np.ndarray]) -> Keyed: ...
+    def factor(self, S: Semiring, name: str) -> Factor: ...
+    def indicator(self, S: Semiring, name: str) -> Factor: ...
+
+
+class Part(Protocol):
+    """A relation as the store writes it: a base (rewritten rarely) and the rows changed
+    since (``over``: each changed key's annotation, zero where it is gone)."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def base_token(self) -> object: ...
+    @property
+    def over(self) -> Table: ...
+    def write_base(self, store: Any, path: Any) -> dict[str, dict[str, Any]]: ...
+
+
+class ViewState(Protocol):
+    """Relations and output of a view: in the driver or in Spark."""
+
+    where: str
+    """``"driver"`` or ``"spark"``."""
+
+    def apply(
+        self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None
+    ) -> tuple[ViewState, Change]:
+        """The next state and the change of the output (nothing committed)."""
+        ...
+
+    def result(self) -> Factor:
+        """The output in the view's semiring."""
+        ...
+
+    def relation(self, name: str) -> Factor:
+        """A relation in the view's semiring."""
+        ...
+
+    def total_rows(self) -> int:
+        """Rows of all relations (an upper bound in Spark)."""
+        ...
+
+    def output_rows(self) -> int:
+        """Rows of the output."""
+        ...
+
+    def parts(self) -> Mapping[str, Part]:
+        """What a durable view writes, by part name (see :meth:`regimes.Maintained.parts`)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records besides the parts (e.g. key types)."""
+        ...
+
+    def settle(self) -> None:
+        """Called after every step, committed or refused: free what the view no longer
+        reads (Spark checkpoints; nothing in the driver)."""
+        ...

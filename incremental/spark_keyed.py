@@ -1,0 +1,340 @@
+"""A relation of a Spark-resident view: a materialised DataFrame plus the keys changed since.
+
+:class:`RemoteKeyed` is the Spark side of :class:`incremental.regimes.Keyed`.  Its
+``base`` is a DataFrame computed once and cut from its lineage
+(``localCheckpoint``), hash-partitioned by its keys; ``over`` holds, in the
+driver, the annotation of every key changed since the base was written (zero
+where the key is gone).  A tick reads the base only at the keys it touches (one
+Spark job: a semi-join with those keys, collected), and changes only ``over``;
+once ``over`` outgrows :func:`over_limit` it is folded into a new base (one
+job).  So neither lineage nor plans grow with the ticks, and a tick does not
+copy the relation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from faq import VALUE, Factor, settings
+from faq.kernel import KeyedTable, Table, match_keys
+from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
+from faq.spark import arrow_to_table
+from incremental import zset
+from incremental.store import Store
+from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import LocalOps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["RemoteKeyed", "SparkContext", "over_limit"]
+
+_KINDS = {"bigint": "int", "int": "int", "smallint": "int", "tinyint": "int"}
+
+
+def over_limit(rows: int) -> float:
+    """How many changed keys a relation of ``rows`` rows keeps before a fold."""
+    st = settings()
+    return max(st.log_rows, st.log_fraction * rows)
+
+
+class SparkContext:
+    """What the relations of one Spark-resident view share: the session, the partition count
+    of their bases, and the checkpoints the view made (and those it handed out)."""
+
+    def __init__(self, spark: SparkSession, partitions: int) -> None:
+        self.spark = spark
+        self.partitions = partitions
+        self.owned: set[int] = set()
+        self.shared: set[int] = set()
+        self.settled = 0
+
+    def materialise(self, df: DataFrame) -> DataFrame:
+        """Compute ``df`` partitioned by its keys once and cut its lineage.
+
+        Adaptive execution is switched off while the checkpoint is computed: the
+        checkpoint of an adaptive plan does not know its partitioning.
+        """
+        key = "spark.sql.adaptive.enabled"
+        before = self.spark.conf.get(key)
+        self.spark.conf.set(key, "false")
+        try:
+            out = zset.partition(df, self.partitions).localCheckpoint(eager=True)
+        finally:
+            self.spark.conf.set(key, before)
+        self.owned |= checkpoint_ids(out)
+        return out
+
+    def frame(self, t: Table, types: Sequence[str], vtype: str) -> DataFrame:
+        """A driver table as a DataFrame of its keys (``types``) and ``value`` (``vtype``)."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        assert t.values is not None
+        arrays = [_arrow(c) for c in t.cols] + [_arrow(t.values)]
+        names = [*(f"c{i}" for i in range(len(t.cols))), VALUE]
+        if not t.rows:
+            schema = ", ".join(f"`{n}` {ty}" for n, ty in zip(names, [*types, vtype], strict=True))
+            return self.spark.createDataFrame([], schema).toDF(*t.vars, VALUE)
+        df = self.spark.createDataFrame(pa.Table.from_arrays(arrays, names=names))
+        keys = zip(names[:-1], types, t.vars, strict=True)
+        cols = [F.col(n).cast(ty).alias(v) for n, ty, v in keys]
+        return df.select(*cols, F.col(VALUE).cast(vtype).alias(VALUE))
+
+    def settle(self, live: set[int]) -> None:
+        """Free now the checkpoints this view made that ``live`` (what its state reads) does
+        not hold, except those handed out (left to Spark's cleaner, run every
+        ``gc_ticks`` calls, a setting)."""
+        self.settled += 1
+        if self.owned:
+            dead = self.owned - live
+            free_checkpoints(self.spark, dead - self.shared)
+            self.owned -= dead
+            self.shared -= dead
+        if self.settled % settings().gc_ticks == 0:
+            release_unreferenced(self.spark)
+
+
+@dataclass(frozen=True)
+class RemoteKeyed:
+    """A relation in Spark (:class:`incremental.regimes.Keyed`): ``base`` ⊕-overridden by
+    ``over``.
+
+    ``rows`` is exact; ``distinct`` (per key column) are upper bounds.  ``typed`` is
+    False while the relation is the default empty one, whose key types the first delta
+    may choose.
+    """
+
+    vars: tuple[str, ...]
+    ops: LocalOps
+    types: tuple[str, ...]
+    vtype: str
+    base: DataFrame
+    over: Table
+    rows: int
+    distinct: tuple[int, ...]
+    ctx: SparkContext = field(compare=False, repr=False)
+    typed: bool = True
+
+    @classmethod
+    def of(
+        cls,
+        ctx: SparkContext,
+        vars_: tuple[str, ...],
+        ops: LocalOps,
+        types: tuple[str, ...],
+        vtype: str,
+        base: DataFrame,
+        rows: int,
+        distinct: tuple[int, ...] | None = None,
+        typed: bool = True,
+    ) -> RemoteKeyed:
+        """A relation whose contents are ``base`` (materialised, consolidated, no zeros)."""
+        over = empty_table(vars_, ops, _empty_cols(types))
+        dist = distinct if distinct is not None else (rows,) * len(vars_)
+        return cls(vars_, ops, types, vtype, base, over, rows, dist, ctx, typed)
+
+    @classmethod
+    def empty(
+        cls,
+        ctx: SparkContext,
+        vars_: tuple[str, ...],
+        ops: LocalOps,
+        types: tuple[str, ...] | None,
+        vtype: str,
+    ) -> RemoteKeyed:
+        """An empty relation (``types`` None: bigint keys until a delta chooses)."""
+        typed = types is not None
+        types = types if types is not None else tuple("bigint" for _ in vars_)
+        base = ctx.frame(empty_table(vars_, ops, _empty_cols(types)), types, vtype)
+        return cls.of(ctx, vars_, ops, types, vtype, base, 0, typed=typed)
+
+    @property
+    def fresh(self) -> bool:
+        """Empty, and never given key types."""
+        return not self.typed and self.rows == 0
+
+    @property
+    def base_token(self) -> object:
+        """The base (its identity tells the store whether to write it again)."""
+        return self.base
+
+    def kinds(self) -> list[str]:
+        """The kinds of the key columns."""
+        return [_KINDS.get(t, "float" if t in ("double", "float") else "str") for t in self.types]
+
+    def checkpoints(self) -> frozenset[int]:
+        """The checkpoints the relation reads."""
+        return checkpoint_ids(self.base)
+
+    # -- reading ------------------------------------------------------------------------------
+    def current(self) -> DataFrame:
+        """The contents as a DataFrame (the base with the changed keys replaced; lazy)."""
+        if not self.over.rows:
+            return self.base
+        kept = drop_zeros(self.over, self.ops)
+        now = self.ctx.frame(kept, self.types, self.vtype)
+        if not self.vars:
+            return now
+        return self._without(self.over.cols).unionByName(now)
+
+    def table(self) -> Table:
+        """The whole relation in the driver (one Spark job)."""
+        return self._collect(self.current())
+
+    def at(self, keys: Sequence[np.ndarray]) -> Table:
+        """The rows whose whole key is one of ``keys`` (one Spark job at most)."""
+        return self.matching(keys, whole=True)
+
+    def matching(self, keys: Sequence[np.ndarray], whole: bool = False) -> Table:
+        """The rows whose leading key columns are one of ``keys`` (one Spark job at most)."""
+        if not self.vars or not keys:
+            return self.table()
+        keys = distinct_keys(keys)
+        k = len(keys)
+        over = self.over
+        hit = match_keys(over.cols[:k], keys)[0] if over.rows else np.zeros(0, bool)
+        from_over = drop_zeros(over.take(np.flatnonzero(hit)), self.ops)
+        ask = keys
+        if whole and over.rows:  # keys the overrides answer need no lookup
+            ask = tuple(c[~match_keys(keys, over.cols)[0]] for c in keys)
+        if not len(ask[0]) or self.rows == 0:
+            return from_over
+        found = self._collect(self._near(ask))
+        if k:  # the filter reads a superset: keep the rows whose leading key is asked
+            found = found.take(np.flatnonzero(match_keys(found.cols[:k], ask)[0]))
+        if over.rows:  # base rows whose key the overrides replace
+            found = found.take(np.flatnonzero(~match_keys(found.cols, over.cols)[0]))
+        return concat(found, from_over)
+
+    def _without(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
+        """The base rows whose key is none of ``keys`` (distinct): an anti-join with a
+        DataFrame of them.  (A filter of literal keys would spare the join's broadcast job,
+        but its plan grows with the changed keys and its analysis slows every read.)"""
+        probe = Table(self.vars, keys, np.ones(len(keys[0]), dtype=bool))
+        frame = self.ctx.frame(probe, self.types, "boolean").select(*self.vars)
+        return self.base.join(frame, on=list(self.vars), how="left_anti")
+
+    def _near(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
+        """The base rows whose leading key columns take values in ``keys`` column by column
+        (a superset of the rows at ``keys``): a filter of literals for few keys, a
+        semi-join with the keys otherwise."""
+        from pyspark.sql import functions as F
+
+        k = len(keys)
+        values = [np.unique(c) if c.dtype != object else sorted(set(c.tolist())) for c in keys]
+        if max(len(v) for v in values) <= settings().filter_values:
+            cond = None
+            for v, col in zip(values, self.vars[:k], strict=True):
+                c = F.col(col).isin([_native(x) for x in v])
+                cond = c if cond is None else cond & c
+            return self.base.filter(cond)
+        probe = Table(self.vars[:k], keys, np.ones(len(keys[0]), dtype=bool))
+        frame = self.ctx.frame(probe, self.types[:k], "boolean").select(*self.vars[:k])
+        return self.base.join(frame.hint("broadcast"), on=list(self.vars[:k]), how="left_semi")
+
+    def _collect(self, df: DataFrame) -> Table:
+        at = df.toArrow()
+        t = arrow_to_table(at, self.vars, self.ops.semiring, "view state", check=False, unique=True)
+        return with_values(t, self.ops)
+
+    # -- changing -----------------------------------------------------------------------------
+    def plus(self, delta: Table) -> tuple[RemoteKeyed, Table, Table]:
+        """``self ⊕ delta``, the rows before at its keys, the annotations after."""
+        delta = with_values(delta, self.ops)
+        old = self.at(delta.cols)
+        _, before, after = KeyedTable.of(old, self.ops).plus(delta)
+        return self.replace(after, before), before, after
+
+    def replace(self, new: Table, old: Table | None = None) -> RemoteKeyed:
+        """``new``'s annotation at each of its keys (zero: removed); ``old``, the rows held
+        before at (at least) those keys, spares a lookup."""
+        new = with_values(Table(self.vars, new.cols, new.values), self.ops)
+        if not new.rows:
+            return self
+        if old is None:
+            old = self.at(new.cols)
+        gone = int(match_keys(old.cols, new.cols)[0].sum()) if old.rows else 0
+        if not self.vars:
+            gone = min(old.rows, 1)
+        added = int(self.ops.nonzero(new.values).sum())  # type: ignore[arg-type]
+        rows = self.rows - gone + added
+        if self.over.rows and self.vars:
+            stale = match_keys(self.over.cols, new.cols)[0]
+            over = concat(self.over.take(np.flatnonzero(~stale)), new)
+        else:
+            over = new
+        over = Table(self.vars, over.cols, over.values)
+        dist = tuple(min(rows, d + new.rows) for d in self.distinct)
+        out = replace(self, over=over, rows=rows, distinct=dist, typed=True)
+        if over.rows > over_limit(rows):
+            return out.folded()
+        return out
+
+    def folded(self) -> RemoteKeyed:
+        """The same contents with the changed keys written into a new base (one job)."""
+        if not self.over.rows:
+            return self
+        base = self.ctx.materialise(self.current())
+        over = empty_table(self.vars, self.ops, self.over.cols)
+        return replace(self, base=base, over=over)
+
+    def emptied(self, like: Sequence[np.ndarray]) -> RemoteKeyed:
+        """An empty relation with the key types of ``like``."""
+        types = tuple(_spark_type(c) for c in like)
+        return RemoteKeyed.empty(self.ctx, self.vars, self.ops, types, self.vtype)
+
+    # -- as factors ---------------------------------------------------------------------------
+    def factor(self, S: Semiring, name: str) -> Factor:
+        """The contents as a trusted Spark factor (no job)."""
+        df = self.current()
+        return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
+
+    def indicator(self, S: Semiring, name: str) -> Factor:
+        """Every present key annotated ``S.one`` (``S`` is boolean)."""
+        df = self.current().select(*self.vars, sops.constant(S, S.one).alias(VALUE))
+        return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
+
+    def write_base(self, store: Store, path: Path) -> dict[str, dict[str, Any]]:
+        """Write the base as a Parquet folder of columns ``c0``, ``c1``, ..., ``value``."""
+        names = [*(f"c{i}" for i in range(len(self.vars))), VALUE]
+        self.base.toDF(*names).write.mode("error").parquet(str(path))
+        return store.record_tree(path)
+
+
+def _empty_cols(types: Sequence[str]) -> tuple[np.ndarray, ...]:
+    return tuple(
+        np.empty(0, np.int64)
+        if _KINDS.get(t) == "int"
+        else np.empty(0, np.float64 if t in ("double", "float") else object)
+        for t in types
+    )
+
+
+def _spark_type(c: np.ndarray) -> str:
+    if c.dtype.kind in "iu":
+        return "bigint"
+    if c.dtype.kind == "f":
+        return "double"
+    if c.dtype.kind == "b":
+        return "boolean"
+    return "string"
+
+
+def _native(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x
+
+
+def _arrow(a: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    if a.dtype == object:
+        return pa.array(a.tolist())
+    return pa.array(a)

@@ -1,0 +1,121 @@
+"""The delta queries a tick runs, over relations held by either state.
+
+Each function reads the relations as :class:`faq.Factor` s (a keyed table in the
+driver, a DataFrame in Spark: :meth:`incremental.regimes.Keyed.factor`) and returns
+a driver table: the change of the output (:func:`delta_rule`), the output keys a
+change reaches (:func:`affected_groups`) or the output at some keys
+(:func:`recompute_groups`).  :func:`faq.solve_delta` decides where each
+term runs (the driver for small deltas, reading only the rows they reach).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+import semirings
+from faq import Atom, Factor, Query, Rule, solve_delta
+from faq.kernel import Table
+from incremental.protocol import How, Keyed
+from incremental.tables import int_cols
+from semirings import Semiring
+from semirings.local import local_ops
+
+__all__ = ["GROUPS", "affected_groups", "delta_rule", "recompute_groups", "solve"]
+
+GROUPS = "__groups__"
+"""The relation name of the affected groups in a restricted recompute."""
+
+Terms = tuple[dict[str, Any], ...]
+
+
+def delta_rule(
+    rule: Rule,
+    S: Semiring,
+    rels: Mapping[str, Keyed],
+    deltas: Mapping[str, Table],
+    how: How,
+) -> tuple[Table, Terms, str]:
+    """ΔQ over ``S`` when ``deltas`` are ⊕-ed into ``rels`` (the delta rule)."""
+    return _terms(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
+
+
+def _terms(
+    rule: Rule,
+    S: Semiring,
+    relations: Mapping[str, Factor],
+    deltas: Mapping[str, Table],
+    how: How,
+) -> tuple[Table, Terms, str]:
+    order, join, local = how
+    changes = {n: Factor.from_table(d, S, n) for n, d in deltas.items() if d.rows}
+    if not changes:
+        o = local_ops(S)
+        return Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype)), (), "nothing to do"
+    try:
+        res = solve_delta(Query(rule, S), relations, changes, order=order, join=join, local=local)
+    except OverflowError as exc:
+        raise OverflowError(
+            f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers in a delta "
+            "term; use the 'real' semiring for an approximate answer"
+        ) from exc
+    return res.change.to_table(), tuple(res.terms), res.where
+
+
+def affected_groups(
+    rule: Rule, rels: Mapping[str, Keyed], changed: Mapping[str, Table], how: How
+) -> tuple[Table, Terms]:
+    """The output keys some derivation through a changed tuple reaches (old or new state).
+
+    A ``boolean`` delta query over the supports of the relations before the
+    change, with the changed tuples as the change: its terms read the old
+    relations and their union with the changed tuples, which hold every
+    derivation of the old and of the new state that uses a changed tuple.
+    """
+    support = {n: r.indicator(semirings.BOOLEAN, n) for n, r in rels.items()}
+    marks = {
+        n: Table(t.vars, t.cols, np.ones(t.rows, dtype=bool)) for n, t in changed.items() if t.rows
+    }
+    table, terms, _ = _terms(rule, semirings.BOOLEAN, support, marks, how)
+    return table, terms
+
+
+def recompute_groups(
+    rule: Rule, S: Semiring, rels: Mapping[str, Keyed], groups: Table, how: How
+) -> tuple[Table, Terms, str]:
+    """The output of ``rule`` over ``S`` restricted to the keys of ``groups``.
+
+    With a head, a delta query whose changed relation is the groups (an extra
+    atom over the head variables, empty before): it reads only the rows the
+    groups reach.  With an empty head, the whole query.
+    """
+    o = local_ops(S)
+    relations = {n: r.factor(S, n) for n, r in rels.items()}
+    if not rule.head:
+        return solve(rule, S, relations, how), (), "recompute"
+    name = GROUPS
+    while name in rule.relations:
+        name = f"_{name}"
+    restricted = Rule(rule.name, rule.head, (Atom(name, rule.head), *rule.atoms))
+    g = Table(rule.head, groups.cols, o.ones(np.ones(groups.rows, dtype=np.int64)))
+    empty = Table(rule.head, tuple(c[:0] for c in groups.cols), g.values[:0])  # type: ignore[index]
+    relations[name] = Factor.from_table(empty, S, name)
+    return _terms(restricted, S, relations, {name: g}, how)
+
+
+def solve(rule: Rule, S: Semiring, relations: Mapping[str, Factor], how: How) -> Table:
+    """The whole output of ``rule`` over ``relations`` (a batch solve), as a driver table."""
+    order, join, _ = how
+    o = local_ops(S)
+    try:
+        out = Query(rule, S).solve(order=order, join=join, **relations).to_table()
+    except OverflowError as exc:
+        raise OverflowError(
+            f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers; use "
+            "the 'real' semiring for an approximate answer"
+        ) from exc
+    if out.values is None:
+        out = Table(out.vars, out.cols, o.ones(np.ones(out.rows, dtype=np.int64)))
+    return out
