@@ -197,18 +197,17 @@ def test_chain_order_and_incremental_pure_parts():
 def test_view_resources_rows_and_restored_engine(spark, tmp_path):
     """A short run of each view contender: rows at the asked ticks, the count checked
     against numpy inside ``run``, and the engine's functions put back afterwards."""
-    import incremental.spark_view as spark_view
-
+    import incremental.spark_keyed as spark_keyed
     from benchmarks import view_resources
 
-    free, release = spark_view.free_checkpoints, spark_view.SparkView._release
+    free, settle = spark_keyed.free_checkpoints, spark_keyed.SparkContext.settle
     for contender in ("view frees its checkpoints", "cleaner only"):
         rows = view_resources.run(spark, contender, 3, 2, str(tmp_path), 40, 120)
         assert [r.extra["tick"] for r in rows] == [2, 3]
         assert rows[-1].count is not None and rows[-1].count >= 0
         assert all(r.extra["cached_blocks"] >= 0 and r.median_s > 0 for r in rows)
         assert "| " + contender + " | 3 |" in view_resources._line(rows[-1])
-    assert spark_view.free_checkpoints is free and spark_view.SparkView._release is release
+    assert spark_keyed.free_checkpoints is free and spark_keyed.SparkContext.settle is settle
 
 
 def test_script_runs_as_a_file(tmp_path):
