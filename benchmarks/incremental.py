@@ -289,7 +289,7 @@ def bench_graph(
         f"incremental recompute {label}",
     )
     assert count == expected, (count, expected)
-    row["where"] = sorted({t.get("where", "?") for t in view.last_step["terms"]})
+    row["where"] = where_of(view.last_step["terms"])
     if args.pathway and len(edges) > args.pathway_max_edges:
         row["pathway"] = f"not run (over --pathway-max-edges={args.pathway_max_edges:,})"
     elif args.pathway:
@@ -549,3 +549,8 @@ if __name__ == "__main__":
     status = main()
     stop_spark()
     raise SystemExit(status)
+
+
+def where_of(terms: Any) -> list[str]:
+    """Where the delta rule's terms of a step ran (``faq.TermReport.where``), sorted."""
+    return sorted({t.where or "?" for t in terms})

@@ -192,6 +192,14 @@ def test_chain_order_and_incremental_pure_parts():
     edges = {(0, 1), (1, 2), (0, 2)}
     d = incremental.make_delta(edges, 10, 4, rng)
     assert len(d) == 4 and sorted(d[:, 2].tolist()) == [-1, -1, 1, 1]
+    from faq import TermReport
+
+    terms = [
+        TermReport(0, False, "driver"),
+        TermReport(1, skipped=True),
+        TermReport(2, False, "spark"),
+    ]
+    assert incremental.where_of(terms) == ["?", "driver", "spark"]
 
 
 def test_view_resources_rows_and_restored_engine(spark, tmp_path):
