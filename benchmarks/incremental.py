@@ -289,7 +289,7 @@ def bench_graph(
         f"incremental recompute {label}",
     )
     assert count == expected, (count, expected)
-    row["where"] = where_of(view.last_step["terms"])
+    row["where"] = where_of(view.last_step.terms)
     if args.pathway and len(edges) > args.pathway_max_edges:
         row["pathway"] = f"not run (over --pathway-max-edges={args.pathway_max_edges:,})"
     elif args.pathway:

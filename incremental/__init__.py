@@ -8,7 +8,8 @@
 from incremental import zset
 from incremental.changes import changes
 from incremental.lock import LockError
+from incremental.protocol import StepReport
 from incremental.store import StateError
 from incremental.view import IncrementalView
 
-__all__ = ["IncrementalView", "LockError", "StateError", "changes", "zset"]
+__all__ = ["IncrementalView", "LockError", "StateError", "StepReport", "changes", "zset"]

@@ -20,12 +20,12 @@ from faq.kernel import Table
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from faq import Factor
+    from faq import Factor, TermReport
     from incremental.deltas import Rows
     from semirings import Semiring
     from semirings.local import LocalOps
 
-__all__ = ["Change", "How", "Keyed", "Part", "ViewState"]
+__all__ = ["Change", "How", "Keyed", "Part", "StepReport", "ViewState"]
 
 How = tuple[Any, str, bool]
 """How delta queries run: (variable order, join method, local)."""
@@ -42,8 +42,36 @@ class Change:
     """
 
     table: Table
-    terms: tuple[dict[str, Any], ...]
+    terms: tuple[TermReport, ...]
     where: str
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What the last :meth:`IncrementalView.step` did (``view.last_step``).
+
+    Attributes
+    ----------
+    tick : int
+        The view's tick after the step.
+    batch_id : int or None
+        The step's ``batch_id``, if it had one.
+    skipped : bool
+        True when the batch was already committed (the step changed nothing).
+    terms : tuple of faq.TermReport
+        The delta queries the step ran: where each ran, its order and methods.
+    rows : int
+        Rows of the change the step returned.
+    where : str
+        Where the delta queries ran (``"driver"``, ``"spark"``, or why nothing ran).
+    """
+
+    tick: int
+    batch_id: int | None = None
+    skipped: bool = False
+    terms: tuple[TermReport, ...] = ()
+    rows: int = 0
+    where: str = ""
 
 
 class Keyed(Protocol):

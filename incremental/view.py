@@ -39,7 +39,7 @@ from incremental.changes import KINDS, changes
 from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_message
 from incremental.driver_state import DriverState
 from incremental.lock import FolderLock
-from incremental.protocol import How, ViewState
+from incremental.protocol import How, StepReport, ViewState
 from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
 from incremental.spark_state import SparkState
@@ -205,7 +205,7 @@ class IncrementalView:
         self._batch: int | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._local_rule = True
-        self.last_step: dict[str, Any] = {}
+        self.last_step: StepReport | None = None  # what the last step did
         manifest = None
         if self._store is not None and self._store.exists():
             if initial and if_exists == "error":
@@ -312,7 +312,7 @@ class IncrementalView:
             The id of this batch of changes (e.g. a Structured Streaming
             micro-batch id).  It is committed with the step; a step whose id is
             at or below the last committed one is skipped (nothing changes, an
-            empty change is returned and ``last_step["skipped"]`` is True).
+            empty change is returned and ``last_step.skipped`` is True).
         **deltas
             One delta per changed relation (see the class notes for the format).
 
@@ -339,13 +339,7 @@ class IncrementalView:
         if batch_id is not None:
             batch_id = _batch_id(batch_id)
             if self._batch is not None and batch_id <= self._batch:
-                self.last_step = {
-                    "tick": self._tick,
-                    "batch_id": batch_id,
-                    "skipped": True,
-                    "terms": [],
-                    "rows": 0,
-                }
+                self.last_step = StepReport(self._tick, batch_id, skipped=True)
                 log.info(
                     "batch %d skipped: batch %d is already committed (tick %d)",
                     batch_id,
@@ -372,14 +366,9 @@ class IncrementalView:
         self._tick += 1
         if batch_id is not None:
             self._batch = batch_id
-        self.last_step = {
-            "tick": self._tick,
-            "batch_id": batch_id,
-            "skipped": False,
-            "terms": list(change.terms),
-            "rows": change.table.rows,
-            "where": change.where,
-        }
+        self.last_step = StepReport(
+            self._tick, batch_id, False, tuple(change.terms), change.table.rows, change.where
+        )
         log.info(
             "tick %d: %s -> change of %s rows (%s) in %.2f s",
             self._tick,

@@ -109,7 +109,7 @@ def incremental(spark, folder: Path) -> None:
     reopened.step(E=zset(ticks[2]))
     state = apply(state, ticks[2])
     assert reopened.result().scalar() == count(state)
-    assert {t.where for t in reopened.last_step["terms"]} == {"spark"}
+    assert {t.where for t in reopened.last_step.terms} == {"spark"}
     ok(f"incremental view reopened at tick {reopened.tick}: {count(state)}")
 
 

@@ -127,7 +127,7 @@ def main(input_dir: str, state_dir: str, checkpoint: str) -> None:
             if held == ("before", batch_id):
                 hold("before", batch_id)
             apply(df, batch_id)
-            done = "skipped" if view.last_step.get("skipped") else "applied"
+            done = "skipped" if view.last_step is not None and view.last_step.skipped else "applied"
             say(f"{done} {batch_id} {state_line(view)}")
             if held == ("after", batch_id):
                 hold("after", batch_id)

@@ -265,7 +265,7 @@ def test_incremental_view(connect, tmp_path):
         change = view.step(E=zset_df(connect.session, delta)).scalar()
         state = apply(state, delta)
         assert view.result().scalar() == count(state) == before + change
-        assert {t.where for t in view.last_step["terms"]} == {"driver"}
+        assert {t.where for t in view.last_step.terms} == {"driver"}
     assert view.tick == 2
 
     reopened = IncrementalView(tri, state_dir=folder)
@@ -275,7 +275,7 @@ def test_incremental_view(connect, tmp_path):
     change = reopened.step(E=zset_df(connect.session, ticks[2])).scalar()
     state = apply(state, ticks[2])
     assert reopened.result().scalar() == count(state) == before + change
-    assert {t.where for t in reopened.last_step["terms"]} == {"spark"}
+    assert {t.where for t in reopened.last_step.terms} == {"spark"}
     assert reopened.relation("E").to_dict() == state
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from faq import Factor, query
-from incremental import IncrementalView, StateError
+from incremental import IncrementalView, StateError, StepReport
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 SCHEMA = "src bigint, dst bigint, _weight bigint"
@@ -21,14 +21,15 @@ def test_a_batch_at_or_below_the_last_one_is_skipped_across_restarts(spark, tmp_
     assert d.scalar() == 1 and view.tick == 1 and view.batch_id == 0
     again = view.step(batch_id=0, E=spark.createDataFrame([(0, 2, 1)], SCHEMA))
     assert again.to_dict() == {} and view.tick == 1
-    assert view.last_step["skipped"] is True and view.last_step["batch_id"] == 0
+    assert isinstance(view.last_step, StepReport) and view.last_step.skipped is True
+    assert view.last_step.batch_id == 0 and view.last_step.terms == ()
     assert view.result().scalar() == 1
     view.step(E=spark.createDataFrame([(2, 3, 1)], SCHEMA))  # no id: keeps the last one
     assert view.batch_id == 0 and view.tick == 2
     reopened = IncrementalView(tri, state_dir=tmp_path)
     assert reopened.batch_id == 0 and reopened.tick == 2
     reopened.step(batch_id=0, E=spark.createDataFrame([(1, 3, 1)], SCHEMA))
-    assert reopened.last_step["skipped"] and reopened.result().scalar() == 1
+    assert reopened.last_step.skipped and reopened.result().scalar() == 1
     reopened.step(batch_id=5, E=spark.createDataFrame([(1, 3, 1)], SCHEMA))
     assert reopened.result().scalar() == 2 and reopened.batch_id == 5
     for bad in (-1, 1.5, "7", True):

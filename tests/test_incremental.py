@@ -180,10 +180,10 @@ def test_small_deltas_run_in_the_driver_with_generic_join(spark):
         after = triangle_count_numpy(np.asarray(sorted(current)))
         assert got == {"d": after - before, "s": after - before}
         assert views["d"].result().scalar() == views["s"].result().scalar() == after
-        terms = views["d"].last_step["terms"]
+        terms = views["d"].last_step.terms
         assert [t.where for t in terms] == ["driver"] * 3
         assert [t.methods for t in terms] == [("wcoj",)] * 3
-        assert {t.where for t in views["s"].last_step["terms"]} == {"spark"}
+        assert {t.where for t in views["s"].last_step.terms} == {"spark"}
     assert views["d"].relation("E").count() == len(current)
 
 
@@ -199,7 +199,7 @@ def test_string_keys_in_the_driver(spark):
     )
     assert d.to_dict() == {("x",): -2, ("z",): 2}
     assert view.result().to_dict() == {("y",): 2, ("z",): 2}
-    assert [t.where for t in view.last_step["terms"]] == ["driver"]
+    assert [t.where for t in view.last_step.terms] == ["driver"]
 
 
 def test_a_step_the_delta_does_not_reach_runs_in_spark(spark):
@@ -209,11 +209,11 @@ def test_a_step_the_delta_does_not_reach_runs_in_spark(spark):
     view = IncrementalView(q, T=T)
     d = view.step(R=spark.createDataFrame([(7, 2)], "a bigint, value bigint"))
     assert d.to_dict() == {(7,): 10} and view.result().to_dict() == {(7,): 10}
-    assert [t.where for t in view.last_step["terms"]] == ["spark"]
+    assert [t.where for t in view.last_step.terms] == ["spark"]
     # and from T's side, R is a Cartesian factor: all of it is needed, so again Spark
     d = view.step(T=spark.createDataFrame([(5, 1)], "c bigint, value bigint"))
     assert d.to_dict() == {(7,): 2} and view.result().to_dict() == {(7,): 12}
-    assert [t.where for t in view.last_step["terms"]] == ["spark"]
+    assert [t.where for t in view.last_step.terms] == ["spark"]
 
 
 def test_overflow_in_a_delta_term_is_an_overflow_error_and_refused(spark):
@@ -240,7 +240,7 @@ def test_user_semiring_view_in_the_driver(spark):
     view = IncrementalView(q, E=E)
     assert view.result().to_dict() == {(1,): 3.0}
     d = view.step(E=spark.createDataFrame([(2, 4, 4.0)], "a bigint, b bigint, value double"))
-    assert [t.where for t in view.last_step["terms"]] == ["driver", "driver"]
+    assert [t.where for t in view.last_step.terms] == ["driver", "driver"]
     assert view.result().to_dict() == {(1,): 4.0} and d.to_dict() == {(1,): 4.0}
 
 
@@ -511,7 +511,7 @@ def run_ring_case(spark, name, semiring, case, join="binary", local=True):
         dfs = {n: relation_df(spark, d, rule.relations[n], vt) for n, d in tick.items()}
         out = view.step(**dfs)
         if not local:
-            assert {t.where for t in view.last_step["terms"] if not t.skipped} <= {"spark"}
+            assert {t.where for t in view.last_step.terms if not t.skipped} <= {"spark"}
         state = {n: add(ring, state[n], tick.get(n, {})) for n in state}
         before = check_tick(view, rule, S, state, before, out)
         assert view.tick == t

@@ -180,7 +180,7 @@ def test_numpy_integer_batch_ids_are_accepted(tmp_path):
     assert view.batch_id == 3 and type(view.batch_id) is int
     assert _manifest(tmp_path)["batch_id"] == 3
     view.step(batch_id=np.uint8(3), E=delta)  # replayed: skipped
-    assert view.last_step["skipped"] and view.tick == 1
+    assert view.last_step.skipped and view.tick == 1
     view.step(batch_id=np.int32(4), E=delta)
     assert view.tick == 2 and view.result().to_dict() == {(1,): 2, (5,): 2}
     for bad in (True, np.bool_(True), 2.0, np.int64(-1), "5"):
