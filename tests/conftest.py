@@ -61,3 +61,22 @@ def use_settings():
 
     with contextlib.ExitStack() as stack:
         yield lambda **changes: stack.enter_context(faq.settings(**changes))
+
+
+@pytest.fixture(autouse=True)
+def no_job_group_left_behind():
+    """Each test starts with no Spark job group: a test that counts its jobs under a group
+    must not leave the group set for the next one (job groups are thread-local properties
+    of the shared session)."""
+    yield
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None or not hasattr(active, "sparkContext"):
+        return
+    try:
+        sc = active.sparkContext
+    except Exception:  # a Spark Connect session has no SparkContext
+        return
+    for prop in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+        sc.setLocalProperty(prop, None)
