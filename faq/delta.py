@@ -177,9 +177,10 @@ def solve_delta(
         touched = {n: f for n, f in res.touched.items() if n in names}
         return replace(res, touched=touched)
     S = q.semiring
-    live = {n: d for n, d in deltas.items() if d.count() > 0}
+    counts = {n: d.count() for n, d in deltas.items()}  # one count each (a job for a DataFrame)
+    live = {n: d for n, d in deltas.items() if counts[n] > 0}
     most = current().local_delta_rows
-    rows = max((d.count() for d in live.values()), default=0)
+    rows = max((counts[n] for n in live), default=0)
     if not local:
         why = "local=False"
     elif rows > most:

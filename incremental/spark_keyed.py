@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import VALUE, Factor, settings
-from faq.kernel import KeyedTable, Table, match_keys
+from faq.kernel import KeyedTable, Table, match_keys, scalar_value, spark_type
 from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
 from faq.spark import arrow_to_table
 from incremental import zset
@@ -233,7 +233,7 @@ class RemoteKeyed:
         if max(len(v) for v in values) <= settings().filter_values:
             cond = None
             for v, col in zip(values, self.vars[:k], strict=True):
-                c = F.col(col).isin([_native(x) for x in v])
+                c = F.col(col).isin([scalar_value(x) for x in v])
                 cond = c if cond is None else cond & c
             return self.base.filter(cond)
         probe = Table(self.vars[:k], keys, np.ones(len(keys[0]), dtype=bool))
@@ -288,7 +288,7 @@ class RemoteKeyed:
 
     def emptied(self, like: Sequence[np.ndarray]) -> RemoteKeyed:
         """An empty relation with the key types of ``like``."""
-        types = tuple(_spark_type(c) for c in like)
+        types = tuple(spark_type(c) for c in like)
         return RemoteKeyed.empty(self.ctx, self.vars, self.ops, types, self.vtype)
 
     # -- as factors ---------------------------------------------------------------------------
@@ -316,20 +316,6 @@ def _empty_cols(types: Sequence[str]) -> tuple[np.ndarray, ...]:
         else np.empty(0, np.float64 if t in ("double", "float") else object)
         for t in types
     )
-
-
-def _spark_type(c: np.ndarray) -> str:
-    if c.dtype.kind in "iu":
-        return "bigint"
-    if c.dtype.kind == "f":
-        return "double"
-    if c.dtype.kind == "b":
-        return "boolean"
-    return "string"
-
-
-def _native(x: Any) -> Any:
-    return x.item() if hasattr(x, "item") else x
 
 
 def _arrow(a: np.ndarray) -> Any:

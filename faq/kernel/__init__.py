@@ -18,6 +18,7 @@ from faq.kernel.keyed import KeyedTable, changed_rows, match_keys
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie
+from faq.kernel.values import scalar_value, spark_type
 
 __all__ = [
     "CHUNK",
@@ -37,5 +38,7 @@ __all__ = [
     "match_keys",
     "pair_join_size",
     "ranges",
+    "scalar_value",
+    "spark_type",
     "table_stats",
 ]
