@@ -37,7 +37,7 @@ from faq.plan.report import StepTrace, Trace
 from faq.plan.settings import current
 from faq.rule import VALUE
 from faq.spark import ops as spark_ops
-from faq.spark import tasks
+from faq.spark import partitioned, tasks
 from faq.spark.convert import arrow_to_table, to_spark
 from semirings import Semiring
 from semirings.local import LocalOps, distinct, local_ops
@@ -147,7 +147,7 @@ class Executor:
             if self.hook is not None:
                 self.hook.record(self, step, inputs, choice)
             if choice.backend == "spark":
-                out, largest = self._spark_step(step, inputs, choice, S)
+                out, largest = self._spark_step(step, inputs, choice, S, last=k == n)
                 proposed = None
             else:
                 out, proposed = self._local_step(step, inputs, choice, S)
@@ -242,17 +242,26 @@ class Executor:
         return d.df
 
     def _spark_step(
-        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
     ) -> tuple[Data, int | None]:
         frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
+        keep = step.output.vars
+        if choice.shares is not None:
+            df = partitioned.run_partitioned(
+                [(f.vars, f.df) for f in frames],
+                choice.shares,
+                choice.order,
+                keep,
+                S,
+                combine=bool(keep),  # a scalar's partial sums are ⊕-combined in the driver
+            )
+            if last or self.trace:
+                return self._settle(keep, df, S), None
+            # a lazy output: the next step reads it where it is (its size, estimated)
+            return Data(keep, step.output.rows, df=df, distinct=dict(step.output.distinct)), None
         cached: list[DataFrame] = []
         largest = None
-        if choice.method == "wcoj" and len(frames) > 1:
-            dist = {v: float(x) for d in inputs for v, x in d.distinct.items()}
-            joined, largest, cached = spark_ops.generic_join(
-                frames, self.S, order=choice.order, distinct=dist, trace=self.trace
-            )
-        elif len(frames) == 1:
+        if len(frames) == 1:
             joined = frames[0]
         else:
             ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
@@ -266,6 +275,21 @@ class Executor:
             df.unpersist()
         dist = {v: float(x) for v, x in zip(step.output.vars, distinct, strict=True)}
         return Data(step.output.vars, rows, df=out, distinct=dist), largest
+
+    def _settle(self, keep: tuple[str, ...], df: DataFrame, S: Semiring) -> Data:
+        """A partitioned step's output computed now: a scalar collected into the driver
+        (one job), anything else materialised on the executors with its counts.  A
+        failure inside a cell is raised as the cell's own error."""
+        try:
+            if not keep:
+                at = df.toArrow()
+                t = arrow_to_table(at, keep, S, "result", check=False, unique=False)
+                return Data(keep, t.rows, table=t)
+            out, rows, distinct = spark_ops.materialize(df)
+        except Exception as exc:
+            raise tasks.task_error(exc) from exc
+        dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
+        return Data(keep, rows, df=out, distinct=dist)
 
 
 def local_binary(

@@ -22,7 +22,6 @@ from faq.plan.logical import (
     AtomStats,
     Pairs,
     Plan,
-    is_acyclic,
     make_plan,
     private_rule,
     rename_plan,
@@ -31,7 +30,6 @@ from faq.plan.report import Trace, render
 from faq.plan.settings import Settings
 from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
 from faq.session import current_session, quiet_spark_errors
-from faq.spark.stats import spark_figures, spark_pair_size
 from faq.witness import WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
@@ -268,28 +266,18 @@ class Query:
         return rel
 
     def _pairs(self, atoms: list[Data]) -> Pairs:
-        """Exact join sizes of every two atoms sharing variables: numpy for local atoms,
-        one Spark job for the others (only when the rule is cyclic)."""
+        """Exact join sizes of every two local atoms sharing variables (numpy; no Spark job).
+
+        Atoms kept in Spark get none: their steps are partitioned over the cluster,
+        which needs no pairwise size to choose its method (and counting them would cost
+        a join per pair)."""
         out: Pairs = {}
-        spark_parts = []
-        cyclic = not is_acyclic([a.distinct_vars for a in self._engine_rule.atoms])
-        names: dict[str, frozenset[int]] = {}
         for i, a in enumerate(atoms):
             for j in range(i + 1, len(atoms)):
                 b = atoms[j]
                 shared = [v for v in a.vars if v in b.vars]
-                if not shared:
-                    continue
-                key = frozenset((i, j))
-                if a.table is not None and b.table is not None:
-                    out[key] = float(pair_join_size(a.table, shared, b.table, shared))
-                elif cyclic and a.df is not None and b.df is not None:
-                    name = f"pair_{i}_{j}"
-                    names[name] = key
-                    spark_parts.append(spark_pair_size(a.df, shared, b.df, shared, name))
-        if spark_parts:
-            for name, value in spark_figures(spark_parts).items():
-                out[names[name]] = float(value or 0.0)
+                if shared and a.table is not None and b.table is not None:
+                    out[frozenset((i, j))] = float(pair_join_size(a.table, shared, b.table, shared))
         return out
 
     # -- public API --------------------------------------------------------------------------
@@ -544,7 +532,10 @@ def _spark_safe(names: Sequence[str]) -> bool:
 def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choice:
     """A step's choice with its binding order in the user's variable names (``back``:
     private name -> user's name)."""
-    return replace(c, order=tuple(back.get(v, v) for v in c.order))
+    shares = c.shares
+    if shares is not None:
+        shares = replace(shares, shares=tuple((back.get(v, v), s) for v, s in shares.shares))
+    return replace(c, order=tuple(back.get(v, v) for v in c.order), shares=shares)
 
 
 def _factor(

@@ -297,10 +297,11 @@ def test_explain_after_a_solve_is_never_stale(spark):
     assert not hasattr(q, "last_plan") and not hasattr(q, "last_trace")  # no state kept
 
 
-def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
-    """The physical choices read exact pairwise join sizes (Σ deg·deg), from numpy for
-    local relations and from one Spark job otherwise: on a skewed graph a uniform estimate
-    from distinct counts is off by orders of magnitude."""
+def test_pairwise_join_sizes_are_exact_locally_and_none_are_counted_on_spark(spark):
+    """The physical choices read exact pairwise join sizes (Σ deg·deg) of local relations,
+    from numpy: on a skewed graph a uniform estimate from distinct counts is off by orders
+    of magnitude.  Relations kept in Spark get none (their steps are partitioned, which
+    needs none): no Spark job counts them."""
     from faq.io import edges_dataframe
     from faq.testing import pairwise_join_sizes, power_law_graph
 
@@ -309,9 +310,10 @@ def test_pairwise_join_sizes_are_exact_locally_and_on_spark(spark):
     cheapest = min(want.values())
     df = edges_dataframe(e, spark)
     q = query(TRIANGLE, semiring="counting")
-    for backend in ("driver", "spark"):
-        (step,) = q.run(E=df, backend=backend, join="wcoj").trace.steps
-        assert step.choice.pair_rows == cheapest, (backend, step.choice.pair_rows, want)
+    (step,) = q.run(E=df, backend="driver", join="wcoj").trace.steps
+    assert step.choice.pair_rows == cheapest, (step.choice.pair_rows, want)
+    (step,) = q.run(E=df, backend="spark").trace.steps
+    assert step.choice.pair_rows is None and step.choice.shares is not None
     plan = q.plan(E=df)
     assert plan.steps[0].est_join < cheapest / 10  # what distinct counts alone would say
 

@@ -18,9 +18,7 @@ import math
 import pytest
 
 import semirings
-from faq import query, reference_solve
-from faq.plan.physical import InputInfo, binding_order
-from faq.spark.ops import Frame, generic_join
+from faq import Factor, query, reference_solve
 from faq.testing import NAMED_RULES, random_relations
 from semirings import Semiring
 from tests.helpers import assert_same, factors_from
@@ -63,12 +61,14 @@ def test_cyclic_queries_match_reference(spark, name, S, join, backend):
             continue
         if join != "auto":
             assert c.method == join
-        elif backend == "spark":  # auto decided from the exact pairwise join size
+        elif backend == "spark":  # local atoms: auto decided from the exact pairwise join size
             total = sum(f.rows for f in step.factors)
             assert c.pair_rows is not None
             assert c.method == ("binary" if c.pair_rows <= 8 * total else "wcoj")
         else:
             assert c.method == "wcoj" and c.backend == "driver"
+        if c.backend == "spark" and c.method == "wcoj":  # one HyperCube shuffle, kernel per cell
+            assert c.shares is not None and c.shares.cells == c.tasks
 
 
 def test_triangle_every_order_and_method_agree(spark):
@@ -92,29 +92,10 @@ def test_explain_names_the_method(spark):
     q = query(NAMED_RULES["triangle"], semiring=S)
     assert "worst-case optimal (Generic Join) (cyclic bag)" in q.explain(join="wcoj", **fs)
     assert "binary (cyclic bag)" in q.explain(join="binary", **fs)
-    assert "Spark DataFrame joins" in q.explain(backend="spark", **fs)
+    assert "Spark DataFrame joins" in q.explain(backend="spark", join="binary", **fs)
+    text = q.explain(backend="spark", join="wcoj", **fs)
+    assert "cells partitioned over Spark" in text and "cells    shares" in text
     assert "in the driver" in q.explain(**fs)
-
-
-def test_generic_join_on_frames_directly(spark):
-    """All four variables free: Generic Join binds every one, ⊗ of all annotations."""
-    S = semirings.REAL
-    rule = query("Q(a, b, c, d) :- R(a, b), S(b, c), T(c, d), U(d, a)").rule
-    rels = random_relations(rule, S, seed=5, domain=3, density=0.7)
-    fs = factors_from(rels, S)
-    frames = [
-        Frame(a.vars, f.df.toDF(*a.vars, "value"), float(len(rels[a.relation])))
-        for a, f in ((a, fs[a.relation]) for a in rule.atoms)
-    ]
-    order = binding_order([InputInfo(f.vars, f.rows, False, {}) for f in frames])
-    assert sorted(order) == ["a", "b", "c", "d"]
-    out, largest, cached = generic_join(frames, S, order, trace=True)
-    got = {tuple(r[:4]): r[4] for r in out.df.select("a", "b", "c", "d", "value").collect()}
-    got = {k: v for k, v in got.items() if v != 0}
-    assert_same(got, reference_solve(rule, S, rels), S, "4-cycle")
-    assert largest is not None and largest >= len(got)
-    for df in cached:
-        df.unpersist()
 
 
 def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
@@ -130,21 +111,17 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     q = query(NAMED_RULES["triangle"], semiring="counting")
     expected = triangle_count_numpy(edges)
 
-    run = q.run(E=df, join="wcoj", backend="spark", trace=True)
-    assert run.result.scalar() == expected
-    wcoj_rows = max(s.largest or s.rows for s in run.trace.steps)
-    assert "largest intermediate" in q.explain(run)
     run = q.run(E=df, join="binary", backend="spark", trace=True)
     assert run.result.scalar() == expected
     binary_rows = max(s.largest or s.rows for s in run.trace.steps)
-    assert wcoj_rows <= 10 * n, wcoj_rows
     assert binary_rows >= n * n / 2, binary_rows
+    assert "largest intermediate" in q.explain(run)
 
-    # auto sees the skew (every pairwise join has about n² rows) and picks Generic Join
+    # past the driver the step is partitioned: the kernel runs in every cell
     run = q.run(E=df, backend="spark")
     assert run.result.scalar() == expected
     (step,) = run.trace.steps
-    assert step.choice.method == "wcoj" and step.choice.pair_rows >= n * n
+    assert step.choice.method == "wcoj" and step.choice.shares is not None
 
     # the local kernel: candidates proposed grow linearly with n
     proposed = {}
@@ -158,15 +135,17 @@ def test_hub_graph_rows_wcoj_linear_binary_quadratic(spark):
     assert proposed[4 * n] <= 5 * proposed[n] and proposed[n] <= 12 * len(edges)
 
 
-def test_auto_uses_binary_joins_without_skew_on_spark(spark):
-    """Karate: every pairwise join is small, so auto on Spark skips Generic Join's jobs."""
+def test_auto_uses_binary_joins_without_skew_when_pairs_are_known(spark):
+    """Karate, local, forced onto Spark: its pairwise joins are known and small, so auto
+    runs the cyclic bag as binary DataFrame joins (``skew_factor``)."""
     from pathlib import Path
 
     from faq.io import read_edge_list
 
     edges = read_edge_list(Path(__file__).parent / "data" / "karate.txt", spark)
     q = query(NAMED_RULES["triangle"], semiring="counting")
-    run = q.run(E=edges, backend="spark")
+    local = Factor.from_pandas(edges.toPandas(), vars=("src", "dst"), semiring="counting")
+    run = q.run(E=local, backend="spark")
     assert run.result.scalar() == 45
     (step,) = run.trace.steps
     c = step.choice

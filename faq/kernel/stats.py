@@ -1,9 +1,9 @@
 """Statistics of relations, gathered in one pass: rows, distinct values, pairwise join sizes.
 
 The planner and the physical choices read these figures.  Local relations
-(:class:`faq.kernel.Table`) get exact ones from numpy; Spark relations get
-theirs from a single Spark job that computes every figure a query needs at
-once (:func:`spark_figures`).  Besides row and distinct counts, the physical
+(:class:`faq.kernel.Table`) get exact ones from numpy (Spark relations get rows and
+approximate distinct counts from the job that checks them, :mod:`faq.spark.checks`).
+Besides row and distinct counts, the physical
 layer asks for the exact size of the joins of two atoms on their shared
 variables, ``Σ_v deg_R(v) · deg_S(v)``: that is what a binary plan builds
 first, so it decides between binary joins and Generic Join, and it is what

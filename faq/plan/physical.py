@@ -7,12 +7,15 @@ this module decides *how*, from statistics only (no Spark job):
   (the ``local_rows`` setting, :mod:`faq.plan.settings`), runs on the local kernel
   (:mod:`faq.kernel`): in the driver when its estimated work is small, else
   inside ``T`` Spark tasks that share the index and split the candidates
-  (``task_work``).  Larger steps run as Spark DataFrame operations;
+  (``task_work``).  Larger steps are partitioned over the cluster: one
+  HyperCube shuffle, the same kernel in every cell (shares by
+  :func:`faq.plan.shares.choose_shares` under the ``cell_rows`` budget);
 * **join method**: the local kernel joins every bag by Generic Join (for
   two relations that is a merge join; eliminated variables bound last are
-  ⊕-folded as they are found); on Spark, binary joins for an acyclic bag
-  and Generic Join for a cyclic one, unless, under ``join="auto"``, its
-  cheapest pairwise join is small (no skew to beat: ``skew_factor``);
+  ⊕-folded as they are found), in the driver, in tasks or in cells; a Spark
+  step runs binary DataFrame joins instead when ``join="binary"``, or, under
+  ``join="auto"``, when its bag is cyclic and its cheapest pairwise join is
+  known to be small (no skew to beat: ``skew_factor``);
 * **binding order** of Generic Join (:func:`binding_order`) and **join
   order** of binary joins (:func:`join_order`).
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from faq.plan.logical import Step
 from faq.plan.settings import Settings, current
+from faq.plan.shares import Shares, choose_shares
 
 __all__ = [
     "BACKENDS",
@@ -68,7 +72,9 @@ class Choice:
     the bag's variables; ``tasks`` the number of slices (``"tasks"``) or of
     driver threads (``"driver"``);
     ``pair_rows`` the cheapest pairwise join of the bag's atoms (exact, from
-    the statistics) when known; ``why`` says what decided.
+    the statistics) when known; ``why`` says what decided; ``shares`` the cells of
+    a step partitioned over the cluster (``"spark"`` and ``"wcoj"``: one HyperCube
+    shuffle, the kernel in every cell, :mod:`faq.spark.partitioned`).
     """
 
     backend: str
@@ -78,6 +84,7 @@ class Choice:
     work: float = 0.0
     pair_rows: float | None = None
     why: str = ""
+    shares: Shares | None = None
 
 
 def check_options(join: str, backend: str) -> None:
@@ -151,7 +158,16 @@ def choose(
         tasks = max(1, driver_cores)
     else:
         tasks = 1
-    return Choice(where, method, tuple(order), tasks, work, pair_rows, why)
+    shares = None
+    if where == "spark" and method == "wcoj" and len(inputs) > 1:
+        shares = choose_shares(
+            [(i.vars, i.rows) for i in inputs],
+            step.output.vars,
+            parallelism * st.task_slices,
+            st.cell_rows,
+        )
+        tasks = shares.cells
+    return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)
 
 
 def _work(step: Step, pair_rows: float | None) -> float:
@@ -166,15 +182,11 @@ def _method(
 ) -> str:
     if join == "binary":
         return "binary"
-    if where != "spark":  # the local kernel joins any bag in one pass, folding as it goes
-        return "wcoj"
-    if not cyclic:
-        return "binary"
-    if join == "wcoj":
-        return "wcoj"
-    if pair_rows is not None and pair_rows <= skew * max(rows, 1.0):
-        return "binary"
-    return "wcoj"
+    if where != "spark" or join == "wcoj":
+        return "wcoj"  # the local kernel joins any bag in one pass, folding as it goes
+    if cyclic and pair_rows is not None and pair_rows <= skew * max(rows, 1.0):
+        return "binary"  # known small pairwise joins (local atoms): no skew to beat
+    return "wcoj"  # partitioned: one HyperCube shuffle, the kernel in every cell
 
 
 def _distinct(inputs: Sequence[InputInfo]) -> dict[str, float]:

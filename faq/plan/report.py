@@ -32,7 +32,7 @@ class Trace:
     options: tuple[tuple[str, str], ...] = ()
 
 
-DECIDING = ("local_rows", "task_work", "thread_work", "skew_factor")
+DECIDING = ("local_rows", "task_work", "thread_work", "cell_rows")
 """The settings :func:`faq.plan.physical.choose` reads, shown at the top of every report."""
 
 _WHERE = {
@@ -88,7 +88,11 @@ def render(
             where = _WHERE[c.backend].format(n=c.tasks)
             if c.backend == "driver" and c.tasks > 1:
                 where += f" ({c.tasks} threads)"
+            if c.shares is not None:
+                where = f"local kernel in {c.shares.cells} cells partitioned over Spark"
             lines.append(f"  runs on  {where}   [{c.why}]")
+            if c.shares is not None:
+                lines.append(f"  cells    {c.shares.describe()}")
             if c.method == "wcoj":
                 lines.append(f"  binding  {', '.join(c.order)}")
             if c.pair_rows is not None:

@@ -56,9 +56,14 @@ class Settings:
     task_slices : int
         Slices per core when a step runs in tasks.
     skew_factor : float
-        Join method on Spark under ``join="auto"``: a cyclic bag uses binary
-        joins when its cheapest pairwise join has at most this many times the
-        rows of its inputs.
+        Join method on Spark under ``join="auto"``: a cyclic bag whose cheapest
+        pairwise join is known (its atoms are local) uses binary DataFrame joins
+        when that join has at most this many times the rows of its inputs.
+    cell_rows : int
+        The memory budget of one cell of a step partitioned over the cluster: the
+        share search doubles the cells until the rows one cell receives are at
+        most this (16M rows of three 64-bit columns take about 400 MB, and the
+        kernel's tries about as much again).
     broadcast_rows : int
         Spark joins broadcast a side with at most this many rows.
     connect_payload : int
@@ -97,6 +102,7 @@ class Settings:
     thread_work: int = 1_000_000
     task_slices: int = 2
     skew_factor: float = 8
+    cell_rows: int = 16_000_000
     broadcast_rows: int = 2_000_000
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000

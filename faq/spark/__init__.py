@@ -1,4 +1,4 @@
-"""The Spark substrate: conversion, checks, joins and aggregates, the kernel in tasks, statistics.
+"""The Spark substrate: conversion, checks, joins and aggregates, the kernel in tasks and cells.
 
 Spark moves data; the kernel joins.  Nothing here chooses a plan: these
 modules take the orders and methods the planning layer (:mod:`faq.plan`)
@@ -8,7 +8,8 @@ decided.
 * :mod:`faq.spark.checks`: null keys, types, semiring values and statistics in one job;
 * :mod:`faq.spark.ops`: binary joins, Generic Join on DataFrames, aggregation;
 * :mod:`faq.spark.tasks`: the kernel inside Spark tasks over a broadcast index;
-* :mod:`faq.spark.stats`: every figure a query needs in one job.
+* :mod:`faq.spark.partitioned`: past what a worker holds, one HyperCube shuffle and the
+  kernel in every cell.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark

@@ -33,13 +33,21 @@ from faq.kernel.trie import Trie
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import local_ops
+from semirings.local import LocalOps, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TaskError", "parallelism", "run_in_tasks"]
+__all__ = [
+    "TaskError",
+    "arrow_type",
+    "marked",
+    "parallelism",
+    "run_in_tasks",
+    "table_batch",
+    "task_error",
+]
 
 
 _MARK = "[sparkfaq task error]"
@@ -139,7 +147,7 @@ def run_in_tasks(
     schema = ", ".join(
         [f"`{v}` {t}" for v, t in zip(keep, key_types, strict=True)] + [f"`{VALUE}` {vtype}"]
     )
-    task = _Task(tuple(tries), order, keep, S, T, _arrow_type(vtype))
+    task = _Task(tuple(tries), order, keep, S, T, arrow_type(vtype))
     df = spark.range(0, T, 1, numPartitions=T).mapInArrow(task, schema)
     if not collect:
         return sops.reduce(S, df, list(keep), VALUE)
@@ -170,8 +178,6 @@ class _Task:
         self.value_type = value_type  # given for nested types (Arrow cannot infer a struct)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
         ops = local_ops(self.S)
         for batch in batches:
             for t in batch.column(0).to_pylist():
@@ -179,21 +185,31 @@ class _Task:
                     out = generic_join(
                         [], self.order, self.keep, ops, tries=self.tries, part=(int(t), self.T)
                     )
-                except OverflowError as exc:
-                    raise OverflowError(f"{_MARK} OverflowError: {exc}") from exc
                 except Exception as exc:
-                    raise RuntimeError(f"{_MARK} {type(exc).__name__}: {exc}") from exc
-                arrays = [pa.array(c) for c in out.cols]
-                values = (
-                    out.values
-                    if out.values is not None
-                    else ops.ones(np.ones(out.rows, dtype=np.int64))
-                )
-                arrays.append(pa.array(_plain(values), type=self.value_type))
-                yield pa.RecordBatch.from_arrays(arrays, names=[*self.keep, VALUE])
+                    raise marked(exc) from exc
+                yield table_batch(out, ops, self.value_type)
 
 
-def _arrow_type(spark_type: str) -> pa.DataType | None:
+def marked(exc: BaseException) -> BaseException:
+    """``exc`` as a task raises it, so that :func:`task_error` can give the driver the
+    task's own error (an OverflowError stays one)."""
+    if isinstance(exc, OverflowError):
+        return OverflowError(f"{_MARK} OverflowError: {exc}")
+    return RuntimeError(f"{_MARK} {type(exc).__name__}: {exc}")
+
+
+def table_batch(out: Table, ops: LocalOps, value_type: pa.DataType | None) -> pa.RecordBatch:
+    """A kernel result as an Arrow batch: its key columns, then ``value`` (of
+    ``value_type`` when given: nested types, which Arrow cannot infer)."""
+    import pyarrow as pa
+
+    arrays = [pa.array(c) for c in out.cols]
+    values = out.values if out.values is not None else ops.ones(np.ones(out.rows, np.int64))
+    arrays.append(pa.array(_plain(values), type=value_type))
+    return pa.RecordBatch.from_arrays(arrays, names=[*out.vars, VALUE])
+
+
+def arrow_type(spark_type: str) -> pa.DataType | None:
     """The Arrow type of a nested Spark type (``struct<...>``, ``array<...>``, ``map<...>``)
     of a user semiring's values; None for a plain type, which Arrow infers."""
     if not spark_type.startswith(("struct<", "array<", "map<")):

@@ -1,0 +1,256 @@
+"""Steps past the driver: one HyperCube shuffle, then the compiled kernel in every cell.
+
+A step whose inputs do not fit in the driver runs here.  Its shares
+(:mod:`faq.plan.shares`) cut the bag's variables into a grid of cells; then:
+
+1. **one shuffle**: every input row gets the cells it belongs to (a native
+   expression: ``pmod(xxhash64(key), share)`` per variable it has, and every
+   coordinate of the variables it lacks, by ``explode``) and all inputs,
+   unioned, are repartitioned by cell into one Spark partition per cell;
+2. **the kernel in every cell**: each task (``mapInArrow``, Arrow batches in
+   and out, no Python per row) takes its cell's rows, splits them by relation
+   into kernel tables, and runs :func:`faq.kernel.generic_join` with the step's
+   binding order, ⊕-folding the eliminated variables as it goes;
+3. when an output key can come from several cells (an eliminated variable is
+   cut), the cells' outputs are ⊕-combined by key (a Spark aggregation).
+
+The result is a lazy DataFrame (output variables, then ``value``): the next
+step reads it where it is, and nothing passes through the driver.
+
+Cells are routed to partitions by a key whose Spark hash lands it in its own
+partition (:func:`routing_keys`), so every task gets one cell.  Each task still
+splits its rows by cell: were two cells to share a partition, each is joined
+on its own, so the routing affects balance, never the answer.
+
+Notes
+-----
+Afrati, Ullman, "Optimizing joins in a map-reduce environment" (EDBT 2010);
+Beame, Koutris, Suciu, "Communication steps for parallel query processing"
+(PODS 2013); Chu, Balazinska, Suciu, "From theory to practice: efficient join
+query evaluation in a parallel database system" (SIGMOD 2015).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from faq.kernel.join import generic_join
+from faq.kernel.table import Table
+from faq.plan.shares import Shares
+from faq.rule import VALUE
+from faq.spark.convert import arrow_to_table
+from faq.spark.tasks import arrow_type, marked, table_batch
+from semirings import Semiring
+from semirings import spark as sops
+from semirings.local import local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["murmur3_int", "route", "routing_keys", "run_partitioned"]
+
+CELL = "__cell"
+REL = "__rel"
+
+
+def run_partitioned(
+    frames: Sequence[tuple[tuple[str, ...], DataFrame]],
+    shares: Shares,
+    order: Sequence[str],
+    keep: Sequence[str],
+    S: Semiring,
+    *,
+    combine: bool = True,
+) -> DataFrame:
+    """The step's bag joined and ⊕-aggregated onto ``keep``, cell by cell (lazy).
+
+    Parameters
+    ----------
+    frames : sequence of (variables, DataFrame)
+        The step's inputs: key columns named by the variables, then ``value``.
+    shares : Shares
+        The grid of cells (:func:`faq.plan.shares.choose_shares`).
+    order : sequence of str
+        The kernel's binding order over the bag's variables.
+    keep : sequence of str
+        The output variables.
+    S : Semiring
+        The step's semiring.
+    combine : bool
+        ⊕-combine the outputs of different cells by key in Spark when the shares
+        need it; without it, a key may come in several rows (one per cell, for a
+        caller that combines them itself, e.g. a scalar in the driver).
+
+    Returns
+    -------
+    DataFrame
+        ``keep`` columns, then ``value``: one row per key (with ``combine``),
+        zeros dropped.
+    """
+    from pyspark.sql import functions as F
+
+    vtype = sops.ops(S).type
+    rows, types = route(frames, shares, vtype)
+    schema = ", ".join([f"`{v}` {types[v]}" for v in keep] + [f"`{VALUE}` {vtype}"])
+    cell = _Cell(tuple(vars_ for vars_, _ in frames), tuple(order), tuple(keep), S, vtype)
+    out = rows.mapInArrow(cell, schema)
+    if combine and shares.combine:
+        out = sops.reduce(S, out, list(keep), VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+    return out
+
+
+def route(
+    frames: Sequence[tuple[tuple[str, ...], DataFrame]], shares: Shares, vtype: str
+) -> tuple[DataFrame, dict[str, str]]:
+    """Every input row once per cell it goes to, in one Spark partition per cell (the
+    shuffle), and the Spark type of every variable.
+
+    The rows have the columns ``__cell`` (the cell's routing key), ``__rel`` (the
+    index of the input), one per variable of the bag (null where the input lacks
+    it; integer keys as ``bigint``) and ``value`` (of Spark type ``vtype``).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    types: dict[str, str] = {}
+    for vars_, df in frames:
+        for v in vars_:
+            if v not in types:
+                dt = df.schema[v].dataType
+                types[v] = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
+    keys = F.array(*[F.lit(k) for k in routing_keys(shares.cells)])
+    parts = []
+    for i, (vars_, df) in enumerate(frames):
+        df, cells = _cells(df, vars_, shares, types, keys)
+        cols = [
+            F.col(v).cast(types[v]).alias(v) if v in vars_ else F.lit(None).cast(types[v]).alias(v)
+            for v in types
+        ]
+        value = F.col(VALUE)
+        if vtype in ("bigint", "double", "boolean", "string"):
+            value = value.cast(vtype)
+        parts.append(df.select(cells.alias(CELL), F.lit(i).cast("int").alias(REL), *cols, value))
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+    return rows.repartition(shares.cells, CELL), types
+
+
+def _cells(
+    df: DataFrame, vars_: tuple[str, ...], shares: Shares, types: dict[str, str], keys: Column
+) -> tuple[DataFrame, Column]:
+    """``df`` with a row per cell its rows go to (``explode`` over the coordinates of the
+    variables it lacks), and the routing key of that cell: the row's own coordinate on
+    each of its variables, ``pmod(xxhash64(key), share)``."""
+    from pyspark.sql import functions as F
+
+    stride = 1
+    cell: Column = F.lit(0)
+    spread: list[list[int]] = []
+    for v, s in reversed(shares.shares):
+        if s > 1:
+            if v in vars_:
+                h = F.pmod(F.xxhash64(F.col(v).cast(types[v])), F.lit(s))
+                cell = cell + h * F.lit(stride)
+            else:
+                spread.append([c * stride for c in range(s)])
+        stride *= s
+    offsets = sorted(sum(c) for c in itertools.product(*spread))
+    if offsets != [0]:
+        df = df.select("*", F.explode(F.array(*[F.lit(o) for o in offsets])).alias("__offset"))
+        cell = cell + F.col("__offset")
+    return df, F.element_at(keys, (cell + F.lit(1)).cast("int"))
+
+
+class _Cell:
+    """What each task runs: the kernel over the rows of each of its cells (picklable)."""
+
+    def __init__(
+        self,
+        relations: tuple[tuple[str, ...], ...],
+        order: tuple[str, ...],
+        keep: tuple[str, ...],
+        S: Semiring,
+        vtype: str,
+    ) -> None:
+        self.relations = relations
+        self.order = order
+        self.keep = keep
+        self.S = S
+        self.value_type = arrow_type(vtype)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        import os, sys, time
+        t0 = time.perf_counter()
+        got = [b for b in batches if b.num_rows]
+        if not got:
+            return
+        rows = pa.Table.from_batches(got)
+        ops = local_ops(self.S)
+        cells = rows.column(CELL).to_numpy()
+        rels = rows.column(REL).to_numpy()
+        for c in np.unique(cells):
+            here = cells == c
+            try:
+                tables = [
+                    self._table(rows, np.flatnonzero(here & (rels == i)), vars_)
+                    for i, vars_ in enumerate(self.relations)
+                ]
+                if any(t.rows == 0 for t in tables):
+                    continue
+                t1 = time.perf_counter()
+                out = generic_join(tables, self.order, self.keep, ops)
+                if os.environ.get("FAQ_DEBUG"):
+                    print(f"cell {c}: rows {rows.num_rows} read {t1 - t0:.2f}s join {time.perf_counter() - t1:.2f}s", file=sys.stderr, flush=True)
+            except Exception as exc:
+                raise marked(exc) from exc
+            if out.rows:
+                yield table_batch(out, ops, self.value_type)
+
+    def _table(self, rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...]) -> Table:
+        part = rows.select([*vars_, VALUE]).take(idx)
+        return arrow_to_table(
+            part, vars_, self.S, "cell", check=False, unique=False, consolidate=False
+        )
+
+
+# -- routing: one cell per Spark partition -----------------------------------------------
+_M = 0xFFFFFFFF
+
+
+def murmur3_int(x: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of a 32-bit integer (Murmur3 x86 32-bit, ``hashInt``), which its
+    hash partitioning reads (``pmod(hash(key), partitions)``)."""
+
+    def rotl(v: int, r: int) -> int:
+        return ((v << r) | (v >> (32 - r))) & _M
+
+    k1 = rotl((x & _M) * 0xCC9E2D51 & _M, 15) * 0x1B873593 & _M
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & _M
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _M
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _M
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+@lru_cache(maxsize=64)
+def routing_keys(cells: int) -> tuple[int, ...]:
+    """For each cell ``c`` an integer that ``repartition(cells, key)`` sends to partition
+    ``c``: the smallest non-negative one whose Spark hash is ``c`` modulo ``cells``."""
+    found: dict[int, int] = {}
+    k = 0
+    while len(found) < cells:
+        found.setdefault(murmur3_int(k) % cells, k)
+        k += 1
+    return tuple(found[c] for c in range(cells))
