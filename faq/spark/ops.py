@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 
-
 def small(df: DataFrame, rows: float) -> DataFrame:
     """``df`` with a broadcast hint when ``rows`` (an estimate) is at most the
     ``broadcast_rows`` setting."""

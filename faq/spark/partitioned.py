@@ -188,8 +188,6 @@ class _Cell:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        import os, sys, time
-        t0 = time.perf_counter()
         got = [b for b in batches if b.num_rows]
         if not got:
             return
@@ -206,10 +204,7 @@ class _Cell:
                 ]
                 if any(t.rows == 0 for t in tables):
                     continue
-                t1 = time.perf_counter()
                 out = generic_join(tables, self.order, self.keep, ops)
-                if os.environ.get("FAQ_DEBUG"):
-                    print(f"cell {c}: rows {rows.num_rows} read {t1 - t0:.2f}s join {time.perf_counter() - t1:.2f}s", file=sys.stderr, flush=True)
             except Exception as exc:
                 raise marked(exc) from exc
             if out.rows:
