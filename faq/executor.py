@@ -70,6 +70,7 @@ class Data:
     table: Table | None = None
     df: DataFrame | None = None
     distinct: dict[str, float] = field(default_factory=dict)
+    lazy: bool = False  # ``df`` not computed yet: ``rows`` and ``distinct`` are estimates
 
     def info(self) -> InputInfo:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct)
@@ -153,15 +154,19 @@ class Executor:
                 out, proposed = self._local_step(step, inputs, choice, S)
                 largest = None
             seconds = time.perf_counter() - t0
-            traces.append(StepTrace(choice, int(out.rows), seconds, proposed, largest))
+            traces.append(
+                StepTrace(choice, int(out.rows), seconds, proposed, largest, estimated=out.lazy)
+            )
             log.info(
                 "step %d/%d: %s: %s join on %s -> %s rows in %.2f s",
                 k,
                 n,
                 _describe(step, self.names),
                 choice.method,
-                choice.backend if choice.backend != "tasks" else f"{choice.tasks} tasks",
-                f"{int(out.rows):,}",
+                _where(choice),
+                f"~{int(out.rows):,} (estimated; computed with a later step)"
+                if out.lazy
+                else f"{int(out.rows):,}",
                 seconds,
             )
             frames[id(step.output)] = out
@@ -246,38 +251,34 @@ class Executor:
     ) -> tuple[Data, int | None]:
         frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
         keep = step.output.vars
-        if choice.shares is not None:
-            df = partitioned.run_partitioned(
-                [(f.vars, f.df) for f in frames],
-                choice.shares,
-                choice.order,
-                keep,
-                S,
-                combine=bool(keep),  # a scalar's partial sums are ⊕-combined in the driver
-            )
-            if last or self.trace:
+        settle = last or self.trace
+        if choice.shares is not None or len(frames) == 1:
+            if len(frames) == 1:  # nothing to join: ⊕-aggregate in Spark
+                df = spark_ops.aggregate(frames[0], keep, S)
+            else:
+                df = partitioned.run_partitioned(
+                    [(f.vars, f.df) for f in frames],
+                    choice.shares,
+                    choice.order,
+                    keep,
+                    S,
+                    # a scalar collected now has its cells' partial sums ⊕-combined in the driver
+                    combine=bool(keep) or not settle,
+                )
+            if settle:
                 return self._settle(keep, df, S), None
             # a lazy output: the next step reads it where it is (its size, estimated)
-            return Data(keep, step.output.rows, df=df, distinct=dict(step.output.distinct)), None
-        cached: list[DataFrame] = []
-        largest = None
-        if len(frames) == 1:
-            joined = frames[0]
-        else:
-            ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
-            joined = spark_ops.binary_join(ordered, self.S)
-            if self.trace:
-                largest = spark_ops.trace_binary(ordered, self.S)
-        out, rows, distinct = spark_ops.materialize(
-            spark_ops.aggregate(joined, step.output.vars, S)
-        )
-        for df in cached:  # the materialised output no longer depends on them
-            df.unpersist()
-        dist = {v: float(x) for v, x in zip(step.output.vars, distinct, strict=True)}
-        return Data(step.output.vars, rows, df=out, distinct=dist), largest
+            est = dict(step.output.distinct)
+            return Data(keep, step.output.rows, df=df, distinct=est, lazy=True), None
+        ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
+        joined = spark_ops.binary_join(ordered, self.S)
+        largest = spark_ops.trace_binary(ordered, self.S) if self.trace else None
+        out, rows, distinct = spark_ops.materialize(spark_ops.aggregate(joined, keep, S))
+        dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
+        return Data(keep, rows, df=out, distinct=dist), largest
 
     def _settle(self, keep: tuple[str, ...], df: DataFrame, S: Semiring) -> Data:
-        """A partitioned step's output computed now: a scalar collected into the driver
+        """A lazy step's output computed now: a scalar collected into the driver
         (one job), anything else materialised on the executors with its counts.  A
         failure inside a cell is raised as the cell's own error."""
         try:
@@ -327,6 +328,14 @@ def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
         if a.atom != b.atom and set(a.vars) & set(b.vars) and frozenset((a.atom, b.atom)) in pairs
     ]
     return min(sizes) if sizes else None
+
+
+def _where(c: Choice) -> str:
+    if c.backend == "tasks":
+        return f"{c.tasks} tasks"
+    if c.shares is not None:
+        return f"{c.shares.cells} Spark cells"
+    return c.backend
 
 
 def _describe(step: Step, names: dict[str, str] | None = None) -> str:

@@ -63,7 +63,13 @@ def python_values(semiring: Semiring, values: np.ndarray) -> np.ndarray:
     holds tuples (what a Spark UDF receives), so each dict becomes the tuple of
     its fields.  Values of any other type are returned as they are.
     """
-    if (ops(semiring).type or "").startswith("struct<"):
+    return typed_python_values(values, ops(semiring).type)
+
+
+def typed_python_values(values: np.ndarray, spark_type: str | None) -> np.ndarray:
+    """:func:`python_values` given the semiring's Spark type (no Spark session needed: what
+    a task calls)."""
+    if (spark_type or "").startswith("struct<"):
         for i, x in enumerate(values):
             if isinstance(x, dict):
                 values[i] = tuple(x.values())

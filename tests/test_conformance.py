@@ -5,8 +5,10 @@ random rules (2-5 variables, 1-4 atoms of arity 1-3, cyclic and acyclic,
 repeated relations, free variables) with random relations, and each is
 solved through one backend — the local kernel in the driver (one thread, or
 split over threads), the local kernel inside Spark tasks, Spark DataFrame
-joins — with a join method drawn from auto, wcoj and binary, for every
-built-in semiring and a user-defined one.  Spark runs cost seconds each, so
+joins, and partitioned (relations held in Spark with the ``local_rows``
+threshold at 0 rows: every join step is one HyperCube shuffle and the kernel
+in every cell) — with a join method drawn from auto, wcoj and binary, for
+every built-in semiring and a user-defined one.  Spark runs cost seconds each, so
 those backends draw fewer examples; ``HYPOTHESIS_PROFILE=long`` draws more.
 """
 
@@ -27,7 +29,7 @@ from tests.helpers import assert_same, factors_from
 
 BOTTLENECK = Semiring(name="bottleneck", zero=-math.inf, one=math.inf, add=max, mul=min)
 ALL = [*semirings.BUILTINS, BOTTLENECK]
-EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2}
+EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2, "partitioned": 3}
 
 
 @pytest.mark.parametrize("backend", list(EXAMPLES))
@@ -35,7 +37,8 @@ EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2}
 def test_random_plans_match_reference(spark, monkeypatch, S, backend):
     # "threads": every local step splits over the driver's threads
     thread_work = 0 if backend == "threads" else faq.settings().thread_work
-    forced = "driver" if backend == "threads" else backend
+    forced = {"threads": "driver", "partitioned": "auto"}.get(backend, backend)
+    local_rows = 0 if backend == "partitioned" else faq.settings().local_rows
     scale = settings().max_examples / 10  # the "long" profile draws 20 times more
 
     @settings(max_examples=max(1, round(EXAMPLES[backend] * scale)))
@@ -50,10 +53,18 @@ def test_random_plans_match_reference(spark, monkeypatch, S, backend):
         rels = random_relations(rule, S, data_seed, domain=4, density=0.6)
         want = reference_solve(rule, S, rels)
         q = query(str(rule), semiring=S)
-        with faq.settings(thread_work=thread_work):
-            run = q.run(order=order, join=join, backend=forced, **factors_from(rels, S))
+        given = factors_from(rels, S)
+        if backend == "partitioned":  # held in Spark: the path past the driver
+            given = {name: f.df for name, f in given.items()}
+        with faq.settings(thread_work=thread_work, local_rows=local_rows):
+            run = q.run(order=order, join=join, backend=forced, **given)
         assert_same(run.result.to_dict(), want, S, f"{rule} backend={backend} join={join}")
-        for t in run.trace.steps:
+        for t, step in zip(run.trace.steps, run.plan.steps, strict=True):
+            if backend == "partitioned":
+                assert t.choice.backend == "spark"
+                joins = len(step.factors) > 1 and join != "binary"
+                assert (t.choice.shares is not None) == joins, (t.choice, join)
+                continue
             assert t.choice.backend == forced
             if backend == "threads" and t.choice.method == "wcoj":
                 assert t.choice.tasks > 1

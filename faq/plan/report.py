@@ -21,6 +21,7 @@ class StepTrace:
     seconds: float
     proposed: int | None = None  # candidates the local kernel proposed
     largest: int | None = None  # largest intermediate (Spark, with ``trace``)
+    estimated: bool = False  # a lazy output (computed with a later step): ``rows`` estimated
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,13 @@ def render(
                 extra += f"; {t.proposed:,} candidates proposed"
             if t.largest is not None:
                 extra += f"; largest intermediate {t.largest:,} rows"
-            lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
+            if t.estimated:
+                lines.append(
+                    f"  actual   output kept in Spark, computed with the next step "
+                    f"(estimate {t.rows:,} rows); planned in {t.seconds:.2f} s"
+                )
+            else:
+                lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
     if trace is None:
         lines.append("(estimates: q.explain(q.run(...)) reports a run with its actual sizes)")
     else:

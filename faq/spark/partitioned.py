@@ -43,11 +43,11 @@ from faq.kernel.join import generic_join
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
-from faq.spark.convert import arrow_to_table
 from faq.spark.tasks import arrow_type, marked, table_batch
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import local_ops
+from semirings.local import LocalOps, local_ops
+from semirings.spark import typed_python_values
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -183,6 +183,7 @@ class _Cell:
         self.order = order
         self.keep = keep
         self.S = S
+        self.vtype = vtype
         self.value_type = arrow_type(vtype)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -199,7 +200,7 @@ class _Cell:
             here = cells == c
             try:
                 tables = [
-                    self._table(rows, np.flatnonzero(here & (rels == i)), vars_)
+                    self._table(rows, np.flatnonzero(here & (rels == i)), vars_, ops)
                     for i, vars_ in enumerate(self.relations)
                 ]
                 if any(t.rows == 0 for t in tables):
@@ -210,11 +211,22 @@ class _Cell:
             if out.rows:
                 yield table_batch(out, ops, self.value_type)
 
-    def _table(self, rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...]) -> Table:
+    def _table(
+        self, rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...], ops: LocalOps
+    ) -> Table:
+        """The rows ``idx`` of one relation as a kernel table (keys may repeat: the kernel's
+        index ⊕-combines them).  Nothing here needs a Spark session: it runs in a task."""
         part = rows.select([*vars_, VALUE]).take(idx)
-        return arrow_to_table(
-            part, vars_, self.S, "cell", check=False, unique=False, consolidate=False
-        )
+        cols = []
+        for v in vars_:
+            a = part.column(v).to_numpy(zero_copy_only=False)
+            cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+        raw = part.column(VALUE).to_numpy(zero_copy_only=False)
+        if ops.dtype is object:
+            values = typed_python_values(raw.astype(object), self.vtype)
+        else:
+            values = raw.astype(ops.dtype)
+        return Table(vars_, tuple(cols), values, unique=False)
 
 
 # -- routing: one cell per Spark partition -----------------------------------------------

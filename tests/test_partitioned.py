@@ -1,0 +1,178 @@
+"""The path past the driver: HyperCube shares, one shuffle, the kernel in every cell.
+
+Every test here forces it with ``faq.settings(local_rows=0)`` on relations held in
+Spark, as a user with more data than the driver holds meets it.  The property tests
+of every semiring against ``reference_solve`` on this path are in
+tests/test_conformance.py (backend ``partitioned``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import faq
+import semirings
+from faq import Factor, query
+from faq.plan.shares import choose_shares
+from faq.spark.partitioned import murmur3_int, routing_keys
+from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
+from semirings import Semiring
+
+TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
+
+
+def _edges_df(spark, edges: np.ndarray):
+    import pandas as pd
+
+    return spark.createDataFrame(pd.DataFrame({"src": edges[:, 0], "dst": edges[:, 1]}))
+
+
+def _jobs(spark, fn):
+    sc = spark.sparkContext
+    sc.setJobGroup("partitioned-test", "partitioned-test")
+    try:
+        out = fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return out, len(sc.statusTracker().getJobIdsForGroup("partitioned-test"))
+
+
+# -- shares ------------------------------------------------------------------------------
+def test_shares_cut_a_triangle_in_three_and_a_chain_on_its_join_variable():
+    tri = [(("a", "b"), 1e6), (("b", "c"), 1e6), (("a", "c"), 1e6)]
+    s = choose_shares(tri, (), tasks=8, cell_rows=1e9)
+    assert dict(s.shares) == {"a": 2, "b": 2, "c": 2} and s.cells == 8
+    assert s.load == pytest.approx(3e6 / 4) and s.rows == pytest.approx(6e6)
+    assert s.combine  # every variable is eliminated and cut
+    chain = [(("i", "j"), 1e6), (("j", "k"), 2e6)]
+    s = choose_shares(chain, ("i", "k"), tasks=4, cell_rows=1e9)
+    assert dict(s.shares) == {"i": 1, "j": 4, "k": 1} and s.combine
+    s = choose_shares(chain, ("i", "j", "k"), tasks=4, cell_rows=1e9)
+    assert not s.combine  # the cut variable is kept: each key comes from one cell
+    assert "j=4: 4 cells" in s.describe()
+
+
+def test_shares_double_the_cells_until_a_cell_fits_the_budget():
+    tri = [(("a", "b"), 1e7), (("b", "c"), 1e7), (("a", "c"), 1e7)]
+    small = choose_shares(tri, (), tasks=2, cell_rows=1e9)
+    assert small.cells == 2
+    fit = choose_shares(tri, (), tasks=2, cell_rows=4e6)
+    assert fit.load <= 4e6 and fit.cells > 2
+    assert math.prod(s for _, s in fit.shares) == fit.cells
+
+
+def test_routing_keys_send_each_cell_to_its_own_partition(spark):
+    """murmur3_int is Spark's hash() of an int, so repartition(P, key) puts cell c in
+    partition c (balance only: a task splits its rows by cell in any case)."""
+    from pyspark.sql import functions as F
+
+    ks = list(range(-50, 50)) + [2**31 - 1, -(2**31)]
+    df = spark.createDataFrame([(k,) for k in ks], "k int")
+    got = {r[0]: r[1] for r in df.select("k", F.hash("k")).collect()}
+    assert got == {k: murmur3_int(k) for k in ks}
+    for P in (1, 3, 8):
+        keys = routing_keys(P)
+        rows = spark.createDataFrame([(k, c) for c, k in enumerate(keys)], "k int, c int")
+        placed = rows.repartition(P, "k").select("c", F.spark_partition_id().alias("p"))
+        assert all(r.c == r.p for r in placed.collect())
+
+
+# -- queries on the path ------------------------------------------------------------------
+def test_triangles_and_4_cliques_in_a_few_jobs(spark):
+    e = power_law_graph(400, 3_000, seed=2)
+    df = _edges_df(spark, e)
+    tri = query(TRIANGLE, semiring="counting")
+    clique = query(NAMED_RULES["4-clique"], semiring="counting")
+    with faq.settings(local_rows=0):
+        run, jobs = _jobs(spark, lambda: tri.run(E=df))
+        assert run.result.scalar() == triangle_count_numpy(e)
+        (step,) = run.trace.steps
+        assert step.choice.backend == "spark" and step.choice.shares is not None
+        # one job checks and counts the edges, one the shuffle and cells (AQE may split
+        # each in two); no job per variable, no pairwise-size job
+        assert jobs <= 5, jobs
+        text = tri.explain(run)
+        assert "cells partitioned over Spark" in text and "cells    shares " in text
+        assert "a=" in text or "b=" in text or "c=" in text  # the user's variable names
+        four = clique.solve(E=df).scalar()
+    assert four == clique.solve(E=df).scalar()  # the driver path agrees
+
+
+def test_a_chain_keeps_its_intermediates_in_spark(spark):
+    """Every step of a chain is partitioned on its join variable; intermediate outputs
+    stay lazy DataFrames (estimated in the trace) and the last is computed once."""
+    rng = np.random.default_rng(3)
+    mats = [rng.random((6, 5)), rng.random((5, 7)), rng.random((7, 4)), rng.random((4, 6))]
+    mats = [np.where(m > 0.4, m, 0.0) for m in mats]
+    fs = [
+        Factor.from_numpy(m, vars=(f"x{i}", f"x{i + 1}"), semiring="real")
+        for i, m in enumerate(mats)
+    ]
+    dfs = {f"M{i}": f.df for i, f in enumerate(fs)}
+    q = query("Q(x0, x4) :- M0(x0, x1), M1(x1, x2), M2(x2, x3), M3(x3, x4)", semiring="real")
+    with faq.settings(local_rows=0):
+        run = q.run(**dfs)
+    want = mats[0] @ mats[1] @ mats[2] @ mats[3]
+    assert np.allclose(run.result.to_numpy(shape=want.shape), want)
+    *middle, last = run.trace.steps
+    assert middle and all(t.estimated for t in middle) and not last.estimated
+    assert all(t.choice.shares is not None for t in run.trace.steps)
+    assert "computed with the next step" in q.explain(run)
+    assert not run.result.is_local  # the answer stays in Spark too
+
+
+def test_string_keys_user_semiring_and_aggregates_on_the_path(spark):
+    rows = [("a", "b", 2.0), ("b", "c", 3.0), ("a", "c", 5.0), ("c", "d", 1.0), ("b", "d", 4.0)]
+    df = spark.createDataFrame(rows, "x string, y string, value double")
+    widest = Semiring(name="widest-test", zero=0.0, one=math.inf, add=max, mul=min)
+    for S in ("min-plus", "max-product", widest):
+        q = query("Q(a) :- E(a, b), E(b, c), E(a, c)", semiring=S)
+        with faq.settings(local_rows=0):
+            far = q.solve(E=df).to_dict()
+        assert far == q.solve(E=df).to_dict() and far
+    q = query("Q(a) :- E(a, b), E(b, c)", semiring="real", aggregates={"b": "max"})
+    with faq.settings(local_rows=0):
+        far = q.solve(E=df).to_dict()
+    assert far == pytest.approx(q.solve(E=df).to_dict())
+
+
+def test_witnesses_and_provenance_on_the_path(spark):
+    rows = [(0, 1, 0.5), (1, 2, 0.25), (0, 2, 0.125), (2, 3, 0.5), (1, 3, 1.0)]
+    df = spark.createDataFrame(rows, "a bigint, b bigint, value double")
+    q = query("Q(a) :- E(a, b), E(b, c)", semiring="max-product")
+    with faq.settings(local_rows=0):
+        far = q.solve(E=df, witness=True)
+    near = q.solve(E=df, witness=True)
+    assert far.to_dict() == near.to_dict() and far.witnesses() == near.witnesses()
+    tagged = [(0, 1, "e0_1"), (1, 2, "e1_2"), (0, 2, "e0_2"), (2, 3, "e2_3"), (1, 3, "e1_3")]
+    E = Factor.tagged(spark.createDataFrame(tagged, "a bigint, b bigint, tag string"), name="E")
+    p = query("Q(a) :- E(a, b), E(b, c), E(a, c)", "provenance")
+    with faq.settings(local_rows=0):
+        got = p.solve(E=E).to_dict()
+    assert got == {(0,): "e0_1*e0_2*e1_2", (1,): "e1_2*e1_3*e2_3"}
+
+
+def test_overflow_in_a_cell_is_an_overflow_error(spark):
+    big = 2**62
+    df = spark.createDataFrame([(1, 2, big), (2, 3, 4), (1, 3, 1)], "a long, b long, value long")
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    with faq.settings(local_rows=0), pytest.raises(OverflowError, match="overflow"):
+        q.solve(E=df)
+
+
+def test_a_user_semiring_failing_in_a_cell_names_its_error(spark):
+    def bad_mul(x: float, y: float) -> float:
+        raise ZeroDivisionError("this semiring cannot multiply")
+
+    S = Semiring(name="fails-in-cells", zero=0.0, one=1.0, add=max, mul=bad_mul)
+    df = spark.createDataFrame(
+        [(1, 2, 0.5), (2, 3, 0.5), (1, 3, 0.5)], "a long, b long, value double"
+    )
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring=S)
+    with faq.settings(local_rows=0), pytest.raises(Exception, match="cannot multiply") as info:
+        q.solve(E=df)
+    assert "Py4J" not in type(info.value).__name__ and "Traceback" not in str(info.value)
+    assert semirings.get("real")  # the registry is untouched
