@@ -3,8 +3,9 @@ reference answer, a checksum to compare answers by, and the Spark peers (a left-
 join + groupBy, and MLlib's ``BlockMatrix.multiply``).
 
 A chain is ``M1 · M2 · … · Mk`` with ``Mt`` of shape ``dims[t] × dims[t + 1]``.  Each
-matrix has about ``nnz × min(rows, cols)`` non-zeros at uniformly random positions: ``nnz``
-per row of a wide matrix (fewer rows than columns), ``nnz`` per column of a tall one, so a
+matrix has ``nnz × min(rows, cols)`` non-zeros (rounded down) at distinct, uniformly random
+positions: ``nnz`` per row of a wide matrix (fewer rows than columns), ``nnz`` per column
+of a tall one (on average), so a
 path through a narrow dimension fans out again and the answer stays about as sparse as
 the inputs.  Values: uniform in ``[0.1, 1)`` for ``real`` (positive, so no sum cancels to
 zero), whole numbers 1 … 100 for ``min-plus``.  Each matrix is a table ``(row, col,
@@ -94,7 +95,7 @@ def random_chain(dims: Sequence[int], nnz: float, semiring: str, seed: int = 0) 
     out = []
     for a, b in zip(dims[:-1], dims[1:], strict=True):
         want = max(int(nnz * min(a, b)), 1)
-        keys = np.unique(pos.integers(0, a * b, size=min(want, a * b)))
+        keys = np.sort(pos.choice(a * b, size=min(want, a * b), replace=False))
         r, c = keys // b, keys % b
         if semiring == "real":
             v = val.uniform(0.1, 1.0, size=len(keys))
