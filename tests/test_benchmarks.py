@@ -339,3 +339,152 @@ def test_recursion_weighted_graph_directions_and_source():
     assert two_way.m == 6 and two_way.source == 3
     with pytest.raises(ValueError, match="no edges besides self-loops"):
         weighted_graph("loops", np.array([[5, 5]]), seed=0, both=True)
+
+
+# -- beyond the driver: graphs, chains and a network on Parquet ------------------------------
+TINY_BIF = """// a comment
+network tiny {
+}
+variable Rain {
+  type discrete [ 2 ] { yes, no };
+}
+variable Wet {
+  type discrete [ 3 ] { dry, damp, soaked };
+}
+probability ( Rain ) {
+  table 0.2, 0.8;
+}
+probability ( Wet | Rain ) {
+  (yes) 0.1, 0.3, 0.6;
+  (no) 0.7, 0.3, 0.0;
+}
+"""
+
+
+def test_beyond_driver_chain_products_match_dense():
+    """The numpy product of the chain helper against dense real and min-plus products,
+    and the checksum that compares answers."""
+    from benchmarks import _chains
+
+    dims = _chains.chain_dims(60, (1, 6, 1, 6))
+    assert dims == (60, 10, 60, 10) and _chains.einsum_spec(3) == "ij,jk,kl->il"
+    assert _chains.dense_bytes(dims) == 60 * 60 * 8
+    for semiring in _chains.SEMIRINGS:
+        mats = _chains.random_chain(dims, 3, semiring, seed=4)
+        assert [m.nnz for m in mats] == [30, 30, 30]  # 3 per row of the narrow side
+        dense = []
+        for m in mats:
+            d = np.full((m.rows, m.cols), 0.0 if semiring == "real" else np.inf)
+            d[m.r, m.c] = m.v
+            dense.append(d)
+        want = dense[0]
+        for d in dense[1:]:
+            want = want @ d if semiring == "real" else (want[:, :, None] + d[None]).min(axis=1)
+        stored = want[want != 0] if semiring == "real" else want[np.isfinite(want)]
+        got = _chains.reference(mats, semiring)
+        assert _chains.checksum(stored).differs(got) is None, semiring
+        assert got.entries > 0
+    ref = _chains.Checksum(3, 1.5, 0.25)
+    assert ref.differs(_chains.Checksum(3, 1.5 + 1e-13, 0.25)) is None
+    assert "2 entries" in ref.differs(_chains.Checksum(2, 1.5, 0.25))
+    assert "sum to" in ref.differs(_chains.Checksum(3, 1.6, 0.25))
+    assert "smallest" in ref.differs(_chains.Checksum(3, 1.5, 0.5))
+    with pytest.raises(ValueError, match="semiring"):
+        _chains.random_chain(dims, 2, "counting")
+
+
+def test_beyond_driver_reads_a_bif_network(tmp_path):
+    import gzip
+
+    from benchmarks import _bn
+
+    path = tmp_path / "tiny.bif.gz"
+    path.write_bytes(gzip.compress(TINY_BIF.encode()))
+    net = _bn.read_bif(path)
+    assert net.name == "tiny" and net.states["Wet"] == ("dry", "damp", "soaked")
+    np.testing.assert_allclose(_bn.marginal_numpy(net, "Wet"), [0.58, 0.3, 0.12])
+    rule, names = _bn.rule(net, "Wet")
+    assert rule == "Q(x1) :- P0(x0), P1(x0, x1)" and names == ["P0", "P1"]
+    wet = _bn.tables(net)[1]  # the zero probability is left out
+    assert wet["c0"].tolist() == [0, 0, 0, 1, 1] and wet["value"].sum() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="not a variable"):
+        _bn.rule(net, "Sun")
+    (tmp_path / "bad.bif").write_text(TINY_BIF.replace("( Wet | Rain )", "( Wet | Sun )"))
+    with pytest.raises(ValueError, match="unknown variable 'Sun'"):
+        _bn.read_bif(tmp_path / "bad.bif")
+
+
+def test_peak_rss_sees_an_allocation():
+    from benchmarks._cells import PeakRss, rss_bytes
+
+    if rss_bytes() is None:
+        pytest.skip("no /proc/self/status")
+    with PeakRss() as mem:
+        block = np.ones(80_000_000 // 8)  # 80 MB, written
+        del block
+    assert mem.peak_mb is not None and mem.peak_mb > 60
+
+
+def run_beyond_driver(tmp_path: Path, *args: str) -> tuple[int, dict[tuple[str, ...], dict]]:
+    from benchmarks import beyond_driver
+
+    status = beyond_driver.main(["--quick", "--power-edges", "--out", str(tmp_path), *args])
+    with (tmp_path / "beyond_driver.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    header = list(rows[0])
+    assert header[: len(_common.COLUMNS)] == list(_common.COLUMNS)
+    assert {"query", "family", "expected", "correct", "peak_driver_mb"} <= set(header)
+    return status, {(r["workload"], r["query"], r["contender"]): r for r in rows}
+
+
+def test_beyond_driver_quick_run(spark, tmp_path, capsys):
+    """Triangles and 4-cliques on karate and a small real chain: every contender's answer
+    agrees with the reference; each cell has its jobs and driver memory; summary lines."""
+    argv = ("--chain", "--chain-n", "300", "--semirings", "real", "--contenders")
+    status, by = run_beyond_driver(tmp_path, *argv, "engine,sql,graphframes", str(KARATE))
+    out = capsys.readouterr().out
+    assert status == 0 and "All answers agree" in out
+    engine, sql = "engine (local_rows=0)", "Spark SQL"
+    for query, want, names in (
+        ("triangle", 45, (engine, sql, "GraphFrames algorithm")),
+        ("4clique", 11, (engine, sql)),
+    ):
+        for name in names:
+            r = by[("karate", query, name)]
+            assert (r["status"], r["count"], r["correct"]) == ("ok", str(want), "True"), r
+            assert int(r["spark_jobs"]) >= 1 and r["peak_driver_mb"] != ""
+            assert r["ratio"] != "" and r["baseline"] == engine
+    assert by[("karate", "4clique", "GraphFrames algorithm")]["status"] == "skipped"
+    chain = [by[("chain n=300", "real", n)] for n in (engine, sql)]
+    assert all(r["correct"] == "True" for r in chain)
+    assert chain[0]["count"] == chain[1]["count"] == chain[0]["expected"] != "0"
+    assert len(by) == 8 and out.count("engine vs best Spark peer: ") == 3
+
+
+def test_beyond_driver_mllib_chain(spark):
+    """MLlib's BlockMatrix chain (dense blocks) against the reference checksum."""
+    from benchmarks import _chains
+
+    dims = (30, 5, 30, 5)
+    mats = _chains.random_chain(dims, 3, "real", seed=2)
+    frames = [
+        spark.createDataFrame(
+            [(int(r), int(c), float(v)) for r, c, v in zip(m.r, m.c, m.v, strict=True)],
+            "row bigint, col bigint, value double",
+        )
+        for m in mats
+    ]
+    got = _chains.mllib_chain(frames, dims, block=8)
+    ref = _chains.reference(mats, "real")
+    assert ref.entries > 0 and ref.differs(got) is None
+
+
+def test_beyond_driver_flags_a_wrong_count(spark, tmp_path, monkeypatch, capsys):
+    from benchmarks import beyond_driver
+
+    monkeypatch.setattr(beyond_driver, "reference_count", lambda edges, query: 44)
+    argv = ("--query", "triangle", "--contenders", "engine", str(KARATE))
+    status, by = run_beyond_driver(tmp_path, *argv)
+    assert status == 1 and "MISMATCH" in capsys.readouterr().out
+    r = by[("karate", "triangle", "engine (local_rows=0)")]
+    assert (r["count"], r["expected"], r["correct"]) == ("45", "44", "False")
