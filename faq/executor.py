@@ -334,7 +334,7 @@ def _where(c: Choice) -> str:
     if c.backend == "tasks":
         return f"{c.tasks} tasks"
     if c.shares is not None:
-        return f"{c.shares.cells} Spark cells"
+        return f"spark ({c.shares.cells} cells)"
     return c.backend
 
 
