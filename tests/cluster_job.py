@@ -9,16 +9,20 @@ its traceback and a non-zero status.  Answers are checked against numpy and
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
+import faq
 import semirings
 from faq import Factor, query, reference_solve
 from faq.io import load_edge_array, read_edge_list
 from faq.session import local_session
+from faq.testing import NAMED_RULES
 from incremental import IncrementalView
 
 KARATE = Path(__file__).parent / "data" / "karate.txt"
@@ -37,11 +41,40 @@ def ok(name: str) -> None:
     print(f"ok {name}", flush=True)
 
 
-def triangles(spark) -> None:
+def karate_adjacency() -> np.ndarray:
+    """The symmetric 0/1 adjacency matrix of karate (no self-loops)."""
     e = load_edge_array(KARATE)
     n = int(e.max()) + 1
     adj = np.zeros((n, n), dtype=np.int64)
     adj[e[:, 0], e[:, 1]] = adj[e[:, 1], e[:, 0]] = 1
+    np.fill_diagonal(adj, 0)
+    return adj
+
+
+def executors(spark, want: int, timeout: float = 120.0) -> None:
+    """Wait until ``want`` executors (the driver's own entry not counted) are registered,
+    one per worker, so that the checks after this run across all of them."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while (n := len(tracker.getExecutorInfos()) - 1) < want:
+        assert time.monotonic() < deadline, f"{n} of {want} executors within {timeout:.0f} s"
+        time.sleep(0.25)
+    assert n == want, (n, want)
+    ok(f"{n} executors registered")
+
+
+def spark_steps(run) -> None:
+    """Every step that joins two or more factors ran partitioned over the cluster: on
+    Spark, with HyperCube shares (and there is at least one such step)."""
+    steps = zip(run.plan.steps, run.trace.steps, strict=True)
+    joining = [t for s, t in steps if len(s.factors) > 1]
+    assert joining, run.explain()
+    for t in joining:
+        assert t.choice.backend == "spark" and t.choice.shares is not None, run.explain()
+
+
+def triangles(spark) -> None:
+    adj = karate_adjacency()
     want = int(np.trace(adj @ adj @ adj)) // 6
     edges = read_edge_list(KARATE, spark)
     tri = query(TRIANGLE, semiring="counting")
@@ -113,12 +146,47 @@ def incremental(spark, folder: Path) -> None:
     ok(f"incremental view reopened at tick {reopened.tick}: {count(state)}")
 
 
+def partitioned(spark) -> None:
+    """The path past the driver (``local_rows=0``): every joining step is one HyperCube
+    shuffle and the compiled kernel in every cell, the cells spread over the executors."""
+    adj = karate_adjacency()
+    edges = read_edge_list(KARATE, spark)
+    want_tri = int(np.trace(adj @ adj @ adj)) // 6
+    quads = np.array(list(itertools.combinations(range(len(adj)), 4)))
+    want_four = int(
+        np.all(
+            [adj[quads[:, i], quads[:, j]] for i, j in itertools.combinations(range(4), 2)], 0
+        ).sum()
+    )
+    rng = np.random.default_rng(5)
+    mats = [np.where(m > 0.3, m, 0.0) for m in (rng.random(s) for s in ((7, 5), (5, 6), (6, 4)))]
+    frames = {
+        n: Factor.from_numpy(m, vars=v, semiring="real").df
+        for n, m, v in zip("ABC", mats, (("i", "j"), ("j", "k"), ("k", "l")), strict=True)
+    }
+    with faq.settings(local_rows=0):
+        tri = query(TRIANGLE, semiring="counting").run(E=edges)
+        four = query(NAMED_RULES["4-clique"], semiring="counting").run(E=edges)
+        chain = query(CHAIN, semiring="real").run(**frames)
+    for name, run, want in (("triangles", tri, want_tri), ("4-cliques", four, want_four)):
+        spark_steps(run)
+        got = run.result.scalar()
+        assert got == want, (name, got, want)
+        ok(f"partitioned {name}: {got}")
+    spark_steps(chain)
+    want = mats[0] @ mats[1] @ mats[2]
+    got = chain.result.to_numpy(shape=want.shape)
+    assert np.allclose(got, want), (got, want)
+    ok("partitioned chain")
+
+
 def main(master: str, state_dir: str) -> None:
     spark = local_session(
         master,
         **{
             "spark.driver.memory": "1g",
-            "spark.executor.memory": "1g",
+            "spark.executor.memory": "768m",
+            "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.adaptive.enabled": "false",
@@ -126,9 +194,11 @@ def main(master: str, state_dir: str) -> None:
     )
     try:
         assert spark.sparkContext.master == master, spark.sparkContext.master
+        executors(spark, 2)
         triangles(spark)
         user_semiring(spark)
         incremental(spark, Path(state_dir))
+        partitioned(spark)
     finally:
         spark.stop()
 

@@ -224,24 +224,33 @@ class ConnectServer:
 
 
 class StandaloneCluster:
-    """A Spark standalone master and one worker (``spark-class``), each in its own JVM.
+    """A Spark standalone master and ``workers`` workers (``spark-class``), each in its own JVM.
 
     Parameters
     ----------
     workdir : Path
-        Logs and the worker's work directory.
+        Logs and the workers' work directories.
     cores, memory : int, str
-        What the worker offers to executors.
+        What each worker offers to executors.
+    workers : int
+        How many workers to start (each its own JVM, log and work directory).
     timeout : float
-        Seconds to wait until the worker is registered with the master.
+        Seconds to wait until every worker is registered with the master (ALIVE).
     """
 
     MASTER = "org.apache.spark.deploy.master.Master"
     WORKER = "org.apache.spark.deploy.worker.Worker"
 
     def __init__(
-        self, workdir: Path, cores: int = 2, memory: str = "2g", timeout: float = 180.0
+        self,
+        workdir: Path,
+        cores: int = 2,
+        memory: str = "2g",
+        workers: int = 1,
+        timeout: float = 180.0,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         self.workdir = workdir
         self.port, self.ui_port = free_port(), free_port()
         env = spark_env(
@@ -252,24 +261,31 @@ class StandaloneCluster:
         )
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
         self.master_log = workdir / "master.log"
-        self.worker_log = workdir / "worker.log"
+        self.worker_logs = [workdir / f"worker-{i}.log" for i in range(workers)]
         self.master = launch(
             [spark_class, self.MASTER, "--host", "127.0.0.1", "--port", str(self.port),
              "--webui-port", str(self.ui_port)],
             self.master_log, env=env, cwd=workdir,
         )  # fmt: skip
-        self.worker: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
         procs = [("Spark master", self.master, self.master_log)]
         try:
             wait_until(lambda: port_open(self.port), procs, "the master listened", timeout)
-            self.worker = launch(
-                [spark_class, self.WORKER, "--host", "127.0.0.1", "--cores", str(cores),
-                 "--memory", memory, "--webui-port", str(free_port()),
-                 "--work-dir", str(workdir / "work"), self.url],
-                self.worker_log, env=env, cwd=workdir,
-            )  # fmt: skip
-            procs.append(("Spark worker", self.worker, self.worker_log))
-            wait_until(self.worker_alive, procs, "the worker registered", timeout)
+            for i, log in enumerate(self.worker_logs):
+                worker = launch(
+                    [spark_class, self.WORKER, "--host", "127.0.0.1", "--cores", str(cores),
+                     "--memory", memory, "--webui-port", str(free_port()),
+                     "--work-dir", str(workdir / f"work-{i}"), self.url],
+                    log, env=env, cwd=workdir,
+                )  # fmt: skip
+                self.workers.append(worker)
+                procs.append((f"Spark worker {i}", worker, log))
+            wait_until(
+                lambda: self.alive_workers() >= workers,
+                procs,
+                f"{workers} worker(s) registered",
+                timeout,
+            )
         except BaseException:
             self.stop()
             raise
@@ -279,8 +295,9 @@ class StandaloneCluster:
         """The ``spark://`` address of the master."""
         return f"spark://127.0.0.1:{self.port}"
 
-    def worker_alive(self) -> bool:
-        """True once the master's status page lists an ALIVE worker."""
+    def alive_workers(self) -> int:
+        """How many workers the master's status page lists as ALIVE (0 while it has none
+        or does not answer)."""
         import json
         import urllib.request
 
@@ -288,13 +305,24 @@ class StandaloneCluster:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
                 status = json.load(r)
         except (OSError, ValueError):
-            return False
-        return any(w.get("state") == "ALIVE" for w in status.get("workers", []))
+            return 0
+        return sum(w.get("state") == "ALIVE" for w in status.get("workers", []))
+
+    def log_tails(self, lines: int = 40) -> str:
+        """The end of every worker's log, each under its name."""
+        return "\n".join(
+            f"--- worker {i}: {log} (end) ---\n{log_tail(log, lines)}"
+            for i, log in enumerate(self.worker_logs)
+        )
 
     def stop(self) -> None:
-        """Stop the worker (and its executors), then the master."""
-        try:
-            if self.worker is not None:
-                stop(self.worker)
-        finally:
-            stop(self.master)
+        """Stop every worker (and its executors), then the master; every one is stopped
+        even when stopping another fails (the first failure is raised afterwards)."""
+        failure: Exception | None = None
+        for proc in (*self.workers, self.master):
+            try:
+                stop(proc)
+            except Exception as exc:  # the others must still be stopped
+                failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -1,13 +1,16 @@
 """The public API, unchanged, against a Spark standalone cluster.
 
-A master and one worker (2 cores) are started with the pyspark
-distribution's ``spark-class`` on 127.0.0.1, and a driver program of its own
-(tests/cluster_job.py, since this process already runs a local JVM) connects
-to ``spark://...`` and runs: the triangle count of karate on every backend
-with both join methods (the local kernel in executor tasks, DataFrame joins),
-a user-defined semiring whose Python functions run in the executors, and a
-durable incremental view that is reopened from its folder.  The processes are
-stopped by pid, with their process groups, when the test ends.
+A master and two workers (1 core each, each its own JVM) are started with the
+pyspark distribution's ``spark-class`` on 127.0.0.1, and a driver program of
+its own (tests/cluster_job.py, since this process already runs a local JVM)
+connects to ``spark://...``, waits for one executor on each worker, and runs:
+the triangle count of karate on every backend with both join methods (the
+local kernel in executor tasks, DataFrame joins), a user-defined semiring
+whose Python functions run in the executors, a durable incremental view that
+is reopened from its folder, and the partitioned path (``local_rows=0``: one
+HyperCube shuffle and the kernel in every cell) on a triangle count, a
+4-clique count and a matrix chain.  The processes are stopped by pid, with
+their process groups, when the test ends.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark_processes import StandaloneCluster, log_tail, spark_env
+from tests.spark_processes import StandaloneCluster, spark_env
 
 JOB = Path(__file__).with_name("cluster_job.py")
 ROOT = Path(__file__).parent.parent
@@ -26,7 +29,7 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
+    c = StandaloneCluster(tmp_path_factory.mktemp("cluster"), cores=1, memory="1g", workers=2)
     try:
         yield c
     finally:
@@ -47,7 +50,7 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path):
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("ok ")]
     assert run.returncode == 0, (
         f"the driver exited with {run.returncode}\n{run.stdout}\n{run.stderr[-6000:]}\n"
-        f"--- worker log ---\n{log_tail(cluster.worker_log)}"
+        f"{cluster.log_tails()}"
     )
     names = " | ".join(lines)
     for backend in ("auto", "tasks", "spark"):
@@ -56,3 +59,7 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path):
     assert "user semiring chain backend=tasks" in names
     assert "user semiring chain backend=spark" in names
     assert "incremental view reopened at tick 3" in names
+    assert "2 executors registered" in names
+    assert "partitioned triangles: 45" in names
+    assert "partitioned 4-cliques: " in names
+    assert "partitioned chain" in names
