@@ -40,6 +40,7 @@ from faq.spark import ops as spark_ops
 from faq.spark import partitioned, tasks
 from faq.spark.convert import arrow_to_table, to_spark
 from semirings import Semiring
+from semirings import spark as sops
 from semirings.local import LocalOps, distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +72,7 @@ class Data:
     df: DataFrame | None = None
     distinct: dict[str, float] = field(default_factory=dict)
     lazy: bool = False  # ``df`` not computed yet: ``rows`` and ``distinct`` are estimates
+    consolidated: bool = True  # False: keys of ``df`` may repeat (⊕-combined by the reader)
 
     def info(self) -> InputInfo:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct)
@@ -193,8 +195,8 @@ class Executor:
             if not t.unique:
                 table = group_reduce(table, head, self.ops)
             return Data(head, table.rows, table=table, distinct=d.distinct)
-        assert d.df is not None
-        return Data(head, d.rows, df=d.df.select(*head, VALUE), distinct=d.distinct)
+        df = self.dataframe(d)
+        return Data(head, d.rows, df=df.select(*head, VALUE), distinct=d.distinct)
 
     # -- the local kernel ------------------------------------------------------------------
     def _local_step(
@@ -234,13 +236,29 @@ class Executor:
         if d.table is None:
             assert d.df is not None
             at = d.df.select(*d.vars, VALUE).toArrow()
-            d.table = arrow_to_table(at, d.vars, self.S, "intermediate", check=False, unique=True)
+            d.table = arrow_to_table(
+                at, d.vars, self.S, "intermediate", check=False, unique=d.consolidated
+            )
             d.rows = d.table.rows
         return d.table
 
     # -- Spark ----------------------------------------------------------------------------
     def dataframe(self, d: Data) -> DataFrame:
-        """The rows of ``d`` as a Spark DataFrame (a local table goes through Arrow)."""
+        """The rows of ``d`` as a Spark DataFrame, one per key (a local table goes through
+        Arrow; repeated keys are ⊕-combined in the DataFrame's plan)."""
+        from pyspark.sql import functions as F
+
+        df = self.rows_frame(d)
+        if not d.consolidated:
+            reduced = sops.reduce(self.S, df.select(*d.vars, VALUE), list(d.vars), VALUE)
+            d.df = reduced.filter(sops.nonzero(self.S, F.col(VALUE)))
+            d.consolidated = True
+        assert d.df is not None
+        return d.df
+
+    def rows_frame(self, d: Data) -> DataFrame:
+        """The rows of ``d`` as a Spark DataFrame whose keys may repeat (``d.consolidated``
+        says): what a partitioned step reads, its cells ⊕-combining them."""
         if d.df is None:
             assert d.table is not None
             d.df = to_spark(d.table, self.S)
@@ -249,9 +267,12 @@ class Executor:
     def _spark_step(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
     ) -> tuple[Data, int | None]:
-        frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
         keep = step.output.vars
         settle = last or self.trace
+        if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
+            frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
+        else:
+            frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
         if choice.shares is not None or len(frames) == 1:
             if len(frames) == 1:  # nothing to join: ⊕-aggregate in Spark
                 df = spark_ops.aggregate(frames[0], keep, S)

@@ -39,8 +39,9 @@ class Relation:
     """A relation ready for execution: local rows, or a Spark DataFrame, and statistics.
 
     ``table`` (local) is checked (its ``unique`` flag says whether keys may
-    repeat).  ``df`` (when not local) is checked and typed, and consolidated
-    lazily (a ⊕-aggregation in its plan) unless it was already.
+    repeat).  ``df`` (when not local) is checked and typed; ``consolidated`` says
+    whether its keys are unique (a ⊕-aggregation in its plan, or known), else the
+    reader ⊕-combines repeated keys where it must.
     """
 
     name: str
@@ -48,6 +49,7 @@ class Relation:
     stats: RelationStats
     table: Table | None = None
     df: DataFrame | None = None
+    consolidated: bool = True
 
     @property
     def is_local(self) -> bool:
@@ -55,11 +57,18 @@ class Relation:
 
 
 def prepare(
-    f: Factor, S: Semiring, label: str, *, local: bool = True, nonnegative: str | None = None
+    f: Factor,
+    S: Semiring,
+    label: str,
+    *,
+    local: bool = True,
+    nonnegative: str | None = None,
+    consolidate: bool = True,
 ) -> Relation:
     """The factor ``f`` ready for a query over ``S``: local when it is or it fits.
 
-    ``local=False`` keeps a distributed factor in Spark whatever its size.
+    ``local=False`` keeps a distributed factor in Spark whatever its size;
+    ``consolidate=False`` leaves the repeated keys of one kept in Spark to the reader.
     ``nonnegative`` (the reason, for the message) also refuses negative annotations of a
     factor kept in Spark, in the same job as the other checks; the caller checks local
     rows.
@@ -71,9 +80,12 @@ def prepare(
     t = f.local_table()
     if t is not None:
         return Relation(name, f.vars, f.stats or table_stats(t), table=t)
-    src = read(f.source, S, label, name=name, local=local, nonnegative=nonnegative)
+    src = read(
+        f.source, S, label, name=name, local=local, nonnegative=nonnegative, consolidate=consolidate
+    )
     assert src.stats is not None
-    return Relation(name, f.vars, src.stats, table=src.table, df=src.df)
+    unique = src.df is None or bool(src.consolidated)
+    return Relation(name, f.vars, src.stats, table=src.table, df=src.df, consolidated=unique)
 
 
 # -- key types: a variable's columns agree, a constant fits its column ---------------------

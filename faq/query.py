@@ -165,7 +165,15 @@ class Query:
         why = self._nonnegative_reason()
         rels = {
             name: inputs.prepare(
-                f, S, self._label(name, renamed), local=backend != "spark", nonnegative=why
+                f,
+                S,
+                self._label(name, renamed),
+                local=backend != "spark",
+                nonnegative=why,
+                # repeated keys of a relation kept in Spark are ⊕-combined by whichever
+                # step reads it (a partitioned one in its cells' index, with no shuffle);
+                # per-variable aggregates need the query's own ⊕ on them first
+                consolidate=self.aggregates is not None,
             )
             for name, f in factors.items()
         }
@@ -495,7 +503,9 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
     assert rel.df is not None
     df = atom_frame(atom, rel.df, rel.vars)
     dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
-    return Data(tuple(first), float(rel.stats.rows), df=df, distinct=dist)
+    return Data(
+        tuple(first), float(rel.stats.rows), df=df, distinct=dist, consolidated=rel.consolidated
+    )
 
 
 def _session(atoms: Sequence[Data]) -> SparkSession | None:

@@ -54,6 +54,7 @@ def read(
     name: str,
     local: bool = True,
     nonnegative: str | None = None,
+    consolidate: bool = True,
 ) -> Source:
     """The Spark rows of ``src`` checked for ``S``: local when they fit, else kept in Spark.
 
@@ -73,6 +74,9 @@ def read(
         Also refuse negative annotations of rows kept in Spark (the reason, for
         the message), in the same job as the other checks; the caller checks
         local rows.
+    consolidate : bool, default True
+        False leaves repeated keys of rows kept in Spark to the caller (the
+        returned source says ``consolidated=False``): no aggregation is planned.
 
     Returns
     -------
@@ -95,7 +99,9 @@ def read(
     if src.df is None:
         raise ValueError(f"{label}: only a source held in Spark is read (this one is {src.form})")
     t0 = time.perf_counter()
-    out = _read(src, S, label, current(), local=local, nonnegative=nonnegative)
+    out = _read(
+        src, S, label, current(), local=local, nonnegative=nonnegative, consolidate=consolidate
+    )
     assert out.stats is not None
     log.info(
         "load %s(%s): %s rows %s in %.2f s",
@@ -109,7 +115,14 @@ def read(
 
 
 def _read(
-    src: Source, S: Semiring, label: str, limits: Settings, *, local: bool, nonnegative: str | None
+    src: Source,
+    S: Semiring,
+    label: str,
+    limits: Settings,
+    *,
+    local: bool,
+    nonnegative: str | None,
+    consolidate: bool = True,
 ) -> Source:
     assert src.df is not None
     if src.has_value:
@@ -123,8 +136,10 @@ def _read(
     elif fit:
         table = _collected(src, src.df.toArrow(), S, label, consolidate=False)
         return Source.local(table, S, table_stats(table))
-    df, stats = spark_prepared(src, S, label, nonnegative=nonnegative)
-    return Source.spark(df, src.vars, S, checked=True, stats=stats)
+    df, stats, unique = spark_prepared(
+        src, S, label, nonnegative=nonnegative, consolidate=consolidate
+    )
+    return Source.spark(df, src.vars, S, checked=True, consolidated=unique, stats=stats)
 
 
 def fits(src: Source, limits: Settings) -> bool | None:

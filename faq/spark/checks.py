@@ -75,10 +75,19 @@ def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
 
 
 def spark_prepared(
-    src: Source, S: Semiring, label: str, *, nonnegative: str | None = None
-) -> tuple[DataFrame, RelationStats]:
+    src: Source,
+    S: Semiring,
+    label: str,
+    *,
+    nonnegative: str | None = None,
+    consolidate: bool = True,
+) -> tuple[DataFrame, RelationStats, bool]:
     """The rows of ``src`` (a ``df`` source) as a checked, typed, ⊕-consolidated DataFrame
-    for ``S``, plus statistics (one Spark job).
+    for ``S``, plus statistics (one Spark job), and whether the rows are consolidated.
+
+    Without ``consolidate`` repeated keys are left for the caller to ⊕-combine (a
+    partitioned step's kernel does it in its index, with no shuffle of its own), unless
+    a negative annotation has to be judged after ⊕.
 
     Raises ValueError naming ``label`` and the column for null keys or
     annotations outside the semiring, and, with ``nonnegative`` (the reason, for the
@@ -96,11 +105,11 @@ def spark_prepared(
     clean = src.checked is S
     negative = F.col(VALUE).cast(o.type) < 0
     if clean and src.stats is not None:
-        if not src.consolidated:
+        if not src.consolidated and (consolidate or nonnegative):
             df = sops.reduce(S, df, keys, VALUE)
         if nonnegative and src.has_value:
             _refuse_negative(df, negative, label, nonnegative)
-        return df, src.stats
+        return df, src.stats, bool(src.consolidated or consolidate or nonnegative)
     aggs = [F.count(F.lit(1)).alias("__rows")]
     for i, k in enumerate(keys):
         aggs.append(F.sum(F.when(F.col(k).isNull(), 1).otherwise(0)).alias(f"__null{i}"))
@@ -136,15 +145,17 @@ def spark_prepared(
         rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False
     )
     if consolidated:
-        return df, stats
+        return df, stats, True
     if src.has_value:
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
         typed = df.select(*keys, sops.constant(S, S.one).alias(VALUE))
+    if not consolidate and row.get("__neg") is None:
+        return typed, stats, False  # the caller ⊕-combines repeated keys where it must
     out = sops.reduce(S, typed, keys, VALUE).filter(sops.nonzero(S, F.col(VALUE)))
     if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
         _refuse_negative(out, negative, label, nonnegative)
-    return out, stats
+    return out, stats, True
 
 
 def _refuse_negative(df: DataFrame, negative: Any, label: str, why: str | None) -> None:
