@@ -12,6 +12,8 @@ Reads what the benchmark scripts wrote (``--out`` of each script; by default
   median time against edges, log-log, one colour per contender, one marker per
   graph family (lines join the hub family and the power-law family), timeouts
   as a cross at the timeout value;
+* ``beyond_driver.csv`` -> ``beyond_driver-triangle.png`` and
+  ``beyond_driver-4clique.png``: the same, for its graph cells (issue 21's benchmark);
 * ``incremental.csv`` -> ``incremental.png``: step time (one line per delta size)
   and full recompute time against edges, log-log;
 * ``chain_order.csv`` -> ``chain_order.png``: planner against left to right,
@@ -75,14 +77,17 @@ def status_note(rows: list[Row]) -> str:
     return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
-def plot_triangles(rows: list[Row], out: Path, plt: Any) -> list[Path]:
-    """One log-log plot of time against edges per query in ``triangles.csv``."""
+def plot_triangles(
+    rows: list[Row], out: Path, plt: Any, stem: str = "triangles", subtitle: str = ""
+) -> list[Path]:
+    """One log-log plot of time against edges per query in ``triangles.csv`` (or another
+    file of graph cells: ``stem`` names the PNG files, ``subtitle`` goes under the title)."""
     written = []
     for query in in_order([r.get("query") or "triangle" for r in rows]):
         sel = [r for r in rows if (r.get("query") or "triangle") == query]
         drawn = [r for r in sel if r["status"] in ("ok", "timeout") and num(r["edges"])]
         if not drawn:
-            print(f"triangles.csv: no measured cell for {query}; no plot")
+            print(f"{stem}.csv: no measured cell for {query}; no plot")
             continue
         fig, ax = plt.subplots(figsize=(9, 6))
         colours = plt.get_cmap("tab10")
@@ -135,7 +140,7 @@ def plot_triangles(rows: list[Row], out: Path, plt: Any) -> list[Path]:
         ax.set_yscale("log")
         ax.set_xlabel("edges")
         ax.set_ylabel("median wall-clock seconds")
-        ax.set_title(QUERY_TITLES.get(query, query), fontsize=11)
+        ax.set_title(QUERY_TITLES.get(query, query) + subtitle, fontsize=11)
         ax.grid(True, which="major", alpha=0.3)
         first = ax.legend(
             loc="upper left",
@@ -163,7 +168,7 @@ def plot_triangles(rows: list[Row], out: Path, plt: Any) -> list[Path]:
         note = status_note(sel)
         if note:
             fig.text(0.01, 0.01, f"not drawn: {note} cells (see the CSV)", fontsize=8)
-        path = out / f"triangles-{query}.png"
+        path = out / f"{stem}-{query}.png"
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
@@ -245,8 +250,18 @@ def plot_chain(rows: list[Row], out: Path, plt: Any) -> list[Path]:
     return [path]
 
 
+def plot_beyond_driver(rows: list[Row], out: Path, plt: Any) -> list[Path]:
+    """``beyond_driver.csv`` -> ``beyond_driver-<query>.png``: its graph cells (the chain
+    and Bayesian-network cells have no edge count to plot against), as for triangles."""
+    graphs = [r for r in rows if r.get("family") not in ("chain", "bn")]
+    return plot_triangles(
+        graphs, out, plt, stem="beyond_driver", subtitle="\nevery step on Spark (local_rows=0)"
+    )
+
+
 PLOTS: dict[str, Callable[[list[Row], Path, Any], list[Path]]] = {
     "triangles": plot_triangles,
+    "beyond_driver": plot_beyond_driver,
     "incremental": plot_incremental,
     "chain_order": plot_chain,
 }

@@ -5,7 +5,7 @@ distribution's ``spark-submit``, ``local[2]``, its working directory a temp
 folder), and the tests talk to it through ``SparkSession.builder.remote(...)``:
 relations are Connect DataFrames, local factors become Connect DataFrames, and
 the work forced onto the cluster (``backend="tasks"``: the local kernel in
-``mapInArrow`` tasks; ``backend="spark"``: DataFrame joins; ``view.local =
+``mapInArrow`` tasks; ``backend="spark"``: partitioned, the kernel in every cell; ``view.local =
 False``: delta queries as Spark queries) runs in the server.  Answers are
 checked against numpy or :func:`faq.reference_solve`.
 
@@ -194,8 +194,9 @@ def test_matrix_chain(connect):
         out = run.result
         np.testing.assert_allclose(out.to_numpy(shape=(6, 3)), A @ B @ C, rtol=1e-12)
         assert where(run) == ({"driver"} if backend == "auto" else {backend}), backend
-        if backend == "spark":
+        if backend == "spark":  # partitioned: one HyperCube shuffle, the kernel per cell
             assert is_connect(out.df) and not out.is_local
+            assert all(s.choice.shares is not None for s in run.trace.steps)
 
 
 def test_triangle_count_both_join_methods(connect):
@@ -215,6 +216,8 @@ def test_triangle_count_both_join_methods(connect):
             assert methods == {join}, (backend, join, methods)
             if backend != "auto":
                 assert where(run) == {backend}
+            if backend == "spark" and join == "wcoj":  # partitioned over the server's tasks
+                assert all(s.choice.shares is not None for s in run.trace.steps)
 
 
 def test_user_defined_semiring(connect):
