@@ -440,9 +440,8 @@ def _spark(
         union = parts[0]
         for p in parts[1:]:
             union = union.unionByName(p)
-        from pyspark.sql import functions as F
 
-        summed = sops.reduce(S, union, list(head), VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+        summed = sops.consolidate(S, union, list(head), VALUE)
         change = Factor.from_source(
             Source.spark(summed.localCheckpoint(eager=True), head, S, checked=True),
             f"Δ{q.rule.name}",

@@ -246,12 +246,9 @@ class Executor:
     def dataframe(self, d: Data) -> DataFrame:
         """The rows of ``d`` as a Spark DataFrame, one per key (a local table goes through
         Arrow; repeated keys are ⊕-combined in the DataFrame's plan)."""
-        from pyspark.sql import functions as F
-
         df = self.rows_frame(d)
         if not d.consolidated:
-            reduced = sops.reduce(self.S, df.select(*d.vars, VALUE), list(d.vars), VALUE)
-            d.df = reduced.filter(sops.nonzero(self.S, F.col(VALUE)))
+            d.df = sops.consolidate(self.S, df.select(*d.vars, VALUE), list(d.vars), VALUE)
             d.consolidated = True
         assert d.df is not None
         return d.df

@@ -23,7 +23,7 @@ from faq.kernel import KeyedTable, Table, match_keys
 from incremental import precision
 from incremental.deltas import Rows
 from incremental.protocol import Change, How
-from incremental.regimes import Maintained, row_annotations, stored_semiring
+from incremental.regimes import Maintained, Sizes, row_annotations, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.store import Store
 from incremental.tables import (
@@ -126,7 +126,7 @@ class LocalKeyed:
 
 
 @dataclass(frozen=True)
-class DriverState:
+class DriverState(Sizes):
     """A view's relations and output in the driver (:class:`incremental.protocol.ViewState`)."""
 
     m: Maintained
@@ -169,18 +169,6 @@ class DriverState:
     def relation(self, name: str) -> Factor:
         """Relation ``name`` in the view's semiring."""
         return self.m.shown(self.m.rels[name], name)
-
-    def total_rows(self) -> int:
-        """Rows of all relations."""
-        return sum(r.rows for r in self.m.rels.values())
-
-    def output_rows(self) -> int:
-        """Rows of the output."""
-        return self.m.out.rows
-
-    def parts(self) -> dict[str, Any]:
-        """The relations a durable view writes."""
-        return self.m.parts()
 
     def describe(self) -> dict[str, Any]:
         """Nothing besides the parts."""

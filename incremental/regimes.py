@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,7 @@ from semirings.local import LocalOps, local_ops
 
 __all__ = [
     "Maintained",
+    "Sizes",
     "compensated",
     "multiset",
     "regime",
@@ -110,6 +112,25 @@ def step_semiring(S: Semiring) -> Semiring:
 
 
 # -- what a state holds -----------------------------------------------------------------------
+class Sizes:
+    """What both view states report of their :class:`Maintained` (``self.m``): row counts
+    and the parts a durable view writes."""
+
+    m: Maintained
+
+    def total_rows(self) -> int:
+        """Rows of all relations."""
+        return sum(r.rows for r in self.m.rels.values())
+
+    def output_rows(self) -> int:
+        """Rows of the output."""
+        return self.m.out.rows
+
+    def parts(self) -> dict[str, Any]:
+        """The relations a durable view writes."""
+        return self.m.parts()
+
+
 @dataclass(frozen=True)
 class Maintained:
     """Relations and output of a view, of any :class:`incremental.protocol.Keyed` kind; immutable.

@@ -34,7 +34,7 @@ from faq.spark import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
 from incremental.protocol import Change, How
-from incremental.regimes import Maintained, compensated, step_semiring, stored_semiring
+from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
 from incremental.store import Store
@@ -50,7 +50,7 @@ __all__ = ["SparkState"]
 
 
 @dataclass(frozen=True)
-class SparkState:
+class SparkState(Sizes):
     """A view's relations and output in Spark (:class:`incremental.protocol.ViewState`)."""
 
     m: Maintained
@@ -76,18 +76,6 @@ class SparkState:
     def _handed(self, f: Factor) -> Factor:
         self.ctx.shared |= checkpoint_ids(f.df) & self.ctx.owned  # the caller may keep it
         return f
-
-    def total_rows(self) -> int:
-        """Rows of all relations."""
-        return sum(r.rows for r in self.m.rels.values())
-
-    def output_rows(self) -> int:
-        """Rows of the output."""
-        return self.m.out.rows
-
-    def parts(self) -> dict[str, Any]:
-        """The relations a durable view writes."""
-        return self.m.parts()
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records besides the parts: the key types of each part."""

@@ -56,6 +56,13 @@ def constant(semiring: Semiring, value: object) -> Column:
     return F.udf(lambda: value, t)()
 
 
+def consolidate(semiring: Semiring, df: DataFrame, keys: list[str], value: str) -> DataFrame:
+    """``df`` with one row per key: column ``value`` ⊕-reduced by ``keys``, zero rows dropped."""
+    from pyspark.sql import functions as F
+
+    return reduce(semiring, df, keys, value).filter(nonzero(semiring, F.col(value)))
+
+
 def python_values(semiring: Semiring, values: np.ndarray) -> np.ndarray:
     """An object array of annotations read from Arrow, as the semiring's own values.
 

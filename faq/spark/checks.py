@@ -152,7 +152,7 @@ def spark_prepared(
         typed = df.select(*keys, sops.constant(S, S.one).alias(VALUE))
     if not consolidate and row.get("__neg") is None:
         return typed, stats, False  # the caller ⊕-combines repeated keys where it must
-    out = sops.reduce(S, typed, keys, VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+    out = sops.consolidate(S, typed, keys, VALUE)
     if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
         _refuse_negative(out, negative, label, nonnegative)
     return out, stats, True

@@ -93,7 +93,6 @@ def run_partitioned(
         ``keep`` columns, then ``value``: one row per key (with ``combine``),
         zeros dropped.
     """
-    from pyspark.sql import functions as F
 
     vtype = sops.ops(S).type
     rows, types = route(frames, shares, vtype)
@@ -101,7 +100,7 @@ def run_partitioned(
     cell = _Cell(tuple(vars_ for vars_, _ in frames), tuple(order), tuple(keep), S, vtype)
     out = rows.mapInArrow(cell, schema)
     if combine and shares.combine:
-        out = sops.reduce(S, out, list(keep), VALUE).filter(sops.nonzero(S, F.col(VALUE)))
+        out = sops.consolidate(S, out, list(keep), VALUE)
     return out
 
 
