@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from faq.kernel import join as kernel
 from faq.kernel.join import JoinStats
@@ -73,9 +73,10 @@ class Data:
     distinct: dict[str, float] = field(default_factory=dict)
     lazy: bool = False  # ``df`` not computed yet: ``rows`` and ``distinct`` are estimates
     consolidated: bool = True  # False: keys of ``df`` may repeat (⊕-combined by the reader)
+    top: dict[str, tuple[tuple[Any, int], ...]] = field(default_factory=dict)  # heaviest values
 
     def info(self) -> InputInfo:
-        return InputInfo(self.vars, self.rows, self.table is not None, self.distinct)
+        return InputInfo(self.vars, self.rows, self.table is not None, self.distinct, self.top)
 
 
 class Executor:
@@ -105,6 +106,9 @@ class Executor:
         self.settings = current()  # fixed for the whole run
         self.hook: StepHook | None = None  # e.g. the witness recorder of solve(witness=True)
         self.names: dict[str, str] = {}  # engine variable name -> user's name (for the log)
+        # every step in the query's semiring (no per-variable aggregates): a lazy output may
+        # then leave repeated keys for its reader to ⊕-combine (see _spark_step)
+        self.uniform = False
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -142,6 +146,7 @@ class Executor:
         traces: list[StepTrace] = []
         result: Data | None = None
         n = len(plan.steps)
+        self.uniform = all(step.op is None for step in plan.steps)
         for k, step in enumerate(plan.steps, 1):
             t0 = time.perf_counter()
             inputs = [frames.pop(id(f)) for f in step.factors]
@@ -235,7 +240,7 @@ class Executor:
         """The rows of ``d`` as a local table (collects a Spark input: one job)."""
         if d.table is None:
             assert d.df is not None
-            at = d.df.select(*d.vars, VALUE).toArrow()
+            at = self.dataframe(d).select(*d.vars, VALUE).toArrow()  # keys ⊕-combined
             d.table = arrow_to_table(
                 at, d.vars, self.S, "intermediate", check=False, unique=d.consolidated
             )
@@ -274,20 +279,26 @@ class Executor:
             if len(frames) == 1:  # nothing to join: ⊕-aggregate in Spark
                 df = spark_ops.aggregate(frames[0], keep, S)
             else:
+                # a scalar collected now has its cells' partial sums ⊕-combined in the driver;
+                # a lazy output, its reader's (a partitioned step's cells ⊕-combine repeated
+                # keys in their index, with no shuffle of their own; others consolidate it)
+                # unless the reader ⊕ differs (per-variable aggregates)
+                combine = bool(keep) if settle else not self.uniform
                 df = partitioned.run_partitioned(
                     [(f.vars, f.df) for f in frames],
                     choice.shares,
                     choice.order,
                     keep,
                     S,
-                    # a scalar collected now has its cells' partial sums ⊕-combined in the driver
-                    combine=bool(keep) or not settle,
+                    combine=combine,
                 )
             if settle:
                 return self._settle(keep, df, S), None
             # a lazy output: the next step reads it where it is (its size, estimated)
             est = dict(step.output.distinct)
-            return Data(keep, step.output.rows, df=df, distinct=est, lazy=True), None
+            whole = len(frames) == 1 or combine or not choice.shares.combine
+            out = Data(keep, step.output.rows, df=df, distinct=est, lazy=True, consolidated=whole)
+            return out, None
         ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
         joined = spark_ops.binary_join(ordered, self.S)
         largest = spark_ops.trace_binary(ordered, self.S) if self.trace else None
@@ -352,7 +363,7 @@ def _where(c: Choice) -> str:
     if c.backend == "tasks":
         return f"{c.tasks} tasks"
     if c.shares is not None:
-        return f"spark ({c.shares.cells} cells)"
+        return f"spark ({c.shares.total} cells)"
     return c.backend
 
 

@@ -1,6 +1,7 @@
 """A query's relations, ready for execution: local rows or a checked DataFrame, and statistics.
 
-:func:`prepare` turns the factor given for a relation into a :class:`Relation`:
+:func:`prepare` turns the factor given for a relation into a :class:`Relation`
+(:func:`prepare_all` every relation of a query, with one Spark job for all):
 a local factor as it is, a factor held in Spark read through
 :func:`faq.read.read` (collected into the driver when it fits, at most
 ``faq.settings().local_rows`` rows, else checked and kept in Spark).
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from faq.kernel.stats import RelationStats, table_stats
 from faq.kernel.table import Table
-from faq.read import read
+from faq.read import Request, read_all
 from faq.rule import Atom, Rule, literal
 from semirings import Semiring
 
@@ -31,6 +32,7 @@ __all__ = [
     "check_key_types",
     "Relation",
     "prepare",
+    "prepare_all",
 ]
 
 
@@ -76,16 +78,40 @@ def prepare(
     column of the wrong type or annotations outside ``S``.  Reading a DataFrame
     logs one line at INFO on the ``"faq"`` logger (see :func:`faq.read.read`).
     """
-    name = f.name or label
-    t = f.local_table()
-    if t is not None:
-        return Relation(name, f.vars, f.stats or table_stats(t), table=t)
-    src = read(
-        f.source, S, label, name=name, local=local, nonnegative=nonnegative, consolidate=consolidate
-    )
-    assert src.stats is not None
-    unique = src.df is None or bool(src.consolidated)
-    return Relation(name, f.vars, src.stats, table=src.table, df=src.df, consolidated=unique)
+    (rel,) = prepare_all(
+        {label: f}, S, local=local, nonnegative=nonnegative, consolidate=consolidate
+    ).values()
+    return rel
+
+
+def prepare_all(
+    factors: Mapping[str, Factor],
+    S: Semiring,
+    *,
+    local: bool = True,
+    nonnegative: str | None = None,
+    consolidate: bool = True,
+) -> dict[str, Relation]:
+    """:func:`prepare` for every factor of ``factors`` (by label), the relations kept in
+    Spark checked and counted by one Spark job for all (:func:`faq.read.read_all`)."""
+    out: dict[str, Relation] = {}
+    requests: list[tuple[str, Factor, Request]] = []
+    for label, f in factors.items():
+        name = f.name or label
+        t = f.local_table()
+        if t is not None:
+            out[label] = Relation(name, f.vars, f.stats or table_stats(t), table=t)
+        else:
+            r = Request(f.source, S, label, name, local, nonnegative, consolidate)
+            requests.append((label, f, r))
+    sources = read_all([r for _, _, r in requests])
+    for (label, f, r), src in zip(requests, sources, strict=True):
+        assert src.stats is not None
+        unique = src.df is None or bool(src.consolidated)
+        out[label] = Relation(
+            r.name, f.vars, src.stats, table=src.table, df=src.df, consolidated=unique
+        )
+    return {label: out[label] for label in factors}
 
 
 # -- key types: a variable's columns agree, a constant fits its column ---------------------

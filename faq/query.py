@@ -163,20 +163,18 @@ class Query:
         factors = self._selections(factors)
         S = self.semiring
         why = self._nonnegative_reason()
-        rels = {
-            name: inputs.prepare(
-                f,
-                S,
-                self._label(name, renamed),
-                local=backend != "spark",
-                nonnegative=why,
-                # repeated keys of a relation kept in Spark are ⊕-combined by whichever
-                # step reads it (a partitioned one in its cells' index, with no shuffle);
-                # per-variable aggregates need the query's own ⊕ on them first
-                consolidate=self.aggregates is not None,
-            )
-            for name, f in factors.items()
-        }
+        labels = {name: self._label(name, renamed) for name in factors}
+        prepared = inputs.prepare_all(
+            {labels[name]: f for name, f in factors.items()},
+            S,
+            local=backend != "spark",
+            nonnegative=why,
+            # repeated keys of a relation kept in Spark are ⊕-combined by whichever
+            # step reads it (a partitioned one in its cells' index, with no shuffle);
+            # per-variable aggregates need the query's own ⊕ on them first
+            consolidate=self.aggregates is not None,
+        )
+        rels = {name: prepared[labels[name]] for name in factors}
         if self.aggregates is not None:
             rels = {
                 name: self._for_aggregates(self._label(name, renamed), r, why)
@@ -503,8 +501,14 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
     assert rel.df is not None
     df = atom_frame(atom, rel.df, rel.vars)
     dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
+    top = {v: rel.stats.top[i] for v, i in first.items() if i < len(rel.stats.top)}
     return Data(
-        tuple(first), float(rel.stats.rows), df=df, distinct=dist, consolidated=rel.consolidated
+        tuple(first),
+        float(rel.stats.rows),
+        df=df,
+        distinct=dist,
+        consolidated=rel.consolidated,
+        top=top,
     )
 
 
@@ -542,9 +546,7 @@ def _spark_safe(names: Sequence[str]) -> bool:
 def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choice:
     """A step's choice with its binding order in the user's variable names (``back``:
     private name -> user's name)."""
-    shares = c.shares
-    if shares is not None:
-        shares = replace(shares, shares=tuple((back.get(v, v), s) for v, s in shares.shares))
+    shares = c.shares.renamed(back) if c.shares is not None else None
     return replace(c, order=tuple(back.get(v, v) for v in c.order), shares=shares)
 
 

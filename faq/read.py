@@ -8,7 +8,8 @@ fits is asked of Spark's optimizer: the size estimate it uses to decide
 broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
 size for files; ``faq.settings().local_bytes`` without a row estimate).
 Larger relations stay in Spark; one Spark job checks them and gathers their
-statistics (:func:`faq.spark.checks.spark_prepared`).
+statistics, one job for all the relations of a query (:func:`read_all`,
+:func:`faq.spark.checks.spark_prepared_all`).
 
 Everything here works on a factor's :class:`faq.source.Source` record, never
 on the factor: :class:`faq.Factor` (``validated``, ``to_table``) and the
@@ -20,20 +21,22 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from faq.kernel.stats import table_stats
 from faq.kernel.table import Table
 from faq.plan.settings import Settings, current
 from faq.source import Source
-from faq.spark.checks import check_value_type, size_hint, spark_prepared
+from faq.spark.checks import Check, check_value_type, size_hint, spark_prepared_all
 from faq.spark.convert import arrow_to_table
 from semirings import Semiring
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["UNKNOWN_BYTES", "collect", "fits", "read"]
+__all__ = ["UNKNOWN_BYTES", "Request", "collect", "fits", "read", "read_all"]
 
 log = logging.getLogger("faq")
 
@@ -46,6 +49,20 @@ _SEEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
 
 
+@dataclass(frozen=True)
+class Request:
+    """One relation to read: its source, the semiring, the label its errors name, the name
+    its log line shows, and the options of :func:`read`."""
+
+    src: Source
+    S: Semiring
+    label: str
+    name: str
+    local: bool = True
+    nonnegative: str | None = None
+    consolidate: bool = True
+
+
 def read(
     src: Source,
     S: Semiring,
@@ -56,7 +73,8 @@ def read(
     nonnegative: str | None = None,
     consolidate: bool = True,
 ) -> Source:
-    """The Spark rows of ``src`` checked for ``S``: local when they fit, else kept in Spark.
+    """The rows of ``src`` checked for ``S``: collected into the driver when they fit,
+    else kept in Spark, checked and counted there.
 
     Parameters
     ----------
@@ -96,38 +114,61 @@ def read(
     :func:`faq.session.show_progress`): the relation, the rows read, where they
     went and the seconds it took.
     """
-    if src.df is None:
-        raise ValueError(f"{label}: only a source held in Spark is read (this one is {src.form})")
+    return read_all([Request(src, S, label, name, local, nonnegative, consolidate)])[0]
+
+
+def read_all(requests: Sequence[Request]) -> list[Source]:
+    """:func:`read` for several relations: each that fits is collected (one job each), and
+    all those kept in Spark are checked and counted by **one** job
+    (:func:`faq.spark.checks.spark_prepared_all`).  Errors are raised in the order of
+    ``requests``; one log line per relation."""
+    limits = current()
+    out: list[Source | None] = []
+    kept: list[int] = []
+    for r in requests:
+        if r.src.df is None:
+            raise ValueError(
+                f"{r.label}: only a source held in Spark is read (this one is {r.src.form})"
+            )
+        t0 = time.perf_counter()
+        table = _local(r, limits)
+        out.append(table)
+        if table is None:
+            kept.append(len(out) - 1)
+        else:
+            _log(r, table, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    out = _read(
-        src, S, label, current(), local=local, nonnegative=nonnegative, consolidate=consolidate
+    rs = [requests[i] for i in kept]
+    checked = spark_prepared_all(
+        [Check(r.src, r.S, r.label, r.nonnegative, r.consolidate) for r in rs]
     )
+    seconds = (time.perf_counter() - t0) / max(len(kept), 1)
+    for i, (df, stats, unique) in zip(kept, checked, strict=True):
+        r = requests[i]
+        out[i] = Source.spark(df, r.src.vars, r.S, checked=True, consolidated=unique, stats=stats)
+        _log(r, out[i], seconds)
+    return [o for o in out if o is not None]
+
+
+def _log(r: Request, out: Source, seconds: float) -> None:
     assert out.stats is not None
     log.info(
         "load %s(%s): %s rows %s in %.2f s",
-        name,
-        ", ".join(src.vars),
+        r.name,
+        ", ".join(r.src.vars),
         f"{out.stats.rows:,}",
         "into the driver" if out.is_local else "checked, kept in Spark",
-        time.perf_counter() - t0,
+        seconds,
     )
-    return out
 
 
-def _read(
-    src: Source,
-    S: Semiring,
-    label: str,
-    limits: Settings,
-    *,
-    local: bool,
-    nonnegative: str | None,
-    consolidate: bool = True,
-) -> Source:
+def _local(r: Request, limits: Settings) -> Source | None:
+    """``r``'s rows collected into the driver when they fit (one job), else None."""
+    src, S, label = r.src, r.S, r.label
     assert src.df is not None
     if src.has_value:
         check_value_type(src.df, S, label)
-    fit = fits(src, limits) if local else False
+    fit = fits(src, limits) if r.local else False
     if fit is None:  # no estimate (data built from an RDD, say): read at most local_rows + 1
         at = src.df.limit(limits.local_rows + 1).toArrow()
         if at.num_rows <= limits.local_rows:
@@ -136,10 +177,7 @@ def _read(
     elif fit:
         table = _collected(src, src.df.toArrow(), S, label, consolidate=False)
         return Source.local(table, S, table_stats(table))
-    df, stats, unique = spark_prepared(
-        src, S, label, nonnegative=nonnegative, consolidate=consolidate
-    )
-    return Source.spark(df, src.vars, S, checked=True, consolidated=unique, stats=stats)
+    return None
 
 
 def fits(src: Source, limits: Settings) -> bool | None:

@@ -22,7 +22,11 @@ ints of any size in the driver), strings and tuples are exact.  Ties are broken
 deterministically: among the rows that attain the ⊕, the one with the smallest
 eliminated values (lexicographically, in the order of ``step.vars``) wins.
 
-Where it runs: a step run on Spark computes its back-pointers with Spark: a
+Where it runs: a step partitioned over Spark finds its back-pointers in its
+cells: each cell's kernel keeps the best row per output key
+(:func:`faq.kernel.pointers.back_pointers`); when an eliminated variable is cut,
+a key has a candidate per cell and Spark picks the best of them as below.  Any
+other step run on Spark computes them with Spark: a
 window ``row_number`` per output key, ordered by the value when the semiring's
 ``SparkOps`` declares ``ordered`` (the built-ins: double, bigint or boolean, whose
 Spark order is theirs) and, for any other semiring, over the rows whose value
@@ -44,12 +48,13 @@ import numpy as np
 import pandas as pd
 
 from faq.kernel import join as kernel
+from faq.kernel.pointers import back_pointers
 from faq.plan.physical import join_order
 from faq.rule import VALUE
 from faq.spark import ops as spark_ops
+from faq.spark.partitioned import run_pointers
 from semirings import Semiring
 from semirings import spark as spark_semirings
-from semirings.local import LocalOps, equal, run_starts, sort_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.executor import Data, Executor
@@ -94,7 +99,7 @@ class WitnessRecorder:
             return
         keep = tuple(step.output.vars)
         if choice.backend == "spark":
-            table = self._spark(ex, step, inputs, keep)
+            table = self._spark(ex, step, inputs, keep, choice)
         else:
             table = self._local(ex, step, inputs, keep)
         self.pointers.append((step, table))
@@ -103,25 +108,31 @@ class WitnessRecorder:
         tables = [ex.table(d) for d in inputs]
         allv = (*keep, *step.vars)
         joined = kernel.generic_join(tables, allv, allv, ex.ops)
-        cols = [joined.col(v) for v in allv]
-        if joined.rows == 0:
-            return pd.DataFrame({v: c for v, c in zip(allv, cols, strict=True)})
-        # Rows by output key, then eliminated values ascending: the first row of a key
-        # that attains its ⊕ is the tie-break winner.
-        perm = sort_rows(cols)
-        starts = run_starts([c[perm] for c in cols[: len(keep)]])
-        idx = perm[starts]
-        if joined.values is not None:
-            idx = perm[_first_attaining(ex.ops, joined.values[perm], starts, self.S)]
-        return pd.DataFrame({v: c[idx] for v, c in zip(allv, cols, strict=True)})
+        best = back_pointers(joined, keep, step.vars, ex.ops, self.S)
+        return pd.DataFrame({v: best.col(v) for v in allv})
 
-    def _spark(self, ex: Executor, step: Step, inputs: list[Data], keep: tuple[str, ...]):
+    def _spark(
+        self,
+        ex: Executor,
+        step: Step,
+        inputs: list[Data],
+        keep: tuple[str, ...],
+        choice: Choice,
+    ):
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        frames = [spark_ops.Frame(d.vars, ex.dataframe(d), d.rows) for d in inputs]
-        ordered = [frames[i] for i in join_order([d.info() for d in inputs])]
-        joined = ordered[0] if len(ordered) == 1 else spark_ops.binary_join(ordered, self.S)
+        if choice.shares is not None:  # found in the cells, the best of every cell's
+            cells = [(d.vars, ex.rows_frame(d)) for d in inputs]
+            found = run_pointers(cells, choice.shares, choice.order, keep, step.vars, self.S)
+            if not choice.shares.combine:  # each key's rows all met in one cell
+                return found.select(*keep, *step.vars).toPandas()
+            joined = spark_ops.Frame((*keep, *step.vars), found, choice.shares.total)
+        else:
+            frames = [spark_ops.Frame(d.vars, ex.dataframe(d), d.rows) for d in inputs]
+            ordered = [frames[i] for i in join_order([d.info() for d in inputs])]
+            one = len(ordered) == 1
+            joined = ordered[0] if one else spark_ops.binary_join(ordered, self.S)
         by = [F.col(v).asc() for v in step.vars]
         w = Window.partitionBy(*keep)
         if self.S.spark is not None and self.S.spark.ordered:  # Spark's order is ⊕'s
@@ -175,30 +186,3 @@ def witness_frame(ex: Executor, d: Data, head: tuple[str, ...], rec: WitnessReco
         assert d.df is not None
         base = d.df.select(*head, VALUE).toPandas()
     return rec.assign(base, head)
-
-
-def _first_attaining(ops: LocalOps, values: np.ndarray, starts: np.ndarray, S: Semiring):
-    """Per group of ``values`` (starting at ``starts``), the index of its first value that
-    equals the ⊕ of the group.
-
-    The ⊕ is the semiring's own (``ops.reduceat``: numpy for the built-ins, ``S.add``
-    otherwise) and so is the comparison: ``==`` of the values themselves, never of
-    floats made from them (exact for 64-bit and Python integers, strings, tuples...).
-
-    Raises
-    ------
-    ValueError
-        A group has no value equal to its ⊕ (⊕ does not select one of its arguments).
-    """
-    best = np.repeat(ops.reduceat(values, starts), np.diff(np.append(starts, len(values))))
-    at = np.flatnonzero(equal(values, best))
-    group = np.searchsorted(starts, at, side="right") - 1
-    firsts = np.flatnonzero(np.diff(group, prepend=-1))
-    if len(firsts) != len(starts):
-        missing = np.setdiff1d(np.arange(len(starts)), group)[0]
-        raise ValueError(
-            f"witness=True: semiring {S.name!r}: no assignment's value equals (==) the ⊕ "
-            f"{best[starts[missing]]!r} of its output key; witnesses need a ⊕ that returns "
-            "one of its arguments and values that equal themselves"
-        )
-    return at[firsts]

@@ -68,7 +68,7 @@ def test_cyclic_queries_match_reference(spark, name, S, join, backend):
         else:
             assert c.method == "wcoj" and c.backend == "driver"
         if c.backend == "spark" and c.method == "wcoj":  # one HyperCube shuffle, kernel per cell
-            assert c.shares is not None and c.shares.cells == c.tasks
+            assert c.shares is not None and c.shares.total == c.tasks
 
 
 def test_triangle_every_order_and_method_agree(spark):

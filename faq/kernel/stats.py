@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,11 +47,15 @@ class RelationStats:
 
     ``exact`` is False when the figures are estimates or upper bounds (an
     approximate distinct count, rows before duplicates are ⊕-combined).
+    ``top`` is, per key column when known, its most frequent values with their
+    (approximate) row counts, most frequent first: what a partitioned step reads
+    to find the values too heavy for one cell (:mod:`faq.plan.shares`).
     """
 
     rows: int
     distinct: tuple[int, ...]
     exact: bool = True
+    top: tuple[tuple[tuple[Any, int], ...], ...] = field(default=(), repr=False)
 
 
 def table_stats(t: Table) -> RelationStats:

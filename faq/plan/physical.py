@@ -26,8 +26,9 @@ as it goes (the executor, with actual sizes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from faq.plan.logical import Step
 from faq.plan.settings import Settings, current
@@ -61,6 +62,8 @@ class InputInfo:
     rows: float
     local: bool
     distinct: dict[str, float]
+    top: Mapping[str, tuple[tuple[Any, int], ...]] = field(default_factory=dict)
+    """Per variable, when known, its most frequent values and their (approximate) rows."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,9 @@ def choose(
             step.output.vars,
             parallelism * st.task_slices,
             st.cell_rows,
+            top=[i.top for i in inputs],
         )
-        tasks = shares.cells
+        tasks = shares.total
     return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)
 
 

@@ -90,7 +90,7 @@ def render(
             if c.backend == "driver" and c.tasks > 1:
                 where += f" ({c.tasks} threads)"
             if c.shares is not None:
-                where = f"local kernel in {c.shares.cells} cells partitioned over Spark"
+                where = f"local kernel in {c.shares.total} cells partitioned over Spark"
             lines.append(f"  runs on  {where}   [{c.why}]")
             if c.shares is not None:
                 lines.append(f"  cells    {c.shares.describe()}")

@@ -20,15 +20,32 @@ on the join variable, plain hash partitioning.
 A cell's output key can come from several cells when a variable the step
 eliminates has a share above one; the step's outputs are then ⊕-combined by
 key (``combine``).
+
+**Heavy values.**  All rows holding one value of a variable go to the cells
+of one coordinate of that variable, so a value of high degree (a hub) can
+overflow its cells whatever the shares.  When the check job's most frequent
+values (:attr:`faq.kernel.stats.RelationStats.top`) show a value whose rows
+would put its cell over ``cell_rows``, :func:`choose_shares` splits it off:
+the rows holding the heavy values of that variable go to cells of their own,
+a second grid in which the variable is not cut (share 1) and the other
+variables share the cells, while the other rows keep the first grid; inputs
+without the variable go to both grids.  Every combination of rows that joins
+agrees on the variable's value, so it meets in exactly one cell of exactly one
+grid (the skew-aware HyperCube of Beame, Koutris and Suciu).  Only the
+variable whose heavy values weigh most is split.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["MAX_CELLS", "Shares", "choose_shares"]
+__all__ = ["MAX_CELLS", "Heavy", "Shares", "choose_shares"]
+
+Top = Mapping[str, Sequence[tuple[Any, int]]]
+"""Per variable of an input, its most frequent values and their rows, most frequent first."""
 
 MAX_CELLS = 1 << 12
 """The most cells the search considers (it stops doubling there)."""
@@ -41,7 +58,9 @@ class Shares:
     ``shares`` is ``(variable, share)`` for every variable of the bag, in the
     bag's order; ``cells`` their product; ``load`` the estimated rows one cell
     receives; ``rows`` the rows all cells receive together (the shuffle);
-    ``combine`` whether outputs of different cells must be ⊕-combined by key.
+    ``combine`` whether outputs of different cells must be ⊕-combined by key;
+    ``heavy`` the values split off into cells of their own, if any (then
+    ``cells`` counts the first grid only, :attr:`total` both).
     """
 
     shares: tuple[tuple[str, int], ...]
@@ -49,21 +68,60 @@ class Shares:
     load: float
     rows: float
     combine: bool
+    heavy: Heavy | None = None
 
     def share(self, v: str) -> int:
         """The share of variable ``v`` (1 when it is not cut)."""
         return dict(self.shares).get(v, 1)
 
+    def renamed(self, names: Mapping[str, str]) -> Shares:
+        """The same cells with the variables renamed by ``names`` (others kept)."""
+        h = self.heavy
+        if h is not None:
+            h = replace(h, var=names.get(h.var, h.var), shares=h.shares.renamed(names))
+        return replace(self, shares=tuple((names.get(v, v), x) for v, x in self.shares), heavy=h)
+
+    @property
+    def total(self) -> int:
+        """All cells: the grid's and those of the heavy values."""
+        return self.cells + (self.heavy.shares.cells if self.heavy is not None else 0)
+
     def describe(self) -> str:
         """One line: the shares of the cut variables, cells, and the load per cell."""
-        cut = ", ".join(f"{v}={s}" for v, s in self.shares if s > 1) or "none"
-        text = (
-            f"shares {cut}: {self.cells} cell{'s' if self.cells != 1 else ''}, "
-            f"~{self.load:,.0f} rows per cell, {self.rows:,.0f} rows shuffled"
-        )
+        text = _grid(self)
+        if self.heavy is not None:
+            h = self.heavy
+            shown = ", ".join(map(repr, h.values[:3])) + (", …" if len(h.values) > 3 else "")
+            text += (
+                f"; heavy {h.var} ({len(h.values)} value{'s' if len(h.values) != 1 else ''}: "
+                f"{shown}; ~{h.rows:,.0f} rows) split over {_grid(h.shares)}"
+            )
         if self.combine:
             text += "; outputs ⊕-combined by key"
         return text
+
+
+@dataclass(frozen=True)
+class Heavy:
+    """Values of one variable too heavy for one cell, joined in a grid of their own.
+
+    ``var`` is the variable; ``values`` its heavy values; ``rows`` the input
+    rows that hold them (estimated); ``shares`` their grid, in which ``var``
+    is not cut.
+    """
+
+    var: str
+    values: tuple[Any, ...]
+    rows: float
+    shares: Shares
+
+
+def _grid(s: Shares) -> str:
+    cut = ", ".join(f"{v}={x}" for v, x in s.shares if x > 1) or "none"
+    return (
+        f"shares {cut}: {s.cells} cell{'s' if s.cells != 1 else ''}, "
+        f"~{s.load:,.0f} rows per cell, {s.rows:,.0f} rows shuffled"
+    )
 
 
 def choose_shares(
@@ -71,6 +129,7 @@ def choose_shares(
     keep: Sequence[str],
     tasks: int,
     cell_rows: float,
+    top: Sequence[Top] = (),
 ) -> Shares:
     """The cheapest shares for a bag of ``relations`` (``(variables, rows)`` each).
 
@@ -78,6 +137,8 @@ def choose_shares(
     while the cheapest vector's load per cell is above ``cell_rows`` (up to
     :data:`MAX_CELLS`).  Among vectors of equal load the one with fewer cells
     wins, then the one that cuts fewer eliminated variables (no combine).
+    With ``top`` (one mapping per relation), values whose rows would put their
+    cell over ``cell_rows`` are split off into a grid of their own (``heavy``).
 
     Parameters
     ----------
@@ -89,6 +150,9 @@ def choose_shares(
         Cells to start from: the tasks that can run at once.
     cell_rows : float
         The budget: most rows one cell should receive.
+    top : sequence of mappings, optional
+        Per relation, per variable, its most frequent values and their rows
+        (upper bounds are fine), most frequent first.
     """
     vars_: list[str] = []
     for vs, _ in relations:
@@ -105,7 +169,63 @@ def choose_shares(
     shares = tuple(zip(vars_, vector, strict=True))
     rows = sum(r * cells / math.prod(s for v, s in shares if v in vs) for vs, r in rels)
     combine = any(s > 1 for v, s in shares if v not in kept)
-    return Shares(shares, cells, load, rows, combine)
+    out = Shares(shares, cells, load, rows, combine)
+    heavy = _heavy(relations, top, keep, out, tasks, cell_rows) if top else None
+    if heavy is None:
+        return out
+    combine = combine or heavy.shares.combine or heavy.var not in kept
+    return replace(out, heavy=heavy, combine=combine)
+
+
+def _heavy(
+    relations: Sequence[tuple[Sequence[str], float]],
+    top: Sequence[Top],
+    keep: Sequence[str],
+    grid: Shares,
+    tasks: int,
+    cell_rows: float,
+) -> Heavy | None:
+    """The values (of the one variable where they weigh most) whose rows would put
+    their cell of ``grid`` over ``cell_rows``, with a grid of their own; None if none."""
+    s = dict(grid.shares)
+    best: tuple[float, str, list[Any], dict[int, float]] | None = None
+    for v in s:
+        holders = [i for i, (vs, _) in enumerate(relations) if v in vs]
+        values: dict[Any, None] = {}
+        for i in holders:
+            values.update((x, None) for x, _ in (top[i].get(v, ()) if i < len(top) else ()))
+        heavy: list[Any] = []
+        rows = dict.fromkeys(holders, 0.0)
+        for x in values:
+            per = {i: _degree(top[i] if i < len(top) else {}, v, x) for i in holders}
+            load = sum(
+                d / math.prod(s[u] for u in relations[i][0] if u != v) for i, d in per.items()
+            )
+            if grid.load + load > cell_rows:
+                heavy.append(x)
+                for i, d in per.items():
+                    rows[i] += d
+        weight = sum(rows.values())
+        if heavy and (best is None or weight > best[0]):
+            best = (weight, v, heavy, rows)
+    if best is None:
+        return None
+    weight, v, heavy, rows = best
+    rest = [
+        ([u for u in vs if u != v], min(rows[i], r) if i in rows else r)
+        for i, (vs, r) in enumerate(relations)
+    ]
+    return Heavy(v, tuple(heavy), weight, choose_shares(rest, keep, tasks, cell_rows))
+
+
+def _degree(top: Top, v: str, x: Any) -> float:
+    """The rows of one relation holding ``v = x``, from its most frequent values: the
+    count listed, else at most the smallest one listed (0 when nothing is listed)."""
+    listed = top.get(v, ())
+    for y, n in listed:
+        if y == x:
+            return float(n)
+    return float(min((n for _, n in listed), default=0))
 
 
 def _cheapest(

@@ -2,13 +2,17 @@
 
 :func:`spark_prepared` checks a DataFrame (null keys, annotations outside the
 semiring, negative annotations where a query needs non-negative ones) and
-gathers its row and distinct counts in a single aggregation job;
+gathers its row and distinct counts and each key column's most frequent values
+in a single aggregation job (:func:`spark_prepared_all`: one job for all the
+relations of a query);
 :func:`size_hint` reads Spark's own size estimate without running anything.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from faq.kernel.stats import RelationStats
@@ -17,11 +21,19 @@ from semirings import Semiring
 from semirings import spark as sops
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from faq.source import Source
 
-__all__ = ["check_value_type", "size_hint", "spark_prepared"]
+__all__ = ["Check", "check_value_type", "size_hint", "spark_prepared", "spark_prepared_all"]
+
+REL = "__rel"
+"""The union's column naming the relation a row belongs to."""
+
+TOP_K = 8
+"""The most frequent values per key column the check job reports (``approx_top_k``)."""
+TOP_TRACKED = 1024
+"""Values ``approx_top_k`` tracks: a count is off by at most 2 × rows / this."""
 
 _STATS = re.compile(
     r"Statistics\(sizeInBytes=([0-9.Ee+]+)\s*([KMGTPE]?i?B)(?:,\s*rowCount=([0-9.Ee+]+))?"
@@ -74,6 +86,19 @@ def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Check:
+    """One relation to check in Spark: its source, the semiring, the label its errors name,
+    the reason negative annotations are refused (None: they are not) and whether repeated
+    keys are ⊕-combined here (see :func:`spark_prepared`)."""
+
+    src: Source
+    S: Semiring
+    label: str
+    nonnegative: str | None = None
+    consolidate: bool = True
+
+
 def spark_prepared(
     src: Source,
     S: Semiring,
@@ -95,38 +120,99 @@ def spark_prepared(
     row whose key sums to a non-negative value is accepted, as in the driver).  A
     source checked for ``S`` with statistics runs no job (but one for ``nonnegative``).
     """
+    return spark_prepared_all([Check(src, S, label, nonnegative, consolidate)])[0]
+
+
+def spark_prepared_all(
+    checks: Sequence[Check],
+) -> list[tuple[DataFrame, RelationStats, bool]]:
+    """:func:`spark_prepared` for several relations with **one** Spark job for all.
+
+    The relations that need checking are unioned (each with its own columns, the
+    others null) and every figure of every relation is one aggregate of that union,
+    filtered to its rows.  Errors are raised in the order of ``checks``.
+    """
+
+    frames = []
+    aggs: list[Column] = []
+    for j, c in enumerate(checks):
+        if c.src.df is None:
+            raise ValueError(
+                f"{c.label}: only a source held in Spark is checked there ({c.src.form})"
+            )
+        if c.src.checked is c.S and c.src.stats is not None:
+            continue
+        frame, figures = _figures(c, j)
+        frames.append(frame)
+        aggs += figures
+    row: dict[str, Any] = {}
+    if frames:
+        union = frames[0]
+        for f in frames[1:]:
+            union = union.unionByName(f, allowMissingColumns=True)
+        row = union.agg(*aggs).collect()[0].asDict()
+    return [_finish(c, j, row) for j, c in enumerate(checks)]
+
+
+def _col(j: int, i: int | str) -> str:
+    """The union's column of relation ``j``'s key ``i`` (or its value, ``i="v"``)."""
+    return f"__r{j}_{i}"
+
+
+def _figures(c: Check, j: int) -> tuple[DataFrame, list[Column]]:
+    """Relation ``j``'s rows with its own column names, and the aggregates of its figures
+    (rows, nulls and distinct values per key column, its most frequent values, bad and
+    negative annotations), each counting only its rows."""
     from pyspark.sql import functions as F
 
+    src, o = c.src, sops.ops(c.S)
+    assert src.df is not None
+    mine = F.col(REL) == F.lit(j)
+    cols = [F.lit(j).alias(REL)]
+    cols += [F.col(k).alias(_col(j, i)) for i, k in enumerate(src.vars)]
+    if src.has_value:
+        cols.append(F.col(VALUE).cast(o.type).alias(_col(j, "v")))
+    aggs = [F.count(F.when(mine, 1)).alias(f"__rows{j}")]
+    for i in range(len(src.vars)):
+        k = F.col(_col(j, i))
+        aggs.append(F.count(F.when(mine & k.isNull(), 1)).alias(f"__null{j}_{i}"))
+        aggs.append(F.approx_count_distinct(k).alias(f"__d{j}_{i}"))
+        top = f"approx_top_k(`{_col(j, i)}`, {TOP_K}, {TOP_TRACKED}) FILTER (WHERE {REL} = {j})"
+        aggs.append(F.expr(top).alias(f"__top{j}_{i}"))
+    if src.has_value and c.src.checked is not c.S:
+        bad = ~F.coalesce(o.valid(F.col(_col(j, "v"))), F.lit(False))
+        aggs.append(F.count(F.when(mine & bad, 1)).alias(f"__bad{j}"))
+    if c.nonnegative and src.has_value:
+        v = F.col(_col(j, "v"))
+        aggs.append(F.min(F.when(mine & (v < 0), v)).alias(f"__neg{j}"))
+    return src.df.select(*cols), aggs
+
+
+def _finish(c: Check, j: int, row: Mapping[str, Any]) -> tuple[DataFrame, RelationStats, bool]:
+    """Relation ``j``'s checked rows from its figures in ``row`` (errors raised here)."""
+    from pyspark.sql import functions as F
+
+    src, S, label, nonnegative = c.src, c.S, c.label, c.nonnegative
     o = sops.ops(S)
     keys = list(src.vars)
     df = src.df
-    if df is None:
-        raise ValueError(f"{label}: only a source held in Spark is checked there ({src.form})")
-    clean = src.checked is S
+    assert df is not None
     negative = F.col(VALUE).cast(o.type) < 0
+    clean = src.checked is S
     if clean and src.stats is not None:
-        if not src.consolidated and (consolidate or nonnegative):
+        if not src.consolidated and (c.consolidate or nonnegative):
             df = sops.reduce(S, df, keys, VALUE)
         if nonnegative and src.has_value:
             _refuse_negative(df, negative, label, nonnegative)
-        return df, src.stats, bool(src.consolidated or consolidate or nonnegative)
-    aggs = [F.count(F.lit(1)).alias("__rows")]
+        return df, src.stats, bool(src.consolidated or c.consolidate or nonnegative)
     for i, k in enumerate(keys):
-        aggs.append(F.sum(F.when(F.col(k).isNull(), 1).otherwise(0)).alias(f"__null{i}"))
-        aggs.append(F.approx_count_distinct(k).alias(f"__d{i}"))
-    if src.has_value and not clean:
-        bad = ~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False))
-        aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias("__bad"))
-    if nonnegative and src.has_value:
-        aggs.append(F.min(F.when(negative, F.col(VALUE).cast(o.type))).alias("__neg"))
-    row: dict[str, Any] = df.agg(*aggs).collect()[0].asDict()
-    for i, k in enumerate(keys):
-        if row[f"__null{i}"]:
+        nulls = row[f"__null{j}_{i}"]
+        if nulls:
             raise ValueError(
-                f"{label}: key column {k!r} (position {i}) has {row[f'__null{i}']} null "
+                f"{label}: key column {k!r} (position {i}) has {nulls} null "
                 "value(s); keys must not be null"
             )
-    if row.get("__bad"):
+    if row.get(f"__bad{j}"):
         sample = (
             df.filter(~F.coalesce(o.valid(F.col(VALUE).cast(o.type)), F.lit(False)))
             .select(VALUE)
@@ -134,15 +220,19 @@ def spark_prepared(
             .collect()[0][0]
         )
         raise ValueError(
-            f"{label}: column {VALUE!r} has {row['__bad']} annotation(s) that are not "
+            f"{label}: column {VALUE!r} has {row[f'__bad{j}']} annotation(s) that are not "
             f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. {sample!r}"
         )
+    neg = row.get(f"__neg{j}")
     consolidated = clean and src.consolidated
-    if row.get("__neg") is not None and consolidated:
-        raise ValueError(f"{label}: {nonnegative}, found {row['__neg']!r}")
-    rows = int(row["__rows"])
+    if neg is not None and consolidated:
+        raise ValueError(f"{label}: {nonnegative}, found {neg!r}")
+    rows = int(row[f"__rows{j}"])
     stats = RelationStats(
-        rows, tuple(min(rows, int(row[f"__d{i}"])) for i in range(len(keys))), exact=False
+        rows,
+        tuple(min(rows, int(row[f"__d{j}_{i}"])) for i in range(len(keys))),
+        exact=False,
+        top=tuple(_top(row[f"__top{j}_{i}"]) for i in range(len(keys))),
     )
     if consolidated:
         return df, stats, True
@@ -150,12 +240,17 @@ def spark_prepared(
         typed = df.select(*keys, F.col(VALUE).cast(o.type).alias(VALUE))
     else:
         typed = df.select(*keys, sops.constant(S, S.one).alias(VALUE))
-    if not consolidate and row.get("__neg") is None:
+    if not c.consolidate and neg is None:
         return typed, stats, False  # the caller ⊕-combines repeated keys where it must
     out = sops.consolidate(S, typed, keys, VALUE)
-    if row.get("__neg") is not None:  # a negative row: refused if its key's ⊕-sum is too
+    if neg is not None:  # a negative row: refused if its key's ⊕-sum is too
         _refuse_negative(out, negative, label, nonnegative)
     return out, stats, True
+
+
+def _top(items: Any) -> tuple[tuple[Any, int], ...]:
+    """``approx_top_k``'s answer as ``((value, rows), ...)``, most frequent first."""
+    return tuple((it["item"], int(it["count"])) for it in items or () if it["item"] is not None)
 
 
 def _refuse_negative(df: DataFrame, negative: Any, label: str, why: str | None) -> None:

@@ -7,6 +7,8 @@ A step whose inputs do not fit in the driver runs here.  Its shares
    expression: ``pmod(xxhash64(key), share)`` per variable it has, and every
    coordinate of the variables it lacks, by ``explode``) and all inputs,
    unioned, are repartitioned by cell into one Spark partition per cell;
+   Values too heavy for one cell (``Shares.heavy``) have their rows routed
+   to a second grid of cells in the same shuffle (:mod:`faq.plan.shares`);
 2. **the kernel in every cell**: each task (``mapInArrow``, Arrow batches in
    and out, no Python per row) takes its cell's rows, splits them by relation
    into kernel tables, and runs :func:`faq.kernel.generic_join` with the step's
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from faq.kernel.join import generic_join
+from faq.kernel.pointers import back_pointers
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
@@ -53,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["murmur3_int", "route", "routing_keys", "run_partitioned"]
+__all__ = ["murmur3_int", "route", "routing_keys", "run_partitioned", "run_pointers"]
 
 CELL = "__cell"
 REL = "__rel"
@@ -104,6 +107,30 @@ def run_partitioned(
     return out
 
 
+def run_pointers(
+    frames: Sequence[tuple[tuple[str, ...], DataFrame]],
+    shares: Shares,
+    order: Sequence[str],
+    keep: Sequence[str],
+    elim: Sequence[str],
+    S: Semiring,
+) -> DataFrame:
+    """The step's back-pointers, found in its cells (lazy): per output key and cell, the
+    row of the cell's join that attains the key's ⊕ in that cell
+    (:func:`faq.kernel.pointers.back_pointers`).
+
+    Returns ``keep``, ``elim`` and ``value`` columns: one row per key when no eliminated
+    variable is cut (``not shares.combine``), else one per key and cell, for the caller
+    to pick the best of.
+    """
+    vtype = sops.ops(S).type
+    rows, types = route(frames, shares, vtype)
+    allv = (*keep, *elim)
+    schema = ", ".join([f"`{v}` {types[v]}" for v in allv] + [f"`{VALUE}` {vtype}"])
+    cell = _Cell(tuple(vars_ for vars_, _ in frames), tuple(order), allv, S, vtype, len(keep))
+    return rows.mapInArrow(cell, schema)
+
+
 def route(
     frames: Sequence[tuple[tuple[str, ...], DataFrame]], shares: Shares, vtype: str
 ) -> tuple[DataFrame, dict[str, str]]:
@@ -123,10 +150,14 @@ def route(
             if v not in types:
                 dt = df.schema[v].dataType
                 types[v] = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
-    keys = F.array(*[F.lit(k) for k in routing_keys(shares.cells)])
+    keys = F.array(*[F.lit(k) for k in routing_keys(shares.total)])
+    grids = [(shares, 0, None)]
+    h = shares.heavy
+    if h is not None:  # its rows in the grid of the heavy values, the others in the first
+        heavy = F.col(h.var).cast(types[h.var]).isin(list(h.values))
+        grids = [(shares, 0, ~heavy), (h.shares, shares.cells, heavy)]
     parts = []
     for i, (vars_, df) in enumerate(frames):
-        df, cells = _cells(df, vars_, shares, types, keys)
         cols = [
             F.col(v).cast(types[v]).alias(v) if v in vars_ else F.lit(None).cast(types[v]).alias(v)
             for v in types
@@ -134,19 +165,30 @@ def route(
         value = F.col(VALUE)
         if vtype in ("bigint", "double", "boolean", "string"):
             value = value.cast(vtype)
-        parts.append(df.select(cells.alias(CELL), F.lit(i).cast("int").alias(REL), *cols, value))
+        for grid, first, where in grids:
+            part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
+            part, cells = _cells(part, vars_, grid, types, keys, first)
+            parts.append(
+                part.select(cells.alias(CELL), F.lit(i).cast("int").alias(REL), *cols, value)
+            )
     rows = parts[0]
     for p in parts[1:]:
         rows = rows.unionByName(p)
-    return rows.repartition(shares.cells, CELL), types
+    return rows.repartition(shares.total, CELL), types
 
 
 def _cells(
-    df: DataFrame, vars_: tuple[str, ...], shares: Shares, types: dict[str, str], keys: Column
+    df: DataFrame,
+    vars_: tuple[str, ...],
+    shares: Shares,
+    types: dict[str, str],
+    keys: Column,
+    first: int = 0,
 ) -> tuple[DataFrame, Column]:
     """``df`` with a row per cell its rows go to (``explode`` over the coordinates of the
     variables it lacks), and the routing key of that cell: the row's own coordinate on
-    each of its variables, ``pmod(xxhash64(key), share)``."""
+    each of its variables, ``pmod(xxhash64(key), share)``, the grid's cells numbered
+    from ``first``."""
     from pyspark.sql import functions as F
 
     stride = 1
@@ -164,7 +206,7 @@ def _cells(
     if offsets != [0]:
         df = df.select("*", F.explode(F.array(*[F.lit(o) for o in offsets])).alias("__offset"))
         cell = cell + F.col("__offset")
-    return df, F.element_at(keys, (cell + F.lit(1)).cast("int"))
+    return df, F.element_at(keys, (cell + F.lit(first + 1)).cast("int"))
 
 
 class _Cell:
@@ -177,6 +219,7 @@ class _Cell:
         keep: tuple[str, ...],
         S: Semiring,
         vtype: str,
+        pointers: int | None = None,
     ) -> None:
         self.relations = relations
         self.order = order
@@ -184,6 +227,9 @@ class _Cell:
         self.S = S
         self.vtype = vtype
         self.value_type = arrow_type(vtype)
+        # back-pointers: ``keep`` is the output key (its first ``pointers`` variables)
+        # and the eliminated variables; each cell keeps the best row per key
+        self.pointers = pointers
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -205,6 +251,9 @@ class _Cell:
                 if any(t.rows == 0 for t in tables):
                     continue
                 out = generic_join(tables, self.order, self.keep, ops)
+                if self.pointers is not None:
+                    k = self.pointers
+                    out = back_pointers(out, self.keep[:k], self.keep[k:], ops, self.S)
             except Exception as exc:
                 raise marked(exc) from exc
             if out.rows:
@@ -225,6 +274,8 @@ class _Cell:
             values = typed_python_values(raw.astype(object), self.vtype)
         else:
             values = raw.astype(ops.dtype)
+        if not vars_ and len(values) > 1:  # a nullary relation's rows: one value, their ⊕
+            values = ops.reduceat(values, np.zeros(1, dtype=np.int64))
         return Table(vars_, tuple(cols), values, unique=False)
 
 
