@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.trie import Trie, build_trie
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, equal, group_starts
 
@@ -50,9 +52,7 @@ class KeyedTable:
     over: Table
     ops: LocalOps
     rows: int
-    _index: dict[int, tuple[np.ndarray, np.ndarray]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    _index: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
@@ -80,10 +80,26 @@ class KeyedTable:
         """The current rows whose whole key is one of ``keys`` (one array per column)."""
         if not self.vars:
             return self.table()
-        conds = {k: distinct(c) for k, c in enumerate(keys)}
-        rows = self.lookup([conds])
-        hit, _ = match_keys(rows.cols, keys)
-        return rows.take(np.flatnonzero(hit))
+        if np.dtype(self.ops.dtype).kind not in "iu":
+            conds = {k: distinct(c) for k, c in enumerate(keys)}
+            rows = self.lookup([conds])
+            hit, _ = match_keys(rows.cols, keys)
+            return rows.take(np.flatnonzero(hit))
+        # integer annotations (an incremental view's counts): binary searches in the trie
+        keys = [np.asarray(c) for c in keys]
+        if len(keys[0]) > 1:
+            perm, starts = group_starts(keys)
+            keys = [c[perm[starts]] for c in keys]
+        found, pos = self._positions(keys)
+        values = self.trie(tuple(range(len(self.vars)))).values
+        assert values is not None
+        in_over = self._over_rows(keys)
+        idx = np.flatnonzero(found & (in_over < 0))
+        base = Table(self.vars, tuple(c[idx] for c in keys), values[pos[idx]])
+        if self.over.rows == 0:
+            return base
+        over = self.over.take(in_over[in_over >= 0])
+        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def lookup(self, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
         """The current rows matching any of ``conds`` (each: column -> allowed values, all
@@ -141,6 +157,97 @@ class KeyedTable:
             self._index[k] = got
         return got
 
+    def trie(self, perm: Sequence[int]) -> Trie:
+        """The base indexed by its columns in the order ``perm`` (levels named ``c0``,
+        ``c1``, ... by column position), built once per base and shared by every keyed
+        table over the same base.  It holds the base only: see :meth:`correction`."""
+        perm = tuple(perm)
+        key = ("trie", perm)
+        got = self._index.get(key)
+        # keyed tables over the same keys may share the index with other annotations
+        if got is None or got[0] is not self.base.values:
+            names = tuple(f"c{k}" for k in perm)
+            t = Table(names, tuple(self.base.cols[k] for k in perm), self.base.values)
+            got = self._index[key] = (self.base.values, build_trie(t, names))
+        return got[1]
+
+    def correction(self) -> Table:
+        """What the overrides add to the base, key by key: the current annotation minus the
+        base's (the base's annotation negated for a removed key; keys where the two agree
+        left out), so that the contents are ``base ⊕ correction``.
+
+        Only for annotations in a ring of integers (``ops.dtype`` an integer type): the
+        difference needs ⊕-inverses and exact arithmetic.
+        """
+        if np.dtype(self.ops.dtype).kind not in "iu":
+            raise TypeError(f"correction() needs integer annotations, not {self.ops.dtype}")
+        over = self.over
+        got = self._memo("correction")
+        if got is None:
+            assert over.values is not None
+            diff = over.values - self._before()
+            keep = np.flatnonzero(diff != 0)
+            got = Table(self.vars, tuple(c[keep] for c in over.cols), diff[keep])
+            self._remember("correction", got)
+        return got
+
+    def _memo(self, name: str) -> Any:
+        """What :meth:`_remember` kept under ``name`` for these overrides over this base."""
+        got = self._index.get((name, id(self.over)))
+        if got is not None and got[0] is self.over and got[1] is self.base.values:
+            return got[2]
+        return None
+
+    def _remember(self, name: str, value: Any, over: Table | None = None) -> None:
+        """Keep ``value`` for ``over`` (default: these overrides) over this base; entries of
+        older overrides are dropped (those of the last two are kept: a tick reads the state
+        before its change while it builds the state after)."""
+        over = self.over if over is None else over
+        old = [k for k in self._index if isinstance(k, tuple) and k[0] == name]
+        for k in old[:-1]:
+            del self._index[k]
+        self._index[(name, id(over))] = (over, self.base.values, value)
+
+    def _before(self) -> np.ndarray:
+        """The base's annotation at each key of the overrides (zero where it has none),
+        kept with the overrides from one change to the next."""
+        before = self._memo("before")
+        if before is None:
+            before = self._base_at(self.over.cols)
+            self._remember("before", before)
+        return before
+
+    def _base_at(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """The base's annotation at each of ``keys`` (zero where it has none)."""
+        dtype = self.base.values.dtype if self.base.values is not None else np.int64
+        out = np.zeros(len(keys[0]) if keys else 0, dtype=dtype)
+        if len(out) and self.base.rows and self.vars:
+            found, at = self._positions(keys)
+            values = self.trie(tuple(range(len(self.vars)))).values
+            assert values is not None
+            out[found] = values[at[found]]
+        return out
+
+    def _positions(self, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """For each row of ``keys``: whether the base holds it, and its row in the trie of
+        the base in column order (binary searches, no sort)."""
+        return _search(self.trie(tuple(range(len(self.vars)))), keys)
+
+    def _over_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """For each row of ``keys``: the row of the overrides holding it, or -1 (binary
+        searches in a trie of the overrides, built once per change of them)."""
+        n = len(keys[0])
+        if self.over.rows == 0:
+            return np.full(n, -1, dtype=np.int64)
+        tr = self._memo("over-trie")
+        if tr is None:
+            names = tuple(f"c{k}" for k in range(len(self.vars)))
+            rows = np.arange(self.over.rows, dtype=np.int64)
+            tr = build_trie(Table(names, self.over.cols, rows), names)
+            self._remember("over-trie", tr)
+        found, at = _search(tr, keys)
+        return np.where(found, tr.values[np.maximum(at, 0)], -1)
+
     def build_index(self) -> None:
         """Sort every column of the base now (otherwise each is sorted at its first lookup)."""
         for k in range(len(self.vars)):
@@ -159,8 +266,13 @@ class KeyedTable:
         rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
-        if self.over.rows:
+        stale = np.zeros(self.over.rows, dtype=bool)
+        if self.over.rows and np.dtype(self.ops.dtype).kind in "iu":
+            hit = self._over_rows(new.cols)
+            stale[hit[hit >= 0]] = True
+        elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
+        if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *_cat(kept, new))
         else:
@@ -169,6 +281,10 @@ class KeyedTable:
         if over.rows > max(st.log_rows, st.log_fraction * self.base.rows):
             folded = KeyedTable(self.base, over, self.ops, rows).table()
             return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+        if np.dtype(self.ops.dtype).kind in "iu":
+            # the base's annotations under the overrides (for correction()): carried
+            before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
+            self._remember("before", before, over)
         return KeyedTable(self.base, over, self.ops, rows, self._index)
 
     def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
@@ -188,6 +304,23 @@ class KeyedTable:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+def _search(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``keys`` (one array per level of ``tr``): whether ``tr`` holds it,
+    and its row (deepest node) there, -1 where absent."""
+    n = len(keys[0])
+    node = np.zeros(n, dtype=np.int64)
+    alive = np.arange(n, dtype=np.int64)
+    for d, col in enumerate(keys):
+        got = tr.lookup(d, node, np.ascontiguousarray(col[alive]))
+        ok = got >= 0
+        alive, node = alive[ok], got[ok]
+    found = np.zeros(n, dtype=bool)
+    found[alive] = True
+    at = np.full(n, -1, dtype=np.int64)
+    at[alive] = node
+    return found, at
+
+
 def match_keys(
     cols: Sequence[np.ndarray], keys: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
