@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from faq.kernel.table import Table, concat, group_reduce, ranges
-from faq.kernel.trie import Trie, build_trie
+from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
-from semirings.local import LocalOps, distinct, equal, group_starts
+from semirings.local import LocalOps, distinct, equal, group_starts, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "match_keys"]
 
@@ -279,6 +279,9 @@ class KeyedTable:
             over = new
         st = current()
         if over.rows > max(st.log_rows, st.log_fraction * self.base.rows):
+            merged = self._merged(over, rows)
+            if merged is not None:
+                return merged
             folded = KeyedTable(self.base, over, self.ops, rows).table()
             return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
         if np.dtype(self.ops.dtype).kind in "iu":
@@ -286,6 +289,37 @@ class KeyedTable:
             before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
             self._remember("before", before, over)
         return KeyedTable(self.base, over, self.ops, rows, self._index)
+
+    def _merged(self, over: Table, rows: int) -> KeyedTable | None:
+        """The base with ``over`` folded in, its tries made by merging ``over`` into the
+        sorted rows of the tries built so far (no sort of the relation); None where that
+        does not apply (annotations not integers, no trie in column order built, keys
+        too wide for one 64-bit sort key)."""
+        if np.dtype(self.ops.dtype).kind not in "iu" or not self.vars:
+            return None
+        built = {
+            k[1]: got[1]
+            for k, got in self._index.items()
+            if isinstance(k, tuple) and k[0] == "trie" and got[0] is self.base.values
+        }
+        ident = tuple(range(len(self.vars)))
+        if ident not in built:
+            return None
+        assert over.values is not None
+        alive = np.flatnonzero(self.ops.nonzero(over.values))
+        tries: dict[tuple[int, ...], Trie] = {}
+        for perm, tr in built.items():
+            keys = [over.cols[k] for k in perm]
+            found, at = _search(tr, keys)
+            t = _merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
+            if t is None:
+                return None
+            tries[perm] = t
+        new = tries[ident]
+        assert new.values is not None
+        base = Table(self.vars, tuple(trie_rows(new)), new.values)
+        index = {("trie", perm): (base.values, t) for perm, t in tries.items()}
+        return KeyedTable(base, _empty(self.vars, base.cols, self.ops), self.ops, rows, index)
 
     def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """``self ⊕ delta`` and, at ``delta``'s keys, the rows before and after.
@@ -344,6 +378,57 @@ def match_keys(
     where[group[n:]] = np.arange(m)
     at = where[group[:n]]
     return at >= 0, at
+
+
+def _merge_into(
+    tr: Trie, drop: np.ndarray, add: list[np.ndarray], values: np.ndarray
+) -> Trie | None:
+    """``tr`` without its rows ``drop``, with the rows ``add`` (keys ``tr`` does not hold
+    once ``drop`` is gone; columns in the trie's order) annotated ``values``: one merge of
+    sorted rows.  None when the keys do not fit one 64-bit sort key."""
+    assert tr.values is not None
+    cols = trie_rows(tr)
+    keep = np.ones(tr.rows, dtype=bool)
+    keep[drop] = False
+    cols = [c[keep] for c in cols]
+    kept_values = tr.values[keep]
+    if len(add[0]):
+        order = sort_rows(add)
+        add = [c[order] for c in add]
+        values = values[order]
+        key, new_key = _sort_keys(cols, add)
+        if key is None or new_key is None:
+            return None
+        at = np.searchsorted(key, new_key)
+        cols = [np.insert(c, at, a) for c, a in zip(cols, add, strict=True)]
+        kept_values = np.insert(kept_values, at, values)
+    names = tr.order
+    return build_trie(Table(names, tuple(cols), kept_values), names, presorted=True)
+
+
+def _sort_keys(
+    a: list[np.ndarray], b: list[np.ndarray]
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """One int64 key per row of ``a`` and of ``b`` ordered as the rows are
+    (lexicographically), or None when the columns' ranges do not fit 2**62."""
+    if not all(x.dtype.kind in "iu" for x in (*a, *b)):
+        return None, None
+    lows, spans, total = [], [], 1
+    for x, y in zip(a, b, strict=True):
+        lo = min(int(x.min()) if len(x) else 0, int(y.min()))
+        hi = max(int(x.max()) if len(x) else 0, int(y.max()))
+        lows.append(lo)
+        spans.append(hi - lo + 1)
+        total *= hi - lo + 1
+    if total >= 2**62:
+        return None, None
+    out = []
+    for cols in (a, b):
+        key = np.zeros(len(cols[0]), dtype=np.int64)
+        for c, lo, span in zip(cols, lows, spans, strict=True):
+            key = key * span + (c.astype(np.int64) - lo)
+        out.append(key)
+    return out[0], out[1]
 
 
 def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:

@@ -32,7 +32,7 @@ from faq.kernel.table import Table, concat, group_reduce
 from faq.kernel.trie import Trie, build_trie
 from semirings.local import LocalOps, distinct
 
-__all__ = ["MAX_CHOICES", "seeded_delta"]
+__all__ = ["MAX_CHOICES", "seeded_delta", "trie_orders"]
 
 MAX_CHOICES = 64
 """Most products (base or correction per atom) a term is split into; past it, None."""
@@ -94,6 +94,25 @@ def seeded_delta(
     else:
         change = Table(head, tuple(np.empty(0, np.int64) for _ in head), np.empty(0, ops.dtype))
     return change, plans
+
+
+def trie_orders(atoms: Atoms) -> dict[str, set[tuple[int, ...]]]:
+    """The column orders (by position) in which :func:`seeded_delta` reads each relation's
+    base, whichever relations change, plus each relation's own column order (for reads at
+    keys): build them ahead (:meth:`faq.kernel.KeyedTable.trie`) and no tick pays them."""
+    out: dict[str, set[tuple[int, ...]]] = {}
+    for rel, vars_ in atoms:
+        out.setdefault(rel, set()).add(tuple(range(len(vars_))))
+    if any(len(set(vs)) != len(vs) for _, vs in atoms):
+        return out
+    for i, (_, vars_) in enumerate(atoms):
+        order = _order(vars_, [v for j, (_, v) in enumerate(atoms) if j != i])
+        if order is None:
+            continue
+        for j, (rel, vs) in enumerate(atoms):
+            if j != i:
+                out[rel].add(tuple(vs.index(v) for v in order if v in vs))
+    return out
 
 
 def _order(seed: tuple[str, ...], others: list[tuple[str, ...]]) -> tuple[str, ...] | None:
