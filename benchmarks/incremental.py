@@ -2,11 +2,17 @@
 
 For each graph (generated with :mod:`faq.testing`, or SNAP edge lists given as
 paths), the script builds ``IncrementalView(tri, E=edges)``, then runs ticks
-of 10, 100 and 1000 edge changes (half insertions of new edges, half
-deletions of present ones) and prints, as Markdown tables:
+of 1 and 1000 edge changes (``--deltas``; a share ``--deletions`` of each tick,
+30% by default, deletes present edges, the rest inserts new ones; a
+single-edge tick is a deletion with that probability) and prints, as Markdown
+tables:
 
-* the median step time, the time of a full recompute (``tri.solve``) on the
-  final graph, and their ratio;
+* the median step time for each way the deltas are fed (``--input``: pandas
+  DataFrames, and Spark DataFrames made from pandas as a streaming micro-batch
+  would be), the time of a full recompute (``tri.solve``) on the final graph,
+  measured in the same run, their ratio, and the driver's peak resident memory;
+* with ``--durable``, the same ticks on a second view with a ``state_dir``: the
+  durable step time and its overhead over the plain step;
 * the same ticks in Pathway (an incremental dataflow engine a Python user
   would pick), when it is importable by the interpreter given with
   ``--pathway-python`` (default: this one);
@@ -27,7 +33,13 @@ Usage::
     python benchmarks/incremental.py --sizes 100000 300000 1000000 --pathway-python /path/python
     python benchmarks/incremental.py data/ca-GrQc.txt
     python benchmarks/incremental.py --sizes 300000 --deltas 100 --spark-delta
-    python benchmarks/incremental.py --sizes 1000000 --deltas 1 1000 --input pandas
+    python benchmarks/incremental.py --sizes 1000000 --deltas 1 1000 --input pandas spark \
+        --ticks 9 --durable
+
+The ticks' deltas are made before any is timed (the Python set of edges the
+script keeps is then frozen out of the garbage collector's scans: a collection
+of a million young tuples inside a tick would be the script's cost, not the
+view's).
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ if __package__ in (None, ""):
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -96,13 +109,19 @@ print(json.dumps({"seconds": time.perf_counter() - t0,
 
 
 def make_delta(
-    edges: set[tuple[int, int]], n_nodes: int, size: int, rng: np.random.Generator
+    edges: set[tuple[int, int]],
+    n_nodes: int,
+    size: int,
+    rng: np.random.Generator,
+    deletions: float = 0.5,
 ) -> np.ndarray:
-    """``size`` changes: half deletions of present edges, half insertions of absent ones."""
+    """``size`` changes: a share ``deletions`` of deletions of present edges (for one
+    change: a deletion with that probability), the rest insertions of absent ones."""
     present = list(edges)
-    dels = [present[i] for i in rng.choice(len(present), size // 2, replace=False)]
+    n_del = int(rng.random() < deletions) if size == 1 else int(round(size * deletions))
+    dels = [present[i] for i in rng.choice(len(present), n_del, replace=False)]
     ins: set[tuple[int, int]] = set()
-    while len(ins) < size - size // 2:
+    while len(ins) < size - n_del:
         u, v = (int(x) for x in rng.integers(0, n_nodes, 2))
         e = (min(u, v), max(u, v))
         if u != v and e not in edges and e not in ins:
@@ -116,10 +135,10 @@ def delta_frame(spark, d: np.ndarray, kind: str = "spark"):
     streaming micro-batch would be), or (``kind="pandas"``) the pandas DataFrame itself."""
     import pandas as pd
 
-    pdf = pd.DataFrame({"src": d[:, 0], "dst": d[:, 1], "value": d[:, 2]})
+    pdf = pd.DataFrame({"src": d[:, 0], "dst": d[:, 1], "_weight": d[:, 2]})
     if kind == "pandas":
         return pdf
-    return spark.createDataFrame(pdf, "src bigint, dst bigint, value bigint")
+    return spark.createDataFrame(pdf, "src bigint, dst bigint, _weight bigint")
 
 
 def apply(edges: set[tuple[int, int]], d: np.ndarray) -> None:
@@ -235,6 +254,7 @@ def pathway_available(python: str) -> bool:
 def bench_graph(
     spark, label: str, edges_np: np.ndarray, sizes: list[int], ticks: int, args, recorder
 ) -> dict[str, Any]:
+    from benchmarks._cells import PeakRss
     from faq import query
     from faq.io import edges_dataframe
     from faq.testing import triangle_count_numpy
@@ -244,59 +264,97 @@ def bench_graph(
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     n_nodes = int(edges_np.max()) + 1
     edges = {(int(u), int(v)) for u, v in edges_np}
+    n_edges = len(edges)
+    # every tick's delta, made before any is timed: (size, input kind, changes)
+    seq = []
+    for size in sizes:
+        for kind in args.input:
+            for _ in range(ticks):
+                d = make_delta(edges, n_nodes, size, rng, args.deletions)
+                apply(edges, d)
+                seq.append((size, kind, d))
+    current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    del edges
+    gc.collect()
+    gc.freeze()  # the script's own objects: not scanned by collections inside a tick
     sc = spark.sparkContext
-    build, view, build_jobs = timed_jobs(
-        sc,
-        lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark)),
-        f"incremental build {label}",
-    )
-    view.local = not args.spark_delta
+    with PeakRss(interval=0.05) as mem:
+        build, view, build_jobs = timed_jobs(
+            sc,
+            lambda: IncrementalView(tri, join=args.join, E=edges_dataframe(edges_np, spark)),
+            f"incremental build {label}",
+        )
+        view.local = not args.spark_delta
+        times, jobs = run_ticks(spark, view, seq, label, recorder)
     row: dict[str, Any] = {
         "graph": label,
-        "edges": len(edges),
+        "edges": n_edges,
         "build": build,
         "build_jobs": build_jobs,
-        "steps": {},
-        "step_times": {},
-        "step_jobs": {},
+        "peak_mb": None if mem.peak is None else mem.peak / 1e6,
+        "by_input": {k: {d: times[(d, k)] for d in sizes} for k in args.input},
+        "jobs_by_input": {k: {d: jobs[(d, k)] for d in sizes} for k in args.input},
     }
-    for size in sizes:
-        times, jobs = [], []
-        for t in range(ticks):
-            d = make_delta(edges, n_nodes, size, rng)
-            df = delta_frame(spark, d, args.input)
-            what = f"incremental step {label} delta={size}"
-            if recorder is not None and size == sizes[0] and t == ticks - 1:
-                with recorder.active(spark):
-                    secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
-            else:
-                secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
-            times.append(secs)
-            jobs.append(n_jobs)
-            apply(edges, d)
-        row["steps"][size] = statistics.median(times)
-        row["step_times"][size] = times
-        row["step_jobs"][size] = int(statistics.median(jobs))
-    current = np.asarray(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    first = args.input[0]
+    row["step_times"] = row["by_input"][first]
+    row["steps"] = {d: statistics.median(t) for d, t in row["step_times"].items()}
+    row["step_jobs"] = row["jobs_by_input"][first]
     expected = int(triangle_count_numpy(current))
     got = view.result().scalar()
     if got != expected:
         raise AssertionError(f"{label}: view counts {got} triangles, numpy {expected}")
     row["triangles"] = got
+    row["where"] = where_of(view.last_step.terms)
+    del view
+    if args.durable:
+        with tempfile.TemporaryDirectory(prefix="faq-bench-state-") as tmp:
+            dview = IncrementalView(tri, state_dir=Path(tmp) / "view", E=edges_np)
+            pandas_seq = [(d, "pandas", x) for d, _, x in seq]
+            dtimes, _ = run_ticks(spark, dview, pandas_seq, label, None)
+            if dview.result().scalar() != expected:
+                raise AssertionError(f"{label}: the durable view counts wrong")
+            dview.close()
+        row["durable"] = {d: dtimes[(d, "pandas")] for d in sizes}
     row["recompute"], count, row["recompute_jobs"] = timed_jobs(
         sc,
         lambda: tri.solve(E=edges_dataframe(current, spark)).scalar(),
         f"incremental recompute {label}",
     )
     assert count == expected, (count, expected)
-    row["where"] = where_of(view.last_step.terms)
-    if args.pathway and len(edges) > args.pathway_max_edges:
+    gc.unfreeze()
+    if args.pathway and n_edges > args.pathway_max_edges:
         row["pathway"] = f"not run (over --pathway-max-edges={args.pathway_max_edges:,})"
     elif args.pathway:
         row["pathway"] = pathway_ticks(
             args.pathway_python, edges_np, sizes, args.pathway_ticks, args.seed
         )
     return row
+
+
+def run_ticks(
+    spark, view, seq: list[tuple[int, str, np.ndarray]], label: str, recorder
+) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], int]]:
+    """Step ``view`` through ``seq``: each tick's seconds and Spark jobs, by (size, input)."""
+    sc = spark.sparkContext
+    times: dict[tuple[int, str], list[float]] = {}
+    jobs: dict[tuple[int, str], list[int]] = {}
+    for n, (size, kind, d) in enumerate(seq):
+        df = delta_frame(spark, d, kind)
+        what = f"incremental step {label} delta={size} input={kind}"
+        last = n + 1 == len(seq) or seq[n + 1][:2] != (size, kind)
+        if recorder is not None and size == seq[0][0] and kind == seq[0][1] and last:
+            with recorder.active(spark):
+                secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
+        else:
+            secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
+        times.setdefault((size, kind), []).append(secs)
+        jobs.setdefault((size, kind), []).append(n_jobs)
+    return times, {k: int(statistics.median(v)) for k, v in jobs.items()}
+
+
+def where_of(terms: Any) -> list[str]:
+    """Where the delta rule's terms of a step ran (``faq.TermReport.where``), sorted."""
+    return sorted({t.where or "?" for t in terms})
 
 
 def fmt(x: float) -> str:
@@ -327,13 +385,27 @@ def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> lis
                 **common,
             )
         )
-        for d in deltas:
+        inputs = r.get("by_input") or {"": r["step_times"]}
+        jobs = r.get("jobs_by_input") or {"": r["step_jobs"]}
+        for n, (kind, by_size) in enumerate(inputs.items()):
+            suffix = "" if n == 0 else f" ({kind} input)"
+            for d in deltas:
+                out.append(
+                    Result(
+                        contender=f"step Δ={d}{suffix}",
+                        times=by_size[d],
+                        spark_jobs=jobs[kind][d],
+                        note=f"median of {ticks} ticks" + (f", {kind} input" if kind else ""),
+                        extra={"delta": d, "where": where, "peak_mb": r.get("peak_mb")},
+                        **common,
+                    )
+                )
+        for d, times in r.get("durable", {}).items():
             out.append(
                 Result(
-                    contender=f"step Δ={d}",
-                    times=r["step_times"][d],
-                    spark_jobs=r["step_jobs"][d],
-                    note=f"median of {ticks} ticks",
+                    contender=f"durable step Δ={d}",
+                    times=times,
+                    note=f"median of {ticks} ticks, state_dir, pandas input",
                     extra={"delta": d, "where": where},
                     **common,
                 )
@@ -381,7 +453,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", help="SNAP edge lists to add to the graphs")
     parser.add_argument("--quick", action="store_true", help="one small graph, 2 ticks per size")
     parser.add_argument("--sizes", type=int, nargs="*", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--deltas", type=int, nargs="*", default=[10, 100, 1000])
+    parser.add_argument("--deltas", type=int, nargs="*", default=[1, 1000])
+    parser.add_argument(
+        "--deletions",
+        type=float,
+        default=0.3,
+        help="share of each tick's changes that delete present edges (the rest insert)",
+    )
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="also run the ticks on a view with a state_dir (pandas deltas): its overhead",
+    )
     parser.add_argument("--ticks", type=int, default=3, help="ticks per delta size (median)")
     parser.add_argument("--graph", choices=["random", "power-law"], default="power-law")
     parser.add_argument("--seed", type=int, default=7)
@@ -402,15 +485,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--input",
+        nargs="+",
         choices=["spark", "pandas"],
-        default="spark",
-        help="give each tick's delta as a Spark DataFrame made from pandas (default) or as "
-        "the pandas DataFrame itself",
+        default=["pandas", "spark"],
+        help="how each tick's delta is given, one run of ticks per kind: the pandas "
+        "DataFrame itself, or a Spark DataFrame made from it (the first is the main column)",
     )
     add_out_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [10, 100], 5
+        args.sizes, args.ticks, args.deltas, args.pathway_ticks = [20_000], 2, [1, 100], 5
 
     from faq import testing as graphs
     from faq.io import load_edge_array, undirected_simple
@@ -448,15 +532,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"<!-- done: {label}: {json.dumps(rows[-1], default=str)} -->", file=sys.stderr)
 
     print(
-        "## Step time against full recompute (median of "
-        f"{args.ticks} ticks; half insertions, half deletions)\n"
+        f"## Step time against full recompute (median of {args.ticks} ticks; "
+        f"{args.deletions:.0%} deletions, the rest insertions)\n"
     )
+    cols = [(d, k) for d in args.deltas for k in args.input]
+    durable = args.durable
     print(
         "| graph | edges | triangles | initial build | full recompute | "
-        + " | ".join(f"step Δ={d} | ratio" for d in args.deltas)
-        + " |"
+        + " | ".join(f"step Δ={d} ({k}) | ratio" for d, k in cols)
+        + "".join(f" | durable Δ={d} | overhead" for d in args.deltas if durable)
+        + " | peak driver RSS |"
     )
-    print("|---|---:|---:|---:|---:|" + "---:|---:|" * len(args.deltas))
+    print(
+        "|---|---:|---:|---:|---:|"
+        + "---:|---:|" * len(cols)
+        + ("---:|---:|" * len(args.deltas) if durable else "")
+        + "---:|"
+    )
     for r in rows:
         cells = [
             r["graph"],
@@ -465,16 +557,26 @@ def main(argv: list[str] | None = None) -> int:
             fmt(r["build"]),
             fmt(r["recompute"]),
         ]
-        for d in args.deltas:
-            s = r["steps"][d]
-            cells += [f"{fmt(s)}, {r['step_jobs'][d]} jobs", f"{r['recompute'] / s:.1f}×"]
+        for d, k in cols:
+            s = statistics.median(r["by_input"][k][d])
+            cells += [f"{fmt(s)}, {r['jobs_by_input'][k][d]} jobs", f"{r['recompute'] / s:.0f}×"]
+        for d in args.deltas if durable else []:
+            s = statistics.median(r["durable"][d])
+            plain = statistics.median(
+                r["by_input"]["pandas" if "pandas" in r["by_input"] else args.input[0]][d]
+            )
+            cells += [fmt(s), f"{(s / plain - 1):+.0%}"]
+        peak = r["peak_mb"]
+        cells.append("?" if peak is None else f"{peak:,.0f} MB")
         print("| " + " | ".join(cells) + " |")
     print(
         "\n'N jobs': Spark jobs of one step (median over the ticks); the initial build took "
         + ", ".join(f"{r['build_jobs']}" for r in rows)
         + " and the full recompute "
         + ", ".join(f"{r['recompute_jobs']}" for r in rows)
-        + " jobs (per graph, in table order)."
+        + " jobs (per graph, in table order).  Peak driver RSS: the Python driver "
+        "process's resident memory at its peak during the build and the ticks (the JVM "
+        "is another process)."
     )
 
     print("\n## Pathway on the same ticks\n")
@@ -534,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         join=args.join,
         delta_rule_in="Spark" if args.spark_delta else "driver for small deltas",
         input=args.input,
+        deletions=args.deletions,
+        durable=args.durable,
         ticks=args.ticks,
         deltas=args.deltas,
         pathway=args.pathway,
@@ -549,8 +653,3 @@ if __name__ == "__main__":
     status = main()
     stop_spark()
     raise SystemExit(status)
-
-
-def where_of(terms: Any) -> list[str]:
-    """Where the delta rule's terms of a step ran (``faq.TermReport.where``), sorted."""
-    return sorted({t.where or "?" for t in terms})

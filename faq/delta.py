@@ -30,6 +30,7 @@ import numpy as np
 
 from faq.executor import Data, Executor
 from faq.factor import Factor, Source
+from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.physical import check_options
@@ -228,19 +229,15 @@ class _Driver:
         self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
 
     def run(self) -> DeltaResult:
+        fast = self._on_tries()
+        if fast is not None:
+            return fast
         terms = []
         for i, a in enumerate(self.rule.atoms):
             if a.relation not in self.deltas:
                 continue
             t = _Term(i, _values(self.deltas[a.relation], self.keys[a.relation], a), {})
-            empty = [
-                b.relation
-                for j, b in enumerate(self.rule.atoms)
-                if j != i
-                and self._rows(b.relation) == 0
-                and not (j < i and b.relation in self.deltas)
-            ]
-            t.skipped = bool(empty)
+            t.skipped = self._empty_other(i)
             terms.append(t)
         touched = self._rounds([t for t in terms if not t.skipped])
         results, report = [], []
@@ -262,6 +259,39 @@ class _Driver:
             "driver",
             tuple(sorted(report, key=lambda r: r.atom)),
             {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
+        )
+
+    def _on_tries(self) -> DeltaResult | None:
+        """Every term as seeded joins on the keyed relations' tries
+        (:func:`faq.kernel.seeded.seeded_delta`), or None where that does not apply: a
+        relation not keyed, annotations not in a ring of integers, a binary join or a
+        given variable order asked for, a repeated variable."""
+        if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
+            return None
+        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
+        got = seeded_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
+        if got is None:
+            return None
+        change, plans = got
+        report = [
+            TermReport(i, skipped=True)
+            if self._empty_other(i)
+            else TermReport(i, False, "driver", order, ("wcoj",))
+            for i, order in plans
+        ]
+        touched = {n: self.keyed[n].at(d.cols) for n, d in self.deltas.items()}
+        return DeltaResult(
+            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
+            "driver",
+            tuple(report),
+            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
+        )
+
+    def _empty_other(self, i: int) -> bool:
+        """Whether term ``i`` reads an empty relation (nothing to join)."""
+        return any(
+            j != i and self._rows(b.relation) == 0 and not (j < i and b.relation in self.deltas)
+            for j, b in enumerate(self.rule.atoms)
         )
 
     def _rows(self, name: str) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 
 import semirings
 from faq import Factor, Rule
-from faq.kernel import KeyedTable, Table, match_keys
+from faq.kernel import KeyedTable, Table, match_keys, trie_orders
 from incremental import precision
 from incremental.deltas import Rows
 from incremental.protocol import Change, How
@@ -251,10 +251,18 @@ class DriverState(Sizes):
         return cls(m).indexed()
 
     def indexed(self) -> DriverState:
-        """The same state with every column index built (so a first tick does not pay it)."""
+        """The same state with every column index built, and with integer annotations the
+        tries the delta rule reads (so a first tick does not pay them)."""
         m = self.m
         for r in (*m.rels.values(), *m.rows.values(), m.out, *m.comp.values()):
             r.kt.build_index()  # type: ignore[attr-defined]
+        if np.dtype(local_ops(m.stored).dtype).kind in "iu":
+            atoms = [(a.relation, a.vars) for a in m.rule.atoms]
+            for name, perms in trie_orders(atoms).items():
+                for perm in perms:
+                    m.rels[name].kt.trie(perm)  # type: ignore[attr-defined]
+            if m.rule.head:
+                m.out.kt.trie(tuple(range(len(m.rule.head))))  # type: ignore[attr-defined]
         return self
 
 

@@ -314,7 +314,14 @@ class IncrementalView:
             at or below the last committed one is skipped (nothing changes, an
             empty change is returned and ``last_step.skipped`` is True).
         **deltas
-            One delta per changed relation (see the class notes for the format).
+            One delta per changed relation (see the class notes for the format): a
+            Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
+            Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
+            array, e.g. ``view.step(E=pandas_df)``.  Pandas, Arrow and numpy deltas
+            are read without a Spark job and get the checks a Spark DataFrame of the
+            same rows gets (number of key columns, null keys, key types, annotations
+            outside the semiring, an integer ``_weight`` without nulls), with the
+            same messages.
 
         Returns
         -------

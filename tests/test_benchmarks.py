@@ -232,6 +232,19 @@ def test_script_runs_as_a_file(tmp_path):
     assert subprocess.run(helps, capture_output=True, timeout=300).returncode == 0
 
 
+def test_incremental_script_runs_as_a_file(tmp_path):
+    """``python benchmarks/incremental.py`` on a tiny graph: every helper it calls is
+    defined before ``main`` runs (``where_of`` once sat below the ``__main__`` block)."""
+    cmd = [
+        *(sys.executable, str(ROOT / "benchmarks" / "incremental.py")),
+        *("--sizes", "300", "--deltas", "1", "5", "--ticks", "1", "--input", "pandas"),
+        *("--out", str(tmp_path)),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step Δ=5 (pandas)" in proc.stdout and (tmp_path / "incremental.json").is_file()
+
+
 # -- plots -----------------------------------------------------------------------------------
 def load_plots():
     spec = importlib.util.spec_from_file_location("docs_plots", ROOT / "docs" / "plots.py")

@@ -9,12 +9,14 @@ the driver and inside Spark tasks.
 * :mod:`faq.kernel.trie` and :mod:`faq.kernel.compiled`: tries and their compiled searches;
 * :mod:`faq.kernel.join`: worst-case optimal Generic Join over tries;
 * :mod:`faq.kernel.keyed`: KeyedTable, a table kept by key under ⊕-updates;
+* :mod:`faq.kernel.seeded`: the delta rule over keyed tables of integer counts, as seeded joins;
 * :mod:`faq.kernel.stats`: exact row, distinct and pairwise-join counts;
 * :mod:`faq.kernel.values`: key and annotation arrays typed and checked for a semiring.
 """
 
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
 from faq.kernel.keyed import KeyedTable, changed_rows, match_keys
+from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie
@@ -39,6 +41,8 @@ __all__ = [
     "pair_join_size",
     "ranges",
     "scalar_value",
+    "seeded_delta",
     "spark_type",
     "table_stats",
+    "trie_orders",
 ]

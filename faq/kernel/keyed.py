@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
-from semirings.local import LocalOps, distinct, equal, group_starts
+from semirings.local import LocalOps, distinct, equal, group_starts, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "match_keys"]
 
@@ -50,9 +52,7 @@ class KeyedTable:
     over: Table
     ops: LocalOps
     rows: int
-    _index: dict[int, tuple[np.ndarray, np.ndarray]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    _index: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
@@ -80,10 +80,26 @@ class KeyedTable:
         """The current rows whose whole key is one of ``keys`` (one array per column)."""
         if not self.vars:
             return self.table()
-        conds = {k: distinct(c) for k, c in enumerate(keys)}
-        rows = self.lookup([conds])
-        hit, _ = match_keys(rows.cols, keys)
-        return rows.take(np.flatnonzero(hit))
+        if np.dtype(self.ops.dtype).kind not in "iu":
+            conds = {k: distinct(c) for k, c in enumerate(keys)}
+            rows = self.lookup([conds])
+            hit, _ = match_keys(rows.cols, keys)
+            return rows.take(np.flatnonzero(hit))
+        # integer annotations (an incremental view's counts): binary searches in the trie
+        keys = [np.asarray(c) for c in keys]
+        if len(keys[0]) > 1:
+            perm, starts = group_starts(keys)
+            keys = [c[perm[starts]] for c in keys]
+        found, pos = self._positions(keys)
+        values = self.trie(tuple(range(len(self.vars)))).values
+        assert values is not None
+        in_over = self._over_rows(keys)
+        idx = np.flatnonzero(found & (in_over < 0))
+        base = Table(self.vars, tuple(c[idx] for c in keys), values[pos[idx]])
+        if self.over.rows == 0:
+            return base
+        over = self.over.take(in_over[in_over >= 0])
+        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def lookup(self, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
         """The current rows matching any of ``conds`` (each: column -> allowed values, all
@@ -141,6 +157,97 @@ class KeyedTable:
             self._index[k] = got
         return got
 
+    def trie(self, perm: Sequence[int]) -> Trie:
+        """The base indexed by its columns in the order ``perm`` (levels named ``c0``,
+        ``c1``, ... by column position), built once per base and shared by every keyed
+        table over the same base.  It holds the base only: see :meth:`correction`."""
+        perm = tuple(perm)
+        key = ("trie", perm)
+        got = self._index.get(key)
+        # keyed tables over the same keys may share the index with other annotations
+        if got is None or got[0] is not self.base.values:
+            names = tuple(f"c{k}" for k in perm)
+            t = Table(names, tuple(self.base.cols[k] for k in perm), self.base.values)
+            got = self._index[key] = (self.base.values, build_trie(t, names))
+        return got[1]
+
+    def correction(self) -> Table:
+        """What the overrides add to the base, key by key: the current annotation minus the
+        base's (the base's annotation negated for a removed key; keys where the two agree
+        left out), so that the contents are ``base ⊕ correction``.
+
+        Only for annotations in a ring of integers (``ops.dtype`` an integer type): the
+        difference needs ⊕-inverses and exact arithmetic.
+        """
+        if np.dtype(self.ops.dtype).kind not in "iu":
+            raise TypeError(f"correction() needs integer annotations, not {self.ops.dtype}")
+        over = self.over
+        got = self._memo("correction")
+        if got is None:
+            assert over.values is not None
+            diff = over.values - self._before()
+            keep = np.flatnonzero(diff != 0)
+            got = Table(self.vars, tuple(c[keep] for c in over.cols), diff[keep])
+            self._remember("correction", got)
+        return got
+
+    def _memo(self, name: str) -> Any:
+        """What :meth:`_remember` kept under ``name`` for these overrides over this base."""
+        got = self._index.get((name, id(self.over)))
+        if got is not None and got[0] is self.over and got[1] is self.base.values:
+            return got[2]
+        return None
+
+    def _remember(self, name: str, value: Any, over: Table | None = None) -> None:
+        """Keep ``value`` for ``over`` (default: these overrides) over this base; entries of
+        older overrides are dropped (those of the last two are kept: a tick reads the state
+        before its change while it builds the state after)."""
+        over = self.over if over is None else over
+        old = [k for k in self._index if isinstance(k, tuple) and k[0] == name]
+        for k in old[:-1]:
+            del self._index[k]
+        self._index[(name, id(over))] = (over, self.base.values, value)
+
+    def _before(self) -> np.ndarray:
+        """The base's annotation at each key of the overrides (zero where it has none),
+        kept with the overrides from one change to the next."""
+        before = self._memo("before")
+        if before is None:
+            before = self._base_at(self.over.cols)
+            self._remember("before", before)
+        return before
+
+    def _base_at(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """The base's annotation at each of ``keys`` (zero where it has none)."""
+        dtype = self.base.values.dtype if self.base.values is not None else np.int64
+        out = np.zeros(len(keys[0]) if keys else 0, dtype=dtype)
+        if len(out) and self.base.rows and self.vars:
+            found, at = self._positions(keys)
+            values = self.trie(tuple(range(len(self.vars)))).values
+            assert values is not None
+            out[found] = values[at[found]]
+        return out
+
+    def _positions(self, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """For each row of ``keys``: whether the base holds it, and its row in the trie of
+        the base in column order (binary searches, no sort)."""
+        return _search(self.trie(tuple(range(len(self.vars)))), keys)
+
+    def _over_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """For each row of ``keys``: the row of the overrides holding it, or -1 (binary
+        searches in a trie of the overrides, built once per change of them)."""
+        n = len(keys[0])
+        if self.over.rows == 0:
+            return np.full(n, -1, dtype=np.int64)
+        tr = self._memo("over-trie")
+        if tr is None:
+            names = tuple(f"c{k}" for k in range(len(self.vars)))
+            rows = np.arange(self.over.rows, dtype=np.int64)
+            tr = build_trie(Table(names, self.over.cols, rows), names)
+            self._remember("over-trie", tr)
+        found, at = _search(tr, keys)
+        return np.where(found, tr.values[np.maximum(at, 0)], -1)
+
     def build_index(self) -> None:
         """Sort every column of the base now (otherwise each is sorted at its first lookup)."""
         for k in range(len(self.vars)):
@@ -159,17 +266,60 @@ class KeyedTable:
         rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
-        if self.over.rows:
+        stale = np.zeros(self.over.rows, dtype=bool)
+        if self.over.rows and np.dtype(self.ops.dtype).kind in "iu":
+            hit = self._over_rows(new.cols)
+            stale[hit[hit >= 0]] = True
+        elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
+        if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *_cat(kept, new))
         else:
             over = new
         st = current()
         if over.rows > max(st.log_rows, st.log_fraction * self.base.rows):
+            merged = self._merged(over, rows)
+            if merged is not None:
+                return merged
             folded = KeyedTable(self.base, over, self.ops, rows).table()
             return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+        if np.dtype(self.ops.dtype).kind in "iu":
+            # the base's annotations under the overrides (for correction()): carried
+            before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
+            self._remember("before", before, over)
         return KeyedTable(self.base, over, self.ops, rows, self._index)
+
+    def _merged(self, over: Table, rows: int) -> KeyedTable | None:
+        """The base with ``over`` folded in, its tries made by merging ``over`` into the
+        sorted rows of the tries built so far (no sort of the relation); None where that
+        does not apply (annotations not integers, no trie in column order built, keys
+        too wide for one 64-bit sort key)."""
+        if np.dtype(self.ops.dtype).kind not in "iu" or not self.vars:
+            return None
+        built = {
+            k[1]: got[1]
+            for k, got in self._index.items()
+            if isinstance(k, tuple) and k[0] == "trie" and got[0] is self.base.values
+        }
+        ident = tuple(range(len(self.vars)))
+        if ident not in built:
+            return None
+        assert over.values is not None
+        alive = np.flatnonzero(self.ops.nonzero(over.values))
+        tries: dict[tuple[int, ...], Trie] = {}
+        for perm, tr in built.items():
+            keys = [over.cols[k] for k in perm]
+            found, at = _search(tr, keys)
+            t = _merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
+            if t is None:
+                return None
+            tries[perm] = t
+        new = tries[ident]
+        assert new.values is not None
+        base = Table(self.vars, tuple(trie_rows(new)), new.values)
+        index = {("trie", perm): (base.values, t) for perm, t in tries.items()}
+        return KeyedTable(base, _empty(self.vars, base.cols, self.ops), self.ops, rows, index)
 
     def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """``self ⊕ delta`` and, at ``delta``'s keys, the rows before and after.
@@ -188,6 +338,23 @@ class KeyedTable:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+def _search(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``keys`` (one array per level of ``tr``): whether ``tr`` holds it,
+    and its row (deepest node) there, -1 where absent."""
+    n = len(keys[0])
+    node = np.zeros(n, dtype=np.int64)
+    alive = np.arange(n, dtype=np.int64)
+    for d, col in enumerate(keys):
+        got = tr.lookup(d, node, np.ascontiguousarray(col[alive]))
+        ok = got >= 0
+        alive, node = alive[ok], got[ok]
+    found = np.zeros(n, dtype=bool)
+    found[alive] = True
+    at = np.full(n, -1, dtype=np.int64)
+    at[alive] = node
+    return found, at
+
+
 def match_keys(
     cols: Sequence[np.ndarray], keys: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -211,6 +378,57 @@ def match_keys(
     where[group[n:]] = np.arange(m)
     at = where[group[:n]]
     return at >= 0, at
+
+
+def _merge_into(
+    tr: Trie, drop: np.ndarray, add: list[np.ndarray], values: np.ndarray
+) -> Trie | None:
+    """``tr`` without its rows ``drop``, with the rows ``add`` (keys ``tr`` does not hold
+    once ``drop`` is gone; columns in the trie's order) annotated ``values``: one merge of
+    sorted rows.  None when the keys do not fit one 64-bit sort key."""
+    assert tr.values is not None
+    cols = trie_rows(tr)
+    keep = np.ones(tr.rows, dtype=bool)
+    keep[drop] = False
+    cols = [c[keep] for c in cols]
+    kept_values = tr.values[keep]
+    if len(add[0]):
+        order = sort_rows(add)
+        add = [c[order] for c in add]
+        values = values[order]
+        key, new_key = _sort_keys(cols, add)
+        if key is None or new_key is None:
+            return None
+        at = np.searchsorted(key, new_key)
+        cols = [np.insert(c, at, a) for c, a in zip(cols, add, strict=True)]
+        kept_values = np.insert(kept_values, at, values)
+    names = tr.order
+    return build_trie(Table(names, tuple(cols), kept_values), names, presorted=True)
+
+
+def _sort_keys(
+    a: list[np.ndarray], b: list[np.ndarray]
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """One int64 key per row of ``a`` and of ``b`` ordered as the rows are
+    (lexicographically), or None when the columns' ranges do not fit 2**62."""
+    if not all(x.dtype.kind in "iu" for x in (*a, *b)):
+        return None, None
+    lows, spans, total = [], [], 1
+    for x, y in zip(a, b, strict=True):
+        lo = min(int(x.min()) if len(x) else 0, int(y.min()))
+        hi = max(int(x.max()) if len(x) else 0, int(y.max()))
+        lows.append(lo)
+        spans.append(hi - lo + 1)
+        total *= hi - lo + 1
+    if total >= 2**62:
+        return None, None
+    out = []
+    for cols in (a, b):
+        key = np.zeros(len(cols[0]), dtype=np.int64)
+        for c, lo, span in zip(cols, lows, spans, strict=True):
+            key = key * span + (c.astype(np.int64) - lo)
+        out.append(key)
+    return out[0], out[1]
 
 
 def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:

@@ -20,7 +20,7 @@ import faq.kernel.compiled as compiled
 from faq.kernel.table import Table
 from semirings.local import LocalOps, distinct, sort_rows
 
-__all__ = ["NUMBA", "Trie", "build_trie"]
+__all__ = ["NUMBA", "Trie", "build_trie", "trie_rows"]
 
 NUMBA = compiled.NUMBA
 """Whether the searches run compiled (numba is installed); else the numpy fallback runs."""
@@ -88,21 +88,27 @@ class Trie:
         return out
 
 
-def build_trie(table: Table, order: Sequence[str], ops: LocalOps | None = None) -> Trie:
+def build_trie(
+    table: Table, order: Sequence[str], ops: LocalOps | None = None, presorted: bool = False
+) -> Trie:
     """Index ``table`` by the variable ``order`` (a permutation of its vars).
 
     A table whose keys may repeat (``unique`` False) is consolidated on the
     way (equal keys ⊕-combined with ``ops``, zero annotations dropped): the
-    sort that builds the index finds them.
+    sort that builds the index finds them.  ``presorted``: the rows are already
+    sorted by ``order`` (no sort).
     """
     order = tuple(order)
     if sorted(order) != sorted(table.vars):
         raise ValueError(f"trie order {order} is not a permutation of {table.vars}")
     keys = [table.col(v) for v in order]
     n = table.rows
-    perm = sort_rows(keys) if keys and n else np.arange(n)
-    keys = [k[perm] for k in keys]
-    values = None if table.values is None else table.values[perm]
+    if presorted:
+        values = table.values
+    else:
+        perm = sort_rows(keys) if keys and n else np.arange(n)
+        keys = [k[perm] for k in keys]
+        values = None if table.values is None else table.values[perm]
     if not table.unique and keys and n > 1:
         keys, values, n = _merge_repeats(keys, values, table, ops)
     vals: list[np.ndarray] = []
@@ -125,6 +131,18 @@ def build_trie(table: Table, order: Sequence[str], ops: LocalOps | None = None) 
     if keys and n_parent != n:
         raise ValueError(f"table over {table.vars} has repeated keys; consolidate it first")
     return Trie(order, tuple(vals), tuple(starts), values, n)
+
+
+def trie_rows(tr: Trie) -> list[np.ndarray]:
+    """The key columns of ``tr``'s rows (one per level), in the trie's sorted order."""
+    if not tr.order:
+        return []
+    leaf = np.arange(len(tr.vals[-1]) + 1, dtype=np.int64)  # first row under each node
+    cols = [np.empty(0)] * tr.depth
+    for d in range(tr.depth - 1, -1, -1):
+        cols[d] = np.repeat(tr.vals[d], np.diff(leaf))
+        leaf = leaf[tr.starts[d]]
+    return cols
 
 
 def _merge_repeats(

@@ -1,0 +1,188 @@
+"""The delta rule over keyed tables: each term one seeded Generic Join on the state's tries.
+
+A term of the delta rule joins a relation's change with the other atoms'
+relations.  When those are :class:`faq.kernel.KeyedTable` s over a ring of
+integers (an incremental view's counts: ``integer``, counting kept in ℤ,
+booleans kept as counts of rows), each relation is its base plus a small
+correction (:meth:`faq.kernel.KeyedTable.correction`: the overrides minus the
+base at their keys), and the term is
+
+    Δ ⋈ (B₂ ⊕ X₂) ⋈ ... ⋈ (B_k ⊕ X_k)  =  ⊕ over every choice of Bⱼ or Xⱼ per atom,
+
+where ``X`` is the correction (with the relation's own change ⊕-ed in for
+atoms before the changed one: the ordered delta rule reads the new state
+there).  Each product is one :func:`faq.kernel.generic_join` seeded by the
+change: the bases are read through tries built once per base (binary searches
+at the change's values, nothing copied), the corrections through tries of
+their rows that share a value with the change.  A tick then costs the
+searches its change makes, not the rows it reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from itertools import product
+
+import numpy as np
+
+from faq.kernel.join import generic_join
+from faq.kernel.keyed import KeyedTable
+from faq.kernel.table import Table, concat, group_reduce
+from faq.kernel.trie import Trie, build_trie
+from semirings.local import LocalOps, distinct
+
+__all__ = ["MAX_CHOICES", "seeded_delta", "trie_orders"]
+
+MAX_CHOICES = 64
+"""Most products (base or correction per atom) a term is split into; past it, None."""
+
+Atoms = Sequence[tuple[str, tuple[str, ...]]]
+
+
+def seeded_delta(
+    atoms: Atoms,
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+) -> tuple[Table, list[tuple[int, tuple[str, ...]]]] | None:
+    """ΔQ of the join of ``atoms`` ⊕-aggregated onto ``head`` when ``deltas`` are ⊕-ed into
+    ``keyed``, and (atom, variable order) of each term; None where this does not apply.
+
+    Parameters
+    ----------
+    atoms : sequence of (relation, variables)
+        The rule's atoms (no constants).
+    head : tuple of str
+        The output variables.
+    ops : LocalOps
+        A ring of integers (the operations of the annotations of ``keyed``).
+    keyed : mapping of str to KeyedTable
+        Every relation before the change.
+    deltas : mapping of str to Table
+        The consolidated changes (columns by position), non-empty.
+
+    Returns
+    -------
+    (Table, list) or None
+        None when an atom repeats a variable, a relation is not keyed or has no
+        variables, the annotations are not integers, a term would split into
+        more than :data:`MAX_CHOICES` products, or some variable shares no atom
+        with what a change binds (the caller's general path handles those).
+    """
+    if np.dtype(ops.dtype).kind not in "iu" or getattr(ops.semiring, "neg", None) is None:
+        return None
+    for rel, vars_ in atoms:
+        if rel not in keyed or not vars_ or len(set(vars_)) != len(vars_):
+            return None
+    if 2 ** (len(atoms) - 1) > MAX_CHOICES:
+        return None
+    plans = []
+    for i, (rel, vars_) in enumerate(atoms):
+        if rel not in deltas:
+            continue
+        order = _order(vars_, [v for j, (_, v) in enumerate(atoms) if j != i])
+        if order is None:
+            return None
+        plans.append((i, order))
+    parts: list[Table] = []
+    for i, order in plans:
+        parts.extend(_term(atoms, i, order, head, ops, keyed, deltas))
+    if parts:
+        change = group_reduce(concat(parts, ops), head, ops)
+    else:
+        change = Table(head, tuple(np.empty(0, np.int64) for _ in head), np.empty(0, ops.dtype))
+    return change, plans
+
+
+def trie_orders(atoms: Atoms) -> dict[str, set[tuple[int, ...]]]:
+    """The column orders (by position) in which :func:`seeded_delta` reads each relation's
+    base, whichever relations change, plus each relation's own column order (for reads at
+    keys): build them ahead (:meth:`faq.kernel.KeyedTable.trie`) and no tick pays them."""
+    out: dict[str, set[tuple[int, ...]]] = {}
+    for rel, vars_ in atoms:
+        out.setdefault(rel, set()).add(tuple(range(len(vars_))))
+    if any(len(set(vs)) != len(vs) for _, vs in atoms):
+        return out
+    for i, (_, vars_) in enumerate(atoms):
+        order = _order(vars_, [v for j, (_, v) in enumerate(atoms) if j != i])
+        if order is None:
+            continue
+        for j, (rel, vs) in enumerate(atoms):
+            if j != i:
+                out[rel].add(tuple(vs.index(v) for v in order if v in vs))
+    return out
+
+
+def _order(seed: tuple[str, ...], others: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The seed's variables, then greedily the variable sharing an atom with the most bound
+    ones; None when one shares none."""
+    bound = list(dict.fromkeys(seed))
+    rest = {v for vs in others for v in vs} - set(bound)
+    while rest:
+
+        def score(v: str) -> int:
+            return sum(1 for vs in others if v in vs and any(b in vs for b in bound))
+
+        best = max(sorted(rest), key=score)
+        if score(best) == 0:
+            return None
+        bound.append(best)
+        rest.discard(best)
+    return tuple(bound)
+
+
+def _term(
+    atoms: Atoms,
+    i: int,
+    order: tuple[str, ...],
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+) -> list[Table]:
+    """The products of term ``i`` (its change joined with each choice of base or correction)."""
+    rel, vars_ = atoms[i]
+    d = deltas[rel]
+    seed = Table(vars_, d.cols, d.values)
+    seen = {v: distinct(c) for v, c in zip(vars_, d.cols, strict=True)}
+    choices: list[tuple[tuple[Table, Trie] | None, tuple[Table, Trie] | None]] = []
+    for j, (r, vs) in enumerate(atoms):
+        if j == i:
+            continue
+        sub = tuple(v for v in order if v in vs)
+        kt = keyed[r]
+        base = None
+        if kt.base.rows:
+            tr = kt.trie([vs.index(v) for v in sub])
+            base = (Table(vs, kt.base.cols, kt.base.values), replace(tr, order=sub))
+        x = kt.correction()
+        if j < i and r in deltas:  # the new state: ⊕ the relation's change
+            x = concat([x, deltas[r]], ops)
+        x = _near(x, vs, seen)
+        small = None
+        if x.rows:
+            t = Table(vs, x.cols, x.values, unique=False)
+            small = (t, build_trie(t, sub, ops))
+        choices.append((base, small))
+    out = []
+    for pick in product(*choices):
+        if any(p is None for p in pick):
+            continue
+        tables = [p[0] for p in pick if p is not None]
+        tries = [p[1] for p in pick if p is not None]
+        out.append(generic_join(tables, order, head, ops, seed=seed, tries=tries))
+    return out
+
+
+def _near(t: Table, vars_: tuple[str, ...], seen: Mapping[str, np.ndarray]) -> Table:
+    """The rows of ``t`` (columns by position, over ``vars_``) whose values of the seed's
+    variables are among the seed's: the only ones a seeded join can reach."""
+    if not t.rows:
+        return t
+    mask = np.ones(t.rows, dtype=bool)
+    for k, v in enumerate(vars_):
+        if v in seen:
+            mask &= np.isin(t.cols[k], seen[v])
+    return t if mask.all() else t.take(np.flatnonzero(mask))
