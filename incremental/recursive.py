@@ -38,10 +38,11 @@ from incremental.deltas import Rows, read_delta
 from incremental.driver_state import LocalKeyed
 from incremental.fixpoint import Diff, Fixpoint, working_semiring
 from incremental.protocol import StepReport
-from incremental.regimes import annotations, regime
+from incremental.regimes import regime
 from incremental.tables import (
     ANNOTATION,
     annotation_delta,
+    at_groups,
     distinct_keys,
     empty_table,
     kind,
@@ -49,6 +50,7 @@ from incremental.tables import (
     multiplicities,
     refuse_missing,
     refuse_negative,
+    repeat_reduce,
     row_counts,
 )
 from incremental.view import STATES, IncrementalView, check_batch_id
@@ -156,6 +158,9 @@ class ProgramView(IncrementalView):
         self._pstate = self._empty()
         rows = self._deltas(initial, "initial contents")
         self._pstate = self._apply(rows)[0]
+        for n in query.inputs:  # the indexes the ticks' lookups read, built once here
+            for kt in (self._pstate.rels[n], self._pstate.rows[n]):
+                kt.kt.build_index()
         log.info(
             "view of program %s: initial answer %s rows",
             self.program.answer,
@@ -272,7 +277,11 @@ class ProgramView(IncrementalView):
             new_rows, _, counts = rows.plus(ms)
         refuse_missing(name, counts, self.semiring)
         at = distinct_keys(ms.cols[:-1])
-        new, old = changed_rows(rel.at(at), annotations(new_rows, at, keys, o), o)
+        found = new_rows.kt.at_prefix(at)  # every row of the touched keys
+        assert found.values is not None
+        per_key = Table(keys, found.cols[:-1], found.cols[-1])
+        now = at_groups(repeat_reduce(per_key, found.values, keys, o), Table(keys, at, None), o)
+        new, old = changed_rows(rel.at(at), now, o)
         return rel.replace(new) if new.rows else rel, new_rows, Diff(old, new)
 
     def _typed(self, name: str, d: Rows) -> tuple[LocalKeyed, LocalKeyed]:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import semirings
 from faq import Factor, query
+from faq.kernel import Table
 from incremental import IncrementalView
 from incremental.recursive import ProgramView
 from semirings import Semiring
@@ -295,3 +296,37 @@ def test_unsupported_options_are_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="negative multiplicity"):
         view.step(E=pd.DataFrame({"a": [0], "b": [1], "value": [2], "_weight": [-1]}))
     assert view.result().to_dict() == {(0,): 1, (1,): 1}
+
+
+# -- the whole-key lookups the ticks make ------------------------------------------------------
+def pairs(t: Table) -> dict:
+    keys = zip(t.cols[0].tolist(), t.cols[1].tolist(), strict=True)
+    return dict(zip(keys, t.values.tolist(), strict=True))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c"])), max_size=15),
+    st.lists(st.tuples(st.integers(-1, 5), st.sampled_from(["a", "c", "z"])), max_size=8),
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b"]), st.integers(0, 2))),
+)
+def test_keyed_whole_key_lookup_matches_a_scan(rows, keys, changes):
+    from faq.kernel import KeyedTable
+    from semirings.local import local_ops
+
+    o = local_ops(semirings.INTEGER)
+    data = dict.fromkeys(rows, 1)
+    cols = (np.array([k for k, _ in data], dtype=np.int64), np.array([s for _, s in data]))
+    kt = KeyedTable.of(Table(("x", "s"), cols, np.ones(len(data), np.int64)), o)
+    if changes:  # overrides on top of the base: a count of 0 removes the key
+        new = {(k, s): v for k, s, v in changes}
+        c = (np.array([k for k, _ in new], dtype=np.int64), np.array([s for _, s in new]))
+        kt = kt.replace(Table(("x", "s"), c, np.array(list(new.values()), dtype=np.int64)))
+        data = {k: v for k, v in {**data, **new}.items() if v}
+    q = (np.array([k for k, _ in keys], dtype=np.int64), np.array([s for _, s in keys]))
+    got = kt.at(q)
+    found = pairs(got)
+    assert found == {k: v for k, v in data.items() if k in set(keys)}
+    assert got.rows == len(found)
+    lead = kt.at_prefix((q[0],))  # the rows whose first column is one of the keys'
+    found = pairs(lead)
+    assert found == {k: v for k, v in data.items() if k[0] in set(q[0].tolist())}
