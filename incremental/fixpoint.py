@@ -140,7 +140,9 @@ class Fixpoint:
                 after, touched = self._recompute(g, new)
             for n in g.names:
                 new[n] = after[n]
-                diffs[n] = self._diff(before[n], after[n], touched[n])
+                d = self._diff(before[n], after[n], touched[n])
+                if d.new.rows:  # later groups read only relations that changed
+                    diffs[n] = d
         return new, diffs
 
     def change(self, d: Diff) -> Table:
