@@ -158,9 +158,10 @@ class ProgramView(IncrementalView):
         self._pstate = self._empty()
         rows = self._deltas(initial, "initial contents")
         self._pstate = self._apply(rows)[0]
-        for n in query.inputs:  # the indexes the ticks' lookups read, built once here
-            for kt in (self._pstate.rels[n], self._pstate.rows[n]):
-                kt.kt.build_index()
+        # the indexes the ticks' lookups read, built once here (kept while a relation's
+        # changes are overrides of its base)
+        for kt in (*self._pstate.rels.values(), *self._pstate.rows.values()):
+            kt.kt.build_index()
         log.info(
             "view of program %s: initial answer %s rows",
             self.program.answer,
