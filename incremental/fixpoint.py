@@ -285,7 +285,9 @@ class Fixpoint:
             k += 1
             if k > self.max_rounds:
                 raise nonconvergence(self.S, g.names, delta, self.max_rounds)
-            now = {n: _plus(rels[n], delta[n], self.o) for n in g.names}
+            # idempotent: a round's change holds the new annotations, put in place
+            step = _put if idempotent else _plus
+            now = {n: step(rels[n], delta[n], self.o) for n in g.names}
             cand: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
             for i in g.recursive:
                 r = self.p.rules[i]
@@ -396,6 +398,16 @@ def _plus(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
     if not kt.rows:
         return LocalKeyed.of(drop_zeros(t, o), o)
     return kt.plus(t)[0]
+
+
+def _put(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
+    """``kt`` with ``t``'s annotation at each of its keys (an empty relation takes
+    ``t``'s key types)."""
+    if not t.rows:
+        return kt
+    if not kt.rows:
+        return LocalKeyed.of(drop_zeros(t, o), o)
+    return kt.replace(t)
 
 
 def _replace(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
