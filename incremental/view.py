@@ -50,7 +50,7 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["STATES", "IncrementalView"]
+__all__ = ["STATES", "IncrementalView", "check_batch_id"]
 
 log = logging.getLogger("faq.incremental")
 
@@ -161,6 +161,15 @@ class IncrementalView:
     (-1, 44, 1)
     """
 
+    def __new__(cls, query: Any = None, *args: Any, **kwargs: Any) -> IncrementalView:
+        """A view of a program (several rules, recursion) is an
+        :class:`incremental.recursive.ProgramView`."""
+        if cls is IncrementalView and isinstance(query, Program):
+            from incremental.recursive import ProgramView
+
+            return super().__new__(ProgramView)
+        return super().__new__(cls)
+
     @_releases_on_error
     def __init__(
         self,
@@ -174,11 +183,6 @@ class IncrementalView:
         sets: str | Mapping[str, str] | None = None,
         **initial: Any,
     ) -> None:
-        if isinstance(query, Program):
-            raise NotImplementedError(
-                "IncrementalView: views over programs of several rules (recursive queries) "
-                "are not maintained yet; solve the program in batch (program.solve(...))"
-            )
         if not isinstance(query, Query):
             raise TypeError(
                 "IncrementalView takes a faq.Query (from faq.query(...)), not "
@@ -520,3 +524,7 @@ def _batch_id(batch_id: Any) -> int:
     ):
         raise ValueError(f"batch_id must be a non-negative integer, got {batch_id!r}")
     return int(batch_id)
+
+
+check_batch_id = _batch_id
+"""A batch id checked (the views of programs share it)."""

@@ -310,17 +310,21 @@ def test_recursion_contenders_agree_on_a_small_directed_graph(spark, tmp_path, c
     path = tmp_path / "g.txt"
     path.write_text("# directed\n" + "\n".join(lines) + "\n")
     argv = ["--edges", "0", "--no-warmup", "--checkpoint-every", "2", "--out", str(tmp_path)]
-    assert recursion.main([*argv, str(path)]) == 0
+    view = ["--quick", "--tick-edges", "10", "--tick-deletions", "4"]  # 2 ticks
+    assert recursion.main([*argv, *view, str(path)]) == 0
     out = capsys.readouterr().out
-    assert "| g.txt |" in out and "PySpark ÷ engine" in out
+    assert "| g.txt |" in out and "PySpark ÷ engine" in out and "recompute ÷ tick" in out
     with (tmp_path / "recursion.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["query"], r["contender"]) for r in rows] == [
         (q, c)
         for q in ("sssp", "reach")
         for c in ("engine", "engine (pandas input)", "PySpark iteration", "scipy")
-    ]
+    ] + [("sssp view", "view tick"), ("sssp view", "recompute")]
     assert all(r["status"] == "ok" for r in rows)
+    ticks = [r for r in rows if r["query"] == "sssp view"]
+    assert [int(r["runs"]) for r in ticks] == [2, 2]  # every tick compared with a recompute
+    rows = rows[:-2]
     g = recursion.weighted_graph("g", pairs, 1, both=False)
     assert g.m == len({(int(u), int(v)) for u, v in pairs if u != v}) == int(rows[0]["edges"])
     for q in ("sssp", "reach"):

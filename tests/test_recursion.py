@@ -288,12 +288,60 @@ def test_user_max_semiring_not_declared_idempotent_converges_around_cycles(spark
             assert min(want[(w["x_"],)], E[(w["x_"], v)]) == want[(v,)]
 
 
-def test_incremental_view_over_a_program_is_refused_clearly():
+def test_incremental_view_over_a_program_is_a_program_view():
     from incremental import IncrementalView
+    from incremental.recursive import ProgramView
 
     program = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
-    with pytest.raises(NotImplementedError, match="not maintained yet"):
-        IncrementalView(program)
+    view = IncrementalView(program)
+    assert isinstance(view, ProgramView) and isinstance(view, IncrementalView)
+    assert view.result().to_dict() == {} and view.tick == 0
+
+
+# -- early refusal of negative cycles (min-plus, max-plus) -------------------------------------
+def test_negative_cycle_is_refused_after_as_many_rounds_as_keys_not_max_rounds(spark):
+    sp = query(SSSP, semiring="min-plus")
+    E = edges({(0, 1): 1.0, (1, 2): -3.0, (2, 1): 1.0})
+    with pytest.raises(ValueError, match=r"'D' does not converge.*after 4 rounds.*negative cycle"):
+        sp.solve(S=nodes({(0,): 0.0}), E=E)  # default max_rounds: 1000
+    longest = query("L(x) :- S(x)\nL(y) :- L(x), E(x, y)", semiring="max-plus")
+    E = edges({(0, 1): 1.0, (1, 2): 2.0, (2, 0): 1.0}, "max-plus")
+    with pytest.raises(ValueError, match=r"'L' does not converge.*positive cycle"):
+        longest.solve(S=nodes({(0,): 0.0}, "max-plus"), E=E)
+
+
+def bellman_ford(n: int, E: dict, source: int) -> dict | None:
+    """Distances from ``source``, or None when a negative cycle is reachable from it."""
+    d = {source: 0.0}
+    for _ in range(n):
+        changed = False
+        for (a, b), w in E.items():
+            if a in d and d[a] + w < d.get(b, math.inf):
+                d[b] = d[a] + w
+                changed = True
+        if not changed:
+            return d
+    return None
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.integers(0, 5), st.integers(0, 5)).filter(lambda e: e[0] != e[1]),
+        st.integers(-4, 6).map(float),
+        max_size=12,
+    )
+)
+def test_early_negative_cycle_refusal_is_sound(E):
+    """Refused exactly when a negative cycle is reachable; otherwise Bellman-Ford's answer."""
+    want = bellman_ford(6, E, 0)
+    sp = query(SSSP, semiring="min-plus")
+    if want is None:
+        with pytest.raises(ValueError, match="negative cycle"):
+            sp.solve(S=nodes({(0,): 0.0}), E=edges(E))
+    else:
+        assert sp.solve(S=nodes({(0,): 0.0}), E=edges(E)).to_dict() == {
+            (k,): v for k, v in want.items()
+        }
 
 
 def test_explain_never_reports_an_earlier_solve_of_other_objects(spark, monkeypatch):

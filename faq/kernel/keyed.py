@@ -77,15 +77,104 @@ class KeyedTable:
         return Table(self.vars, *_cat(kept, _drop_zeros(self.over, self.ops)))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
-        """The current rows whose whole key is one of ``keys`` (one array per column)."""
+        """The current rows whose whole key is one of ``keys`` (one array per column).
+
+        A key of several columns is found by binary search in a sorted code of the
+        whole key (:meth:`_whole_key_rows`), built once per base: the column-by-column
+        lookup would read every row of a frequent value (a hub's edges) first.
+        """
         if not self.vars:
             return self.table()
-        if np.dtype(self.ops.dtype).kind not in "iu":
+        if np.dtype(self.ops.dtype).kind in "iu":
+            return self._at_integer(keys)
+        pos = self._whole_key_rows(keys) if len(self.vars) > 1 else None
+        if pos is None:
             conds = {k: distinct(c) for k, c in enumerate(keys)}
             rows = self.lookup([conds])
             hit, _ = match_keys(rows.cols, keys)
             return rows.take(np.flatnonzero(hit))
-        # integer annotations (an incremental view's counts): binary searches in the trie
+        base = self.base.take(pos)
+        if self.over.rows == 0:
+            return base
+        hit, _ = match_keys(self.over.cols, keys)
+        over = self.over.take(np.flatnonzero(hit))
+        stale, _ = match_keys(base.cols, self.over.cols)
+        base = base.take(np.flatnonzero(~stale))
+        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+
+    def at_prefix(self, keys: Sequence[np.ndarray]) -> Table:
+        """The current rows whose leading ``len(keys)`` columns are one of ``keys`` (one
+        array per leading column; all columns: :meth:`at`)."""
+        if len(keys) >= len(self.vars) or not keys:
+            return self.at(keys) if keys else self.table()
+        pos = self._whole_key_rows(keys)
+        if pos is None:
+            rows = self.lookup([{k: distinct(c) for k, c in enumerate(keys)}])
+            hit, _ = match_keys(rows.cols[: len(keys)], keys)
+            return rows.take(np.flatnonzero(hit))
+        base = self.base.take(pos)
+        if self.over.rows == 0:
+            return base
+        hit, _ = match_keys(self.over.cols[: len(keys)], keys)
+        over = self.over.take(np.flatnonzero(hit))
+        stale, _ = match_keys(base.cols, self.over.cols)
+        base = base.take(np.flatnonzero(~stale))
+        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+
+    def _whole_key_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
+        """Sorted positions in ``base`` of the rows whose leading columns (all of them, or
+        as many as ``keys`` has) are one of ``keys``, or None when the base has no
+        whole-key code (see :meth:`_whole_key_index`)."""
+        idx = self._whole_key_index()
+        if idx is None:
+            return None
+        uniq, mults, order, codes = idx
+        uniq, mults = uniq[: len(keys)], mults[: len(keys)]
+        n = len(keys[0]) if keys else 0
+        code = np.zeros(n, dtype=np.int64)
+        ok = np.ones(n, dtype=bool)
+        try:
+            for u, m, q in zip(uniq, mults, keys, strict=True):
+                r = np.searchsorted(u, q) if len(u) else np.zeros(n, dtype=np.int64)
+                inside = r < len(u)
+                r[~inside] = 0
+                if len(u):
+                    ok &= inside & np.asarray(u[r] == q, dtype=bool)
+                else:
+                    ok[:] = False
+                code += r.astype(np.int64) * m
+        except (TypeError, ValueError):  # keys of another type than the columns
+            return None
+        c = distinct(code[ok])
+        lo = np.searchsorted(codes, c, side="left")
+        hi = np.searchsorted(codes, c + mults[-1] - 1, side="right") if mults else lo
+        return np.sort(order[ranges(lo, hi - lo)])
+
+    def _whole_key_index(self) -> tuple[list[np.ndarray], list[int], np.ndarray, np.ndarray] | None:
+        """Per column its sorted distinct values, the multipliers that make a row's ranks
+        one int64 code, the base order by code and the sorted codes; None when the codes
+        would overflow or a column does not sort."""
+        if -1 in self._index:
+            return self._index[-1]  # type: ignore[return-value]
+        got: tuple[list[np.ndarray], list[int], np.ndarray, np.ndarray] | None = None
+        try:
+            parts = [np.unique(c, return_inverse=True) for c in self.base.cols]
+        except TypeError:
+            parts = []
+        sizes = [max(len(u), 1) for u, _ in parts]
+        if parts and float(np.prod(np.asarray(sizes, dtype=np.float64))) < 2.0**62:
+            mults = [int(np.prod(sizes[i + 1 :], dtype=np.int64)) for i in range(len(sizes))]
+            code = np.zeros(self.base.rows, dtype=np.int64)
+            for (_, inv), m in zip(parts, mults, strict=True):
+                code += inv.reshape(-1).astype(np.int64) * m
+            order = np.argsort(code, kind="stable")
+            got = ([u for u, _ in parts], mults, order, code[order])
+        self._index[-1] = got  # type: ignore[assignment]
+        return got
+
+    def _at_integer(self, keys: Sequence[np.ndarray]) -> Table:
+        """:meth:`at` for integer annotations (an incremental view's counts): binary
+        searches in the trie of the base and in that of the overrides."""
         keys = [np.asarray(c) for c in keys]
         if len(keys[0]) > 1:
             perm, starts = group_starts(keys)
@@ -249,9 +338,12 @@ class KeyedTable:
         return np.where(found, tr.values[np.maximum(at, 0)], -1)
 
     def build_index(self) -> None:
-        """Sort every column of the base now (otherwise each is sorted at its first lookup)."""
+        """Sort every column of the base now, and build the whole-key code of a key of
+        several columns (otherwise each is built at its first use)."""
         for k in range(len(self.vars)):
             self._sorted(k)
+        if len(self.vars) > 1:
+            self._whole_key_index()
 
     # -- changing -----------------------------------------------------------------------------
     def replace(self, new: Table) -> KeyedTable:

@@ -1,0 +1,417 @@
+"""Maintaining the least fixpoint of a program under changes of its inputs (one tick).
+
+:class:`Fixpoint` takes the relations of a program before a tick (keyed tables
+in the driver), the changes of its input relations (annotations before and
+after at the changed keys: :class:`Diff`) and updates the defined relations one
+strongly connected group at a time, in dependency order; a group whose rules
+read no changed relation is left as it is.  Inside a group, by the semiring:
+
+* **idempotent ⊕** (boolean, min-plus, max-plus, max-product, a user max/min
+  semiring): *delete and rederive* (DRed).  A changed input key whose new
+  annotation is not at least as good as the old one (deleted, or worse) is
+  *worsened*; one that got better is *improved*.
+
+  1. Over-delete: the keys of the group with a derivation (in the old state)
+     through a worsened fact, then, to a fixpoint, those with a derivation
+     through a key already marked.  Each step is the delta rule
+     (:func:`faq.solve_delta`) over the old relations with the marked rows as
+     the change.  For min-plus, max-plus, max-product and boolean only the
+     derivations whose value equals the key's value count (*tight* ones; a
+     worse derivation never supports it since ⊗ is strictly monotone there; a
+     relative tolerance of 1e-9 counts near-equal floats as equal, which only
+     marks more); for other semirings every derivation does.
+  2. The marked keys are removed and rederived: every rule of the group
+     restricted to them (a delta query whose change is the marked keys), over
+     the new inputs and the remaining state.
+  3. The delta terms of the improved inputs, with the rederived values, seed
+     semi-naive rounds that continue from the remaining state.
+
+* **rings and counting** (``integer``, ``real``, counting in ℤ), a *linear*
+  group (every recursive rule reads one atom of the group): the change ΔD is
+  the sum of rounds ``X₀ = Δ(rules)`` for the input changes over the old
+  relations, ``Xₖ₊₁ = Δ(recursive rules)`` for the change ``Xₖ`` over the new
+  inputs and ``D + X₀ + … + Xₖ₋₁`` (DBSP's nested delta: the same delta rule
+  with old and new relations).
+* otherwise (a non-linear ring program, ``log``, a user semiring whose ⊕ is not
+  idempotent): the group is recomputed from its base rules, as a batch solve
+  does, and compared with the old relations.
+
+Every round runs through the planner and executor (:func:`faq.solve_delta`,
+:meth:`faq.Query.solve`); the numpy work is the ⊕-merge of each round's rows.
+A fixpoint that does not converge raises the batch's error
+(:func:`faq.recursion.nonconvergence`), and a min-plus or max-plus round is
+refused early by :func:`faq.recursion.negative_cycle`.  Nothing is changed in
+place: a refused tick leaves the caller's relations as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import semirings
+from faq import Factor, Program, Query, solve_delta
+from faq.kernel import Table, changed_rows, group_reduce, match_keys
+from faq.kernel.table import concat
+from faq.recursion import idempotent_on, negative_cycle, nonconvergence
+from incremental.driver_state import LocalKeyed
+from incremental.protocol import How
+from incremental.regimes import regime
+from incremental.tables import at_groups, drop_zeros, empty_table
+from incremental.terms import recompute_groups, solve
+from semirings import Semiring
+from semirings.local import equal, local_ops
+
+__all__ = ["TIGHT", "Diff", "Fixpoint", "working_semiring"]
+
+TIGHT = ("min-plus", "max-plus", "max-product", "boolean")
+"""Built-in semirings whose over-delete counts only tight derivations (⊗ strictly
+monotone on non-zero values, ⊕ selective)."""
+
+_RTOL = 1e-9
+
+
+def working_semiring(S: Semiring) -> Semiring:
+    """The semiring a program view computes in: ℤ for counting (changes are signed)."""
+    return semirings.INTEGER if regime(S) == "counting" else S
+
+
+@dataclass(frozen=True)
+class Diff:
+    """A relation's change at a tick: its annotations before and after at the keys
+    that changed (the semiring's zero where a key is absent)."""
+
+    old: Table
+    new: Table
+
+
+class Fixpoint:
+    """The tick-by-tick maintenance of one program's defined relations (see the module
+    docstring).
+
+    Parameters
+    ----------
+    program : faq.Program
+        The program.
+    how : How
+        Variable order, join method and ``local`` of every delta query.
+    max_rounds : int
+        Most rounds per group and tick (over-delete and semi-naive rounds each).
+    """
+
+    def __init__(self, program: Program, how: How, max_rounds: int) -> None:
+        self.p = program
+        self.S = program.semiring
+        self.W = working_semiring(self.S)
+        self.o = local_ops(self.W)
+        self.how = how
+        self.max_rounds = max_rounds
+        self.queries = [Query(r, self.W) for r in program.rules]
+        self.terms: list[Any] = []
+        self.where: set[str] = set()
+
+    # -- one tick -----------------------------------------------------------------------------
+    def apply(
+        self,
+        old: Mapping[str, LocalKeyed],
+        inputs: Mapping[str, LocalKeyed],
+        diffs: Mapping[str, Diff],
+    ) -> tuple[dict[str, LocalKeyed], dict[str, Diff]]:
+        """The relations after the tick and every changed relation's :class:`Diff`.
+
+        ``old`` holds every relation before the tick, ``inputs`` the changed input
+        relations after it and ``diffs`` their changes.  None is modified.
+        """
+        new = {**old, **inputs}
+        diffs = {n: d for n, d in diffs.items() if d.new.rows}
+        for g in self.p.groups:
+            reads = {a.relation for i in (*g.base, *g.recursive) for a in self.p.rules[i].atoms}
+            if not reads & set(diffs):
+                continue
+            before = {n: old[n] for n in g.names}
+            if self.S.idempotent or self._idempotent(g, old, diffs):
+                after, touched = self._dred(g, old, new, diffs)
+            elif regime(self.S) in ("ring", "counting") and self._linear(g):
+                after, touched = self._ring(g, old, new, diffs)
+            else:
+                after, touched = self._recompute(g, new)
+            for n in g.names:
+                new[n] = after[n]
+                d = self._diff(before[n], after[n], touched[n])
+                if d.new.rows:  # later groups read only relations that changed
+                    diffs[n] = d
+        return new, diffs
+
+    def change(self, d: Diff) -> Table:
+        """What a view's step returns for the answer's :class:`Diff`: ΔQ in a ring or
+        counting (new minus old), otherwise the new annotation of every changed key."""
+        if regime(self.S) not in ("ring", "counting"):
+            return d.new
+        return self.minus(d)
+
+    def minus(self, d: Diff) -> Table:
+        """``new - old`` at the changed keys (a ring), zeros dropped."""
+        assert d.old.values is not None
+        neg = np.empty(d.old.rows, dtype=self.o.dtype)
+        neg[:] = self.W.neg(self.W.one)  # type: ignore[misc]
+        back = Table(d.new.vars, d.old.cols, self.o.mul(d.old.values, neg))
+        return self.merge([d.new, back])
+
+    # -- the three methods --------------------------------------------------------------------
+    def _dred(
+        self,
+        g: Any,
+        old: Mapping[str, LocalKeyed],
+        new: Mapping[str, LocalKeyed],
+        diffs: Mapping[str, Diff],
+    ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
+        """Delete and rederive (idempotent ⊕)."""
+        worse: dict[str, Table] = {}
+        better: dict[str, Table] = {}
+        for n, d in diffs.items():
+            up = equal(self._plus(d.old.values, d.new.values), d.new.values)
+            worse[n] = drop_zeros(d.old.take(np.flatnonzero(~up)), self.o)
+            better[n] = drop_zeros(d.new.take(np.flatnonzero(up)), self.o)
+        marked = self._overdelete(g, old, worse)
+        rest = {**new}
+        for n in g.names:
+            gone = marked[n]
+            zeros = np.full(gone.rows, self.W.zero, dtype=self.o.dtype)
+            rest[n] = _replace(old[n], Table(gone.vars, gone.cols, zeros), self.o)
+        seeds: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+        for i in (*g.base, *g.recursive):
+            r = self.p.rules[i]
+            at = marked[r.name]
+            if at.rows:
+                rels = {m: rest[m] for m in r.relations}
+                got, terms, where = recompute_groups(r, self.W, rels, at, self.how)
+                self._report(terms, where)
+                seeds[r.name].append(self.renamed(r.name, got))
+            changes = {m: better[m] for m in r.relations if m in better and better[m].rows}
+            if changes:
+                seeds[r.name].append(self._delta(i, rest, changes))
+        delta = {n: self._improving(rest[n], self.merge(seeds[n])) for n in g.names}
+        after, touched = self.rounds(g, rest, delta, idempotent=True)
+        for n in g.names:
+            touched[n].append(marked[n])
+        return after, touched
+
+    def _overdelete(
+        self, g: Any, old: Mapping[str, LocalKeyed], worse: Mapping[str, Table]
+    ) -> dict[str, Table]:
+        """The keys of the group a derivation through a worsened fact reaches, to a
+        fixpoint (their old annotations)."""
+        marked = {n: self.empty(n) for n in g.names}
+        frontier = {n: t for n, t in worse.items() if t.rows}
+        tight = self.S.name in TIGHT and semirings.get(self.S.name) is self.S
+        while frontier:  # ends: every step marks keys of the old relations not yet marked
+            cand: dict[str, list[Table]] = {n: [] for n in g.names}
+            for i in (*g.base, *g.recursive):
+                r = self.p.rules[i]
+                changes = {m: frontier[m] for m in r.relations if m in frontier}
+                if changes:
+                    cand[r.name].append(self._delta(i, old, changes))
+            frontier = {}
+            for n in g.names:
+                if not cand[n]:
+                    continue
+                c = self.merge(cand[n])
+                keys = Table(c.vars, c.cols, None)
+                was = at_groups(old[n].at(c.cols), keys, self.o).values
+                assert was is not None and c.values is not None
+                hit = self.o.nonzero(was)
+                if tight:
+                    hit &= _close(c.values, was)
+                seen, _ = match_keys(c.cols, marked[n].cols)
+                pick = np.flatnonzero(hit & ~seen)
+                if len(pick):
+                    fresh = Table(c.vars, tuple(x[pick] for x in c.cols), was[pick])
+                    marked[n] = concat([marked[n], fresh], self.o) if marked[n].rows else fresh
+                    frontier[n] = fresh
+        return marked
+
+    def _ring(
+        self,
+        g: Any,
+        old: Mapping[str, LocalKeyed],
+        new: Mapping[str, LocalKeyed],
+        diffs: Mapping[str, Diff],
+    ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
+        """A linear group in a ring or counting: the delta rounds from the old state."""
+        changes = {n: self.minus(d) for n, d in diffs.items()}
+        seeds: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+        for i in (*g.base, *g.recursive):
+            r = self.p.rules[i]
+            ch = {m: changes[m] for m in r.relations if m in changes and changes[m].rows}
+            if ch:
+                seeds[r.name].append(self._delta(i, old, ch))
+        delta = {n: self.merge(seeds[n]) for n in g.names}
+        return self.rounds(g, dict(new), delta, idempotent=False)
+
+    def _recompute(
+        self, g: Any, new: Mapping[str, LocalKeyed]
+    ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
+        """The group solved again from its base rules (as a batch solve does)."""
+        base: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+        for i in g.base:
+            r = self.p.rules[i]
+            relations = {m: new[m].factor(self.W, m) for m in r.relations}
+            base[r.name].append(self.renamed(r.name, solve(r, self.W, relations, self.how)))
+        delta = {n: self.merge(ts) for n, ts in base.items()}
+        idem = idempotent_on(self.S, list(delta.values()), check=False)
+        start = {**new, **{n: LocalKeyed.empty(self.p.vars[n], self.o) for n in g.names}}
+        after, touched = self.rounds(g, start, delta, idempotent=idem)
+        for n in g.names:
+            touched[n].append(new[n].table())
+        return after, touched
+
+    # -- semi-naive rounds --------------------------------------------------------------------
+    def rounds(
+        self,
+        g: Any,
+        rels: dict[str, LocalKeyed],
+        delta: dict[str, Table],
+        idempotent: bool,
+    ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
+        """Semi-naive rounds of the group's recursive rules from ``rels`` (the group's
+        relations before ``delta``); returns the relations after the last round and, per
+        relation, the keys every round changed."""
+        touched: dict[str, list[Table]] = {n: [delta[n]] for n in g.names}
+        k = 0
+        while any(d.rows for d in delta.values()):
+            k += 1
+            if k > self.max_rounds:
+                raise nonconvergence(self.S, g.names, delta, self.max_rounds)
+            # idempotent: a round's change holds the new annotations, put in place
+            step = _put if idempotent else _plus
+            now = {n: step(rels[n], delta[n], self.o) for n in g.names}
+            cand: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+            for i in g.recursive:
+                r = self.p.rules[i]
+                ch = {m: delta[m] for m in r.relations if m in delta and delta[m].rows}
+                if ch:
+                    cand[r.name].append(self._delta(i, rels, ch))
+            if idempotent:
+                if not self.S.idempotent:
+                    idempotent_on(self.S, [t for ts in cand.values() for t in ts])
+                delta = {n: self._improving(now[n], self.merge(cand[n])) for n in g.names}
+            else:
+                delta = {n: self.merge(cand[n]) for n in g.names}
+            if negative_cycle(self.S, k, now, delta):
+                raise nonconvergence(self.S, g.names, delta, k, cycle=True)
+            rels = {**rels, **now}
+            for n in g.names:
+                touched[n].append(delta[n])
+        return {n: rels[n] for n in g.names}, touched
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _delta(self, i: int, rels: Mapping[str, LocalKeyed], changes: dict[str, Table]) -> Table:
+        """The delta terms of rule ``i`` for ``changes`` ⊕-ed into ``rels``."""
+        r = self.p.rules[i]
+        res = solve_delta(
+            self.queries[i],
+            {m: rels[m].factor(self.W, m) for m in r.relations},
+            {m: Factor.from_table(t, self.W, m) for m, t in changes.items()},
+            order=self.how[0],
+            join=self.how[1],
+            local=self.how[2],
+        )
+        self._report(res.terms, res.where)
+        return self.renamed(r.name, res.change.to_table())
+
+    def _report(self, terms: Any, where: str) -> None:
+        self.terms.extend(terms)
+        self.where.add(where)
+
+    def _improving(self, state: LocalKeyed, cand: Table) -> Table:
+        """The rows of ``cand`` that improve ``state`` (idempotent ⊕), with the new values."""
+        if not cand.rows or not state.rows:
+            return cand
+        cur = state.at(cand.cols)
+        return changed_rows(cur, self.merge([cur, cand]), self.o)[0]
+
+    def _plus(self, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
+        """``a ⊕ b`` elementwise."""
+        assert a is not None and b is not None
+        both = np.empty(2 * len(a), dtype=self.o.dtype)
+        both[0::2], both[1::2] = a, b
+        return self.o.reduceat(both, np.arange(0, len(both), 2))
+
+    def _idempotent(self, g: Any, old: Mapping[str, LocalKeyed], diffs: Mapping[str, Diff]) -> bool:
+        """A user semiring that does not declare ``idempotent``: ``a ⊕ a == a`` on its one,
+        the group's annotations and the changed ones (as the batch decides)."""
+        if regime(self.S) in ("ring", "counting"):
+            return False
+        tables = [old[n].table() for n in g.names]
+        tables += [t for d in diffs.values() for t in (d.old, d.new)]
+        return any(old[n].rows for n in g.names) and idempotent_on(self.S, tables, check=False)
+
+    def _linear(self, g: Any) -> bool:
+        """Every recursive rule of the group reads exactly one atom of the group."""
+        return all(
+            sum(a.relation in g.names for a in self.p.rules[i].atoms) == 1 for i in g.recursive
+        )
+
+    def _diff(self, before: LocalKeyed, after: LocalKeyed, touched: list[Table]) -> Diff:
+        """The :class:`Diff` of a defined relation at the keys a tick touched."""
+        keys = [t for t in touched if t.rows]
+        if not keys:
+            e = empty_table(before.vars, self.o)
+            return Diff(e, e)
+        cols = group_reduce(concat(keys, self.o), keys[0].vars, self.o).cols
+        at = Table(before.vars, cols, None)
+        now = at_groups(after.at(cols), at, self.o)
+        new, was = changed_rows(before.at(cols), now, self.o)
+        return Diff(was, new)
+
+    def merge(self, parts: list[Table]) -> Table:
+        """The tables ⊕-combined (empty ones skipped: their key types may differ)."""
+        full = [t for t in parts if t.rows] or parts[:1]
+        return group_reduce(concat(full, self.o), full[0].vars, self.o)
+
+    def renamed(self, name: str, t: Table) -> Table:
+        """``t`` over ``name``'s key names (read by position)."""
+        vals = t.values if t.values is not None else self.o.ones(np.ones(t.rows, np.int64))
+        return Table(self.p.vars[name], t.cols, vals, unique=t.unique)
+
+    def empty(self, name: str) -> Table:
+        """An empty table of relation ``name``."""
+        return empty_table(self.p.vars[name], self.o)
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a == b``, or within a relative 1e-9 for floats."""
+    same = equal(a, b)
+    if a.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            same |= np.abs(a - b) <= _RTOL * np.maximum(np.abs(a), np.abs(b))
+    return same
+
+
+def _plus(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
+    """``kt ⊕ t`` (an empty relation takes ``t``'s key types)."""
+    if not t.rows:
+        return kt
+    if not kt.rows:
+        return LocalKeyed.of(drop_zeros(t, o), o)
+    return kt.plus(t)[0]
+
+
+def _put(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
+    """``kt`` with ``t``'s annotation at each of its keys (an empty relation takes
+    ``t``'s key types)."""
+    if not t.rows:
+        return kt
+    if not kt.rows:
+        return LocalKeyed.of(drop_zeros(t, o), o)
+    return kt.replace(t)
+
+
+def _replace(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
+    """``kt`` with ``t``'s annotation at each of its keys (zero: removed)."""
+    if not t.rows or not kt.rows:
+        return kt
+    return kt.replace(t)

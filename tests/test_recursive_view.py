@@ -1,0 +1,332 @@
+"""Incremental views over programs (issue 23 item 4): after every tick of insertions and
+deletions the view equals a batch solve of the program over the current inputs."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import semirings
+from faq import Factor, query
+from faq.kernel import Table
+from incremental import IncrementalView
+from incremental.recursive import ProgramView
+from semirings import Semiring
+from tests.helpers import assert_same
+
+SSSP = "D(x) :- S(x)\nD(y) :- D(x), E(x, y)"
+EVEN_ODD = "Ev(x) :- S(x)\nEv(y) :- Od(x), E(x, y)\nOd(y) :- Ev(x), E(x, y)"
+WIDEST = semirings.Semiring(name="widest", zero=-math.inf, one=math.inf, add=max, mul=min)
+
+# per semiring: the annotations of inserted edges and of sources
+VALUES: dict[str, tuple[list[Any], Any]] = {
+    "min-plus": ([1.0, 2.0, 3.0, 5.0], 0.0),
+    "boolean": ([True], True),
+    "max-product": ([0.5, 0.25, 0.9], 1.0),
+    "widest": ([1.0, 4.0, 7.0], math.inf),
+    "counting": ([1, 2], 1),
+}
+SEMIRINGS: dict[str, Semiring] = {
+    "min-plus": semirings.MIN_PLUS,
+    "boolean": semirings.BOOLEAN,
+    "max-product": semirings.MAX_PRODUCT,
+    "widest": WIDEST,
+    "counting": semirings.COUNTING,
+}
+N = 6  # nodes 0..5
+
+
+class Model:
+    """The inputs as the view sees them: multisets of annotated rows (counts for counting)."""
+
+    def __init__(self, S: Semiring) -> None:
+        self.S = S
+        self.rows: dict[str, Counter] = {"S": Counter(), "E": Counter()}
+
+    def relation(self, name: str) -> dict[tuple, Any]:
+        out: dict[tuple, Any] = {}
+        for (key, value), n in self.rows[name].items():
+            if n <= 0:
+                continue
+            if self.S is semirings.COUNTING:
+                out[key] = out.get(key, 0) + value * n
+            else:
+                out[key] = self.S.add(out[key], value) if key in out else value
+        return out
+
+    def apply(self, name: str, rows: list[tuple[tuple, Any, int]]) -> None:
+        for key, value, w in rows:
+            self.rows[name][(key, value)] += w
+
+
+def frame(rows: list[tuple[tuple, Any, int]], arity: int, with_value: bool) -> pd.DataFrame:
+    cols: dict[str, Any] = {f"k{i}": [k[i] for k, _, _ in rows] for i in range(arity)}
+    if with_value:
+        cols["value"] = [v for _, v, _ in rows]
+    cols["_weight"] = [w for _, _, w in rows]
+    return pd.DataFrame(cols)
+
+
+def batch(program: Any, S: Semiring, model: Model) -> dict:
+    rel = {
+        n: Factor.from_dict(model.relation(n), ["a", "b"][: 1 if n == "S" else 2], S, name=n)
+        for n in ("S", "E")
+    }
+    return program.solve(**rel).to_dict()
+
+
+@st.composite
+def ticks(draw: Any, name: str, dag: bool) -> list[list[tuple[str, tuple, Any, int]]]:
+    """Random ticks over a model: insertions of edges (and sources), deletions of rows held
+    (a row is held if inserted by an earlier tick or earlier in the same tick)."""
+    values, one = VALUES[name]
+    held: Counter = Counter()
+    out = []
+    for t in range(draw(st.integers(3, 4))):
+        tick = []
+        for _ in range(draw(st.integers(6, 14) if t == 0 else st.integers(1, 6))):
+            present = sorted(k for k, n in held.items() if n > 0)
+            if t and present and draw(st.booleans()):
+                rel, key, value = draw(st.sampled_from(present))
+                tick.append((rel, key, value, -1))
+                held[(rel, key, value)] -= 1
+                continue
+            if draw(st.integers(0, 5)) == 0:
+                rel, key, value = "S", (draw(st.integers(0, N - 1)),), one
+            else:
+                a = draw(st.integers(0, N - 1))
+                b = draw(st.integers(0, N - 1))
+                if dag and a >= b or a == b:
+                    continue
+                rel, key, value = "E", (a, b), draw(st.sampled_from(values))
+            tick.append((rel, key, value, 1))
+            held[(rel, key, value)] += 1
+        out.append(tick)
+    return out
+
+
+def run_ticks(text: str, name: str, data: Any, dag: bool = False) -> None:
+    S = SEMIRINGS[name]
+    program = query(text, semiring=S)
+    model = Model(S)
+    first = [("S", (0,), VALUES[name][1], 1)]
+    model.apply("S", [(k, v, w) for _, k, v, w in first])
+    view = IncrementalView(program, S=frame([((0,), VALUES[name][1], 1)], 1, True))
+    assert isinstance(view, ProgramView)
+    assert_same(view.result().to_dict(), batch(program, S, model), S, "initial")
+    for t, tick in enumerate(data.draw(ticks(name, dag), label="ticks"), 1):
+        before = view.result().to_dict()
+        deltas = {}
+        for rel in ("S", "E"):
+            rows = [(k, v, w) for r, k, v, w in tick if r == rel]
+            if rows:
+                model.apply(rel, rows)
+                deltas[rel] = frame(rows, 1 if rel == "S" else 2, name != "boolean")
+        change = view.step(**deltas).to_dict()
+        want = batch(program, S, model)
+        got = view.result().to_dict()
+        assert_same(got, want, S, f"tick {t}: {tick}")
+        assert view.tick == t
+        if S is semirings.COUNTING:  # ΔQ: before + change = after
+            keys = set(before) | set(change)
+            after = {k: before.get(k, 0) + change.get(k, 0) for k in keys}
+            assert {k: v for k, v in after.items() if v} == got
+        else:  # the new annotation of every changed key, zero where it is gone
+            for k in set(before) | set(got):
+                if before.get(k, S.zero) != got.get(k, S.zero):
+                    assert change[k] == got.get(k, S.zero), (k, change)
+            assert all(before.get(k, S.zero) != v for k, v in change.items())
+
+
+# -- property tests: the view equals the batch solve after every tick ------------------------
+@pytest.mark.parametrize("name", ["min-plus", "boolean", "max-product", "widest"])
+@given(data=st.data())
+def test_single_source_paths_match_batch_after_every_tick(spark, name, data):
+    run_ticks(SSSP, name, data)
+
+
+@given(data=st.data())
+def test_path_counts_on_a_dag_match_batch_after_every_tick(data):
+    run_ticks("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", "counting", data, dag=True)
+
+
+@pytest.mark.parametrize("name", ["min-plus", "boolean"])
+@given(data=st.data())
+def test_mutual_recursion_matches_batch_after_every_tick(name, data):
+    run_ticks(EVEN_ODD, name, data)
+
+
+@given(data=st.data())
+def test_non_linear_counting_program_is_recomputed_and_matches_batch(data):
+    # T's recursive rule reads T twice: the group is recomputed each tick and diffed
+    text = "P(x) :- S(x)\nP(y) :- S(x), T(x, y)\nT(x, y) :- E(x, y)\nT(x, z) :- T(x, y), T(y, z)"
+    run_ticks(text, "counting", data, dag=True)
+
+
+# -- worked cases ----------------------------------------------------------------------------
+def sssp_view(**extra: Any) -> tuple[Any, Any]:
+    sp = query(SSSP, semiring="min-plus")
+    E = pd.DataFrame({"a": [0, 0, 2, 1, 2], "b": [1, 2, 1, 3, 3], "value": [4.0, 1.0, 2, 1, 7]})
+    return sp, IncrementalView(sp, S=pd.DataFrame({"a": [0], "value": [0.0]}), E=E, **extra)
+
+
+def test_a_deletion_rederives_from_the_remaining_paths():
+    sp, view = sssp_view()
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 3.0, (2,): 1.0, (3,): 4.0}
+    gone = pd.DataFrame({"a": [0], "b": [2], "value": [1.0], "_weight": [-1]})
+    assert view.step(E=gone).to_dict() == {(1,): 4.0, (2,): math.inf, (3,): 5.0}
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 4.0, (3,): 5.0}
+    assert view.relation("E").to_dict() == {(0, 1): 4.0, (2, 1): 2.0, (1, 3): 1.0, (2, 3): 7.0}
+    assert view.relation("D").to_dict() == view.result().to_dict()
+    assert view.last_step.tick == 1 and view.last_step.where == "driver"
+
+
+def test_a_tick_making_a_negative_cycle_is_refused_and_changes_nothing():
+    sp, view = sssp_view()
+    before = view.result().to_dict()
+    cycle = pd.DataFrame({"a": [3, 1], "b": [1, 5], "value": [-2.0, 1.0]})
+    with pytest.raises(ValueError, match=r"'D' does not converge.*negative cycle"):
+        view.step(E=cycle)
+    with pytest.raises(ValueError, match=r"'D' does not converge.*negative cycle"):
+        sp.solve(
+            S=Factor.from_dict({(0,): 0.0}, ["a"], "min-plus"),
+            E=Factor.from_dict(
+                {**{k: v for k, v in view.relation("E").to_dict().items()}, (3, 1): -2.0},
+                ["a", "b"],
+                "min-plus",
+            ),
+        )
+    assert view.result().to_dict() == before and view.tick == 0
+    assert (
+        view.relation("E").to_dict()[(0, 1)] == 4.0 and (3, 1) not in view.relation("E").to_dict()
+    )
+    # the view still works: a harmless tick afterwards
+    view.step(E=pd.DataFrame({"a": [3], "b": [5], "value": [1.0]}))
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 3.0, (2,): 1.0, (3,): 4.0, (5,): 5.0}
+
+
+def test_a_tick_making_a_counting_cycle_is_refused_and_changes_nothing():
+    paths = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="counting")
+    view = IncrementalView(paths, S=np.array([[0]]), E=np.array([[0, 1], [1, 2]]), max_rounds=30)
+    assert view.result().to_dict() == {(0,): 1, (1,): 1, (2,): 1}
+    with pytest.raises(ValueError, match=r"'P' does not converge.*30 rounds.*not idempotent"):
+        view.step(E=np.array([[2, 1]]))
+    assert view.result().to_dict() == {(0,): 1, (1,): 1, (2,): 1}
+    assert view.relation("E").to_dict() == {(0, 1): 1, (1, 2): 1} and view.tick == 0
+    assert view.step(E=np.array([[0, 2]])).to_dict() == {(2,): 1}
+
+
+def test_integer_ring_deletions_by_negative_weights():
+    q = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="integer")
+    E = pd.DataFrame({"a": [0, 0, 1], "b": [1, 2, 2], "value": [2, 3, -1]})
+    view = IncrementalView(q, S=pd.DataFrame({"a": [0], "value": [1]}), E=E)
+    assert view.result().to_dict() == {(0,): 1, (1,): 2, (2,): 1}
+    change = view.step(E=pd.DataFrame({"a": [0], "b": [2], "value": [3], "_weight": [-1]}))
+    assert change.to_dict() == {(2,): -3}
+    assert view.result().to_dict() == {(0,): 1, (1,): 2, (2,): -2}
+
+
+def test_batch_ids_skip_replays_and_foreach_batch_applies():
+    sp, view = sssp_view()
+    add = pd.DataFrame({"a": [3], "b": [4], "value": [1.0]})
+    assert view.step(batch_id=5, E=add).to_dict() == {(4,): 5.0}
+    assert view.step(batch_id=5, E=add).to_dict() == {} and view.last_step.skipped
+    assert view.tick == 1 and view.batch_id == 5
+    apply = view.foreach_batch("E")
+    apply(pd.DataFrame({"a": [4], "b": [5], "value": [1.0]}), 6)
+    apply(pd.DataFrame({"a": [4], "b": [5], "value": [1.0]}), 6)
+    assert view.result().to_dict()[(5,)] == 6.0 and view.tick == 2 and view.batch_id == 6
+    with pytest.raises(ValueError, match="batch_id must be a non-negative integer"):
+        view.step(batch_id=-1, E=add)
+    with pytest.raises(ValueError, match="defined by rule"):
+        view.foreach_batch("D")
+
+
+# -- bad input: clear errors, the view unchanged ---------------------------------------------
+def test_bad_input_is_refused_clearly_and_leaves_the_view_unchanged():
+    sp, view = sssp_view()
+    before = view.result().to_dict()
+    with pytest.raises(ValueError, match=r"unknown relation\(s\) 'F'.*input relations are: S, E"):
+        view.step(F=pd.DataFrame({"a": [1]}))
+    with pytest.raises(ValueError, match="relation 'D' is defined by rule D"):
+        view.step(D=pd.DataFrame({"a": [1], "value": [0.0]}))
+    with pytest.raises(ValueError, match="takes 2 key column"):
+        view.step(E=pd.DataFrame({"a": [1], "value": [0.0]}))
+    with pytest.raises(ValueError, match="retracts 1 annotated row"):
+        view.step(E=pd.DataFrame({"a": [0], "b": [1], "value": [9.0], "_weight": [-1]}))
+    with pytest.raises(ValueError, match="key column at position 0 holds string"):
+        view.step(E=pd.DataFrame({"a": ["x"], "b": [1], "value": [1.0]}))
+    with pytest.raises(TypeError, match="expected a Spark DataFrame"):
+        view.step(E=[(0, 1)])
+    # a bad delta among good ones: nothing is applied
+    with pytest.raises(ValueError, match="retracts"):
+        view.step(
+            S=pd.DataFrame({"a": [3], "value": [0.0]}),
+            E=pd.DataFrame({"a": [0], "b": [1], "value": [9.0], "_weight": [-1]}),
+        )
+    assert view.result().to_dict() == before and view.tick == 0
+    with pytest.raises(ValueError, match=r"unknown relation\(s\) 'Q'"):
+        view.relation("Q")
+
+
+def test_unsupported_options_are_refused_with_the_reason(tmp_path):
+    sp = query(SSSP, semiring="min-plus")
+    with pytest.raises(ValueError, match="state_dir is not supported.*not durable"):
+        IncrementalView(sp, state_dir=tmp_path / "v")
+    assert not (tmp_path / "v").exists()
+    with pytest.raises(ValueError, match='state="spark" is not supported'):
+        IncrementalView(sp, state="spark")
+    with pytest.raises(ValueError, match="sets= is not supported"):
+        IncrementalView(sp, sets="ignore")
+    with pytest.raises(ValueError, match="max_rounds must be a positive integer"):
+        IncrementalView(sp, max_rounds=0)
+    with pytest.raises(ValueError, match="unknown join method"):
+        IncrementalView(sp, join="hash")
+    with pytest.raises(ValueError, match=r"unknown relation\(s\) 'T'"):
+        IncrementalView(sp, T=np.array([[1]]))
+    counting = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="counting")
+    view = IncrementalView(counting, S=np.array([[0]]), E=np.array([[0, 1]]))
+    with pytest.raises(ValueError, match="negative multiplicity"):
+        view.step(E=pd.DataFrame({"a": [0], "b": [1], "value": [2], "_weight": [-1]}))
+    assert view.result().to_dict() == {(0,): 1, (1,): 1}
+
+
+# -- the whole-key lookups the ticks make ------------------------------------------------------
+def pairs(t: Table) -> dict:
+    keys = zip(t.cols[0].tolist(), t.cols[1].tolist(), strict=True)
+    return dict(zip(keys, t.values.tolist(), strict=True))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c"])), max_size=15),
+    st.lists(st.tuples(st.integers(-1, 5), st.sampled_from(["a", "c", "z"])), max_size=8),
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["a", "b"]), st.integers(0, 2))),
+)
+def test_keyed_whole_key_lookup_matches_a_scan(rows, keys, changes):
+    from faq.kernel import KeyedTable
+    from semirings.local import local_ops
+
+    o = local_ops(semirings.INTEGER)
+    data = dict.fromkeys(rows, 1)
+    cols = (np.array([k for k, _ in data], dtype=np.int64), np.array([s for _, s in data]))
+    kt = KeyedTable.of(Table(("x", "s"), cols, np.ones(len(data), np.int64)), o)
+    if changes:  # overrides on top of the base: a count of 0 removes the key
+        new = {(k, s): v for k, s, v in changes}
+        c = (np.array([k for k, _ in new], dtype=np.int64), np.array([s for _, s in new]))
+        kt = kt.replace(Table(("x", "s"), c, np.array(list(new.values()), dtype=np.int64)))
+        data = {k: v for k, v in {**data, **new}.items() if v}
+    q = (np.array([k for k, _ in keys], dtype=np.int64), np.array([s for _, s in keys]))
+    got = kt.at(q)
+    found = pairs(got)
+    assert found == {k: v for k, v in data.items() if k in set(keys)}
+    assert got.rows == len(found)
+    lead = kt.at_prefix((q[0],))  # the rows whose first column is one of the keys'
+    found = pairs(lead)
+    assert found == {k: v for k, v in data.items() if k[0] in set(q[0].tolist())}
