@@ -265,8 +265,10 @@ class _Driver:
         """Every term as seeded joins on the keyed relations' tries
         (:func:`faq.kernel.seeded.seeded_delta`), or None where that does not apply: a
         relation not keyed, annotations not in a ring of integers, a binary join or a
-        given variable order asked for, a repeated variable."""
+        given variable order asked for, a repeated variable, a constant in an atom."""
         if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
+            return None
+        if any(a.consts for a in self.rule.atoms):  # atoms read columns by position
             return None
         atoms = [(a.relation, a.vars) for a in self.rule.atoms]
         got = seeded_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)

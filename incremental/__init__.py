@@ -9,7 +9,16 @@ from incremental import zset
 from incremental.changes import changes
 from incremental.lock import LockError
 from incremental.protocol import StepReport
+from incremental.recursive import ProgramView  # registers itself: IncrementalView(program)
 from incremental.store import StateError
 from incremental.view import IncrementalView
 
-__all__ = ["IncrementalView", "LockError", "StateError", "StepReport", "changes", "zset"]
+__all__ = [
+    "IncrementalView",
+    "LockError",
+    "ProgramView",
+    "StateError",
+    "StepReport",
+    "changes",
+    "zset",
+]

@@ -256,7 +256,9 @@ class DriverState(Sizes):
         m = self.m
         for r in (*m.rels.values(), *m.rows.values(), m.out, *m.comp.values()):
             r.kt.build_index()  # type: ignore[attr-defined]
-        if np.dtype(local_ops(m.stored).dtype).kind in "iu":
+        if np.dtype(local_ops(m.stored).dtype).kind in "iu" and not any(
+            a.consts for a in m.rule.atoms
+        ):  # (atoms with constants are not read through tries)
             atoms = [(a.relation, a.vars) for a in m.rule.atoms]
             for name, perms in trie_orders(atoms).items():
                 for perm in perms:

@@ -53,7 +53,7 @@ from incremental.tables import (
     repeat_reduce,
     row_counts,
 )
-from incremental.view import STATES, IncrementalView, check_batch_id
+from incremental.view import PROGRAM_VIEW, STATES, IncrementalView, check_batch_id
 from semirings.local import local_ops
 
 __all__ = ["ProgramView"]
@@ -360,3 +360,6 @@ class ProgramView(IncrementalView):
     def _empty_change(self) -> Factor:
         S = self._change_semiring()
         return Factor.from_table(self._empty_table(), S, f"Δ{self.program.answer}")
+
+
+PROGRAM_VIEW[:] = [ProgramView]  # IncrementalView(program, ...) makes one

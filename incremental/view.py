@@ -55,6 +55,10 @@ __all__ = ["STATES", "IncrementalView", "check_batch_id"]
 log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
+
+PROGRAM_VIEW: list[type[IncrementalView]] = []
+"""The class views of programs are (:class:`incremental.recursive.ProgramView`, a subclass
+of :class:`IncrementalView`, which registers itself when ``incremental`` is imported)."""
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
 more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``."""
 
@@ -165,9 +169,7 @@ class IncrementalView:
         """A view of a program (several rules, recursion) is an
         :class:`incremental.recursive.ProgramView`."""
         if cls is IncrementalView and isinstance(query, Program):
-            from incremental.recursive import ProgramView
-
-            return super().__new__(ProgramView)
+            return super().__new__(PROGRAM_VIEW[0])
         return super().__new__(cls)
 
     @_releases_on_error
