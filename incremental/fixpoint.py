@@ -54,9 +54,8 @@ import numpy as np
 
 import semirings
 from faq import Factor, Program, Query, solve_delta
-from faq.kernel import Table, changed_rows, group_reduce, match_keys
-from faq.kernel.table import concat
-from faq.recursion import idempotent_on, negative_cycle, nonconvergence
+from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
+from faq.plan import idempotent_on, negative_cycle, nonconvergence
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime

@@ -5,10 +5,21 @@
 * :mod:`faq.plan.physical`: where and how each step runs (driver, tasks or
   Spark; Generic Join or binary joins) and the binding orders;
 * :mod:`faq.plan.settings`: every threshold, in one frozen ``Settings``;
-* :mod:`faq.plan.report`: the run's trace and the text of ``explain()``.
+* :mod:`faq.plan.report`: the run's trace and the text of ``explain()``;
+* :mod:`faq.plan.convergence`: when a recursive program's fixpoint is refused.
 """
 
+from faq.plan.convergence import idempotent_on, negative_cycle, nonconvergence
 from faq.plan.physical import BACKENDS, JOIN_METHODS
 from faq.plan.settings import DEFAULTS, Settings, current
 
-__all__ = ["BACKENDS", "DEFAULTS", "JOIN_METHODS", "Settings", "current"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULTS",
+    "JOIN_METHODS",
+    "Settings",
+    "current",
+    "idempotent_on",
+    "negative_cycle",
+    "nonconvergence",
+]
