@@ -8,7 +8,7 @@ fits is asked of Spark's optimizer: the size estimate it uses to decide
 broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
 size for files; ``faq.settings().local_bytes`` without a row estimate).
 Larger relations stay in Spark; one Spark job checks them and gathers their
-statistics, one job for all the relations of a query (:func:`read_all`,
+statistics, one job for up to four relations of a query (:func:`read_all`,
 :func:`faq.spark.checks.spark_prepared_all`).
 
 Everything here works on a factor's :class:`faq.source.Source` record, never
@@ -119,7 +119,7 @@ def read(
 
 def read_all(requests: Sequence[Request]) -> list[Source]:
     """:func:`read` for several relations: each that fits is collected (one job each), and
-    all those kept in Spark are checked and counted by **one** job
+    those kept in Spark are checked and counted a few per job
     (:func:`faq.spark.checks.spark_prepared_all`).  Errors are raised in the order of
     ``requests``; one log line per relation."""
     limits = current()

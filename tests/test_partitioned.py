@@ -286,3 +286,30 @@ def test_repeated_keys_are_combined_in_the_cells(spark):
     with faq.settings(local_rows=0):
         got = q.solve(E=df).to_dict()
     assert got == {(0, 1): 3.0, (1, 2): 0.5, (0, 2): 4.0, (1, 3): 3.0, (0, 3): 2.0}
+
+
+def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark):
+    """Six relations kept in Spark: checked CHECKS_PER_JOB at a time, so the one with a
+    null key in the second job is named, and a clean chain gets its answer."""
+    from faq.spark.checks import CHECKS_PER_JOB
+
+    assert CHECKS_PER_JOB < 6
+    names = "ABCDEF"
+    rule = "Q(x0, x6) :- " + ", ".join(f"{n}(x{i}, x{i + 1})" for i, n in enumerate(names))
+    rows = [(0, 0, 2), (0, 1, 3)]
+    rels = {n: spark.createDataFrame(rows, "i bigint, j bigint, value bigint") for n in names}
+    q = query(rule, semiring="counting")
+    with faq.settings(local_rows=0):
+        got = q.solve(**rels).to_dict()
+    assert (
+        got
+        == q.solve(
+            **{
+                n: Factor.from_dict({(i, j): v for i, j, v in rows}, ("i", "j"), "counting")
+                for n in names
+            }
+        ).to_dict()
+    )
+    bad = spark.createDataFrame([(0, None, 1)], "i bigint, j bigint, value bigint")
+    with faq.settings(local_rows=0), pytest.raises(ValueError, match="relation 'F'.*null"):
+        q.solve(**{**rels, "F": bad})
