@@ -3,7 +3,7 @@
 :func:`spark_prepared` checks a DataFrame (null keys, annotations outside the
 semiring, negative annotations where a query needs non-negative ones) and
 gathers its row and distinct counts and each key column's most frequent values
-in a single aggregation job (:func:`spark_prepared_all`: one job for all the
+in a single aggregation job (:func:`spark_prepared_all`: one job for up to four
 relations of a query);
 :func:`size_hint` reads Spark's own size estimate without running anything.
 """
