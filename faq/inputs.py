@@ -1,7 +1,7 @@
 """A query's relations, ready for execution: local rows or a checked DataFrame, and statistics.
 
-:func:`prepare` turns the factor given for a relation into a :class:`Relation`
-(:func:`prepare_all` every relation of a query, with one Spark job for all):
+:func:`prepare_all` turns the factors given for a query's relations into
+:class:`Relation` records (those kept in Spark checked a few per Spark job):
 a local factor as it is, a factor held in Spark read through
 :func:`faq.read.read` (collected into the driver when it fits, at most
 ``faq.settings().local_rows`` rows, else checked and kept in Spark).
@@ -31,7 +31,6 @@ __all__ = [
     "check_constants",
     "check_key_types",
     "Relation",
-    "prepare",
     "prepare_all",
 ]
 
@@ -58,32 +57,6 @@ class Relation:
         return self.table is not None
 
 
-def prepare(
-    f: Factor,
-    S: Semiring,
-    label: str,
-    *,
-    local: bool = True,
-    nonnegative: str | None = None,
-    consolidate: bool = True,
-) -> Relation:
-    """The factor ``f`` ready for a query over ``S``: local when it is or it fits.
-
-    ``local=False`` keeps a distributed factor in Spark whatever its size;
-    ``consolidate=False`` leaves the repeated keys of one kept in Spark to the reader.
-    ``nonnegative`` (the reason, for the message) also refuses negative annotations of a
-    factor kept in Spark, in the same job as the other checks; the caller checks local
-    rows.
-    Raises ValueError naming ``label`` and the column for null keys, a value
-    column of the wrong type or annotations outside ``S``.  Reading a DataFrame
-    logs one line at INFO on the ``"faq"`` logger (see :func:`faq.read.read`).
-    """
-    (rel,) = prepare_all(
-        {label: f}, S, local=local, nonnegative=nonnegative, consolidate=consolidate
-    ).values()
-    return rel
-
-
 def prepare_all(
     factors: Mapping[str, Factor],
     S: Semiring,
@@ -92,8 +65,18 @@ def prepare_all(
     nonnegative: str | None = None,
     consolidate: bool = True,
 ) -> dict[str, Relation]:
-    """:func:`prepare` for every factor of ``factors`` (by label), the relations kept in
-    Spark checked and counted by one Spark job for all (:func:`faq.read.read_all`)."""
+    """Every factor of ``factors`` (by the label its errors name) ready for a query over
+    ``S``: local when it is or it fits, else kept in Spark and checked there, a few
+    relations per Spark job (:func:`faq.read.read_all`).
+
+    ``local=False`` keeps a distributed factor in Spark whatever its size;
+    ``consolidate=False`` leaves the repeated keys of one kept in Spark to the reader.
+    ``nonnegative`` (the reason, for the message) also refuses negative annotations of a
+    factor kept in Spark, in the same job as the other checks; the caller checks local
+    rows.  Raises ValueError naming the label and the column for null keys, a value
+    column of the wrong type or annotations outside ``S``.  Reading a DataFrame logs one
+    line at INFO on the ``"faq"`` logger (see :func:`faq.read.read`).
+    """
     out: dict[str, Relation] = {}
     requests: list[tuple[str, Factor, Request]] = []
     for label, f in factors.items():
@@ -102,7 +85,7 @@ def prepare_all(
         if t is not None:
             out[label] = Relation(name, f.vars, f.stats or table_stats(t), table=t)
         else:
-            r = Request(f.source, S, label, name, local, nonnegative, consolidate)
+            r = Request(f.source, S, label, nonnegative, consolidate, name=name, local=local)
             requests.append((label, f, r))
     sources = read_all([r for _, _, r in requests])
     for (label, f, r), src in zip(requests, sources, strict=True):

@@ -259,7 +259,7 @@ class Query:
         """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
         semiring's own ⊕ now (a step would combine them with its own), and local
         annotations checked non-negative when an operator needs it (``why``; Spark
-        relations are checked by :func:`faq.inputs.prepare`)."""
+        relations are checked by :func:`faq.inputs.prepare_all`)."""
         t = rel.table
         if t is None:
             return rel

@@ -13,7 +13,7 @@ statistics, one job for up to four relations of a query (:func:`read_all`,
 
 Everything here works on a factor's :class:`faq.source.Source` record, never
 on the factor: :class:`faq.Factor` (``validated``, ``to_table``) and the
-query's inputs (:func:`faq.inputs.prepare`) both read through it.
+query's inputs (:func:`faq.inputs.prepare_all`) both read through it.
 """
 
 from __future__ import annotations
@@ -50,17 +50,12 @@ DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
 
 
 @dataclass(frozen=True)
-class Request:
-    """One relation to read: its source, the semiring, the label its errors name, the name
-    its log line shows, and the options of :func:`read`."""
+class Request(Check):
+    """One relation to read: what :class:`faq.spark.checks.Check` says, the name its log
+    line shows, and whether it may be collected into the driver (see :func:`read`)."""
 
-    src: Source
-    S: Semiring
-    label: str
-    name: str
+    name: str = ""
     local: bool = True
-    nonnegative: str | None = None
-    consolidate: bool = True
 
 
 def read(
@@ -114,7 +109,7 @@ def read(
     :func:`faq.session.show_progress`): the relation, the rows read, where they
     went and the seconds it took.
     """
-    return read_all([Request(src, S, label, name, local, nonnegative, consolidate)])[0]
+    return read_all([Request(src, S, label, nonnegative, consolidate, name=name, local=local)])[0]
 
 
 def read_all(requests: Sequence[Request]) -> list[Source]:
@@ -138,10 +133,7 @@ def read_all(requests: Sequence[Request]) -> list[Source]:
         else:
             _log(r, table, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    rs = [requests[i] for i in kept]
-    checked = spark_prepared_all(
-        [Check(r.src, r.S, r.label, r.nonnegative, r.consolidate) for r in rs]
-    )
+    checked = spark_prepared_all([requests[i] for i in kept])
     seconds = (time.perf_counter() - t0) / max(len(kept), 1)
     for i, (df, stats, unique) in zip(kept, checked, strict=True):
         r = requests[i]

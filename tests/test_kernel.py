@@ -140,6 +140,17 @@ def test_trie_levels():
         build_trie(Table(("a",), (np.array([1, 1]),)), ("a",))
 
 
+def test_a_nullary_table_with_repeated_rows_counts_as_their_sum():
+    """A nullary table's rows are all one key: unconsolidated, the kernel ⊕-combines them
+    (a scalar made in several Spark cells reaches the next step's cells this way)."""
+    o = local_ops(semirings.COUNTING)
+    partial = Table((), (), np.array([2, 3, 5], dtype=np.int64), unique=False)
+    edges = Table(("a",), (np.array([1, 2]),), np.array([1, 1], dtype=np.int64))
+    got = generic_join([edges, partial], ("a",), (), o)
+    assert int(got.values.sum()) == 20  # (2 + 3 + 5) per edge, two edges
+    assert build_trie(partial, (), o).values.tolist() == [10]
+
+
 def test_triangles_of_a_real_shape_and_the_hub_graph_stay_linear():
     """On the hub graph every binary plan builds ~n² rows; Generic Join proposes O(n)."""
     rule = "Q() :- E(a, b), E(b, c), E(a, c)"

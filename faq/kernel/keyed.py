@@ -79,43 +79,37 @@ class KeyedTable:
     def at(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose whole key is one of ``keys`` (one array per column).
 
-        A key of several columns is found by binary search in a sorted code of the
-        whole key (:meth:`_whole_key_rows`), built once per base: the column-by-column
-        lookup would read every row of a frequent value (a hub's edges) first.
+        Integer annotations are found by binary searches in tries of the base and of
+        the overrides (:meth:`_at_integer`); others as :meth:`at_prefix` finds them.
         """
         if not self.vars:
             return self.table()
         if np.dtype(self.ops.dtype).kind in "iu":
             return self._at_integer(keys)
-        pos = self._whole_key_rows(keys) if len(self.vars) > 1 else None
-        if pos is None:
-            conds = {k: distinct(c) for k, c in enumerate(keys)}
-            rows = self.lookup([conds])
-            hit, _ = match_keys(rows.cols, keys)
-            return rows.take(np.flatnonzero(hit))
-        base = self.base.take(pos)
-        if self.over.rows == 0:
-            return base
-        hit, _ = match_keys(self.over.cols, keys)
-        over = self.over.take(np.flatnonzero(hit))
-        stale, _ = match_keys(base.cols, self.over.cols)
-        base = base.take(np.flatnonzero(~stale))
-        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+        return self._leading(keys)
 
     def at_prefix(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose leading ``len(keys)`` columns are one of ``keys`` (one
         array per leading column; all columns: :meth:`at`)."""
         if len(keys) >= len(self.vars) or not keys:
             return self.at(keys) if keys else self.table()
-        pos = self._whole_key_rows(keys)
+        return self._leading(keys)
+
+    def _leading(self, keys: Sequence[np.ndarray]) -> Table:
+        """The current rows whose leading columns are one of ``keys``.  A key of several
+        columns is found by binary search in a sorted code of the whole key
+        (:meth:`_whole_key_rows`), built once per base: the column-by-column lookup would
+        read every row of a frequent value (a hub's edges) first."""
+        k = len(keys)
+        pos = self._whole_key_rows(keys) if len(self.vars) > 1 else None
         if pos is None:
-            rows = self.lookup([{k: distinct(c) for k, c in enumerate(keys)}])
-            hit, _ = match_keys(rows.cols[: len(keys)], keys)
+            rows = self.lookup([{i: distinct(c) for i, c in enumerate(keys)}])
+            hit, _ = match_keys(rows.cols[:k], keys)
             return rows.take(np.flatnonzero(hit))
         base = self.base.take(pos)
         if self.over.rows == 0:
             return base
-        hit, _ = match_keys(self.over.cols[: len(keys)], keys)
+        hit, _ = match_keys(self.over.cols[:k], keys)
         over = self.over.take(np.flatnonzero(hit))
         stale, _ = match_keys(base.cols, self.over.cols)
         base = base.take(np.flatnonzero(~stale))

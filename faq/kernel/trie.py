@@ -109,8 +109,8 @@ def build_trie(
         perm = sort_rows(keys) if keys and n else np.arange(n)
         keys = [k[perm] for k in keys]
         values = None if table.values is None else table.values[perm]
-    if not table.unique and keys and n > 1:
-        keys, values, n = _merge_repeats(keys, values, table, ops)
+    if not table.unique and n > 1:
+        keys, values, n = _merge_repeats(keys, values, n, table, ops)
     vals: list[np.ndarray] = []
     starts: list[np.ndarray] = []
     parent_of_row = np.zeros(n, dtype=np.int64)
@@ -146,10 +146,14 @@ def trie_rows(tr: Trie) -> list[np.ndarray]:
 
 
 def _merge_repeats(
-    keys: list[np.ndarray], values: np.ndarray | None, table: Table, ops: LocalOps | None
+    keys: list[np.ndarray],
+    values: np.ndarray | None,
+    n: int,
+    table: Table,
+    ops: LocalOps | None,
 ) -> tuple[list[np.ndarray], np.ndarray | None, int]:
-    """Sorted rows with equal keys ⊕-combined and zero annotations dropped."""
-    n = len(keys[0])
+    """Sorted rows with equal keys ⊕-combined and zero annotations dropped (the ``n``
+    rows of a nullary table are all one key)."""
     change = np.zeros(n, dtype=bool)
     change[0] = True
     for k in keys:
@@ -168,4 +172,4 @@ def _merge_repeats(
     if not alive.all():
         idx = np.flatnonzero(alive)
         keys, values = [k[idx] for k in keys], values[idx]
-    return keys, values, len(keys[0])
+    return keys, values, len(values)

@@ -188,16 +188,15 @@ def _heavy(
     """The values (of the one variable where they weigh most) whose rows would put
     their cell of ``grid`` over ``cell_rows``, with a grid of their own; None if none."""
     s = dict(grid.shares)
+    top = [*top, *[{}] * (len(relations) - len(top))]  # nothing known of the others
     best: tuple[float, str, list[Any], dict[int, float]] | None = None
     for v in s:
         holders = [i for i, (vs, _) in enumerate(relations) if v in vs]
-        values: dict[Any, None] = {}
-        for i in holders:
-            values.update((x, None) for x, _ in (top[i].get(v, ()) if i < len(top) else ()))
+        values = dict.fromkeys(x for i in holders for x, _ in top[i].get(v, ()))
         heavy: list[Any] = []
         rows = dict.fromkeys(holders, 0.0)
         for x in values:
-            per = {i: _degree(top[i] if i < len(top) else {}, v, x) for i in holders}
+            per = {i: _degree(top[i], v, x) for i in holders}
             load = sum(
                 d / math.prod(s[u] for u in relations[i][0] if u != v) for i, d in per.items()
             )

@@ -97,11 +97,7 @@ def run_partitioned(
         zeros dropped.
     """
 
-    vtype = sops.ops(S).type
-    rows, types = route(frames, shares, vtype)
-    schema = ", ".join([f"`{v}` {types[v]}" for v in keep] + [f"`{VALUE}` {vtype}"])
-    cell = _Cell(tuple(vars_ for vars_, _ in frames), tuple(order), tuple(keep), S, vtype)
-    out = rows.mapInArrow(cell, schema)
+    out = _in_cells(frames, shares, order, tuple(keep), S)
     if combine and shares.combine:
         out = sops.consolidate(S, out, list(keep), VALUE)
     return out
@@ -123,12 +119,24 @@ def run_pointers(
     variable is cut (``not shares.combine``), else one per key and cell, for the caller
     to pick the best of.
     """
+    return _in_cells(frames, shares, order, (*keep, *elim), S, pointers=len(keep))
+
+
+def _in_cells(
+    frames: Sequence[tuple[tuple[str, ...], DataFrame]],
+    shares: Shares,
+    order: Sequence[str],
+    out: tuple[str, ...],
+    S: Semiring,
+    pointers: int | None = None,
+) -> DataFrame:
+    """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
+    and ``value`` (see :class:`_Cell` for ``pointers``)."""
     vtype = sops.ops(S).type
     rows, types = route(frames, shares, vtype)
-    allv = (*keep, *elim)
-    schema = ", ".join([f"`{v}` {types[v]}" for v in allv] + [f"`{VALUE}` {vtype}"])
-    cell = _Cell(tuple(vars_ for vars_, _ in frames), tuple(order), allv, S, vtype, len(keep))
-    return rows.mapInArrow(cell, schema)
+    schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
+    relations = tuple(vars_ for vars_, _ in frames)
+    return rows.mapInArrow(_Cell(relations, tuple(order), out, S, vtype, pointers), schema)
 
 
 def route(
@@ -274,8 +282,6 @@ class _Cell:
             values = typed_python_values(raw.astype(object), self.vtype)
         else:
             values = raw.astype(ops.dtype)
-        if not vars_ and len(values) > 1:  # a nullary relation's rows: one value, their ⊕
-            values = ops.reduceat(values, np.zeros(1, dtype=np.int64))
         return Table(vars_, tuple(cols), values, unique=False)
 
 
