@@ -37,6 +37,9 @@ Contenders (``--contenders``):
 
 * ``engine``: ``with faq.settings(local_rows=0): faq.query(rule).solve(E=df)`` (or
   ``faq.einsum``): every relation and step kept in Spark, the path issue 21 is about;
+* ``adaptive``: ``engine`` with Spark's adaptive query execution left on
+  (``faq.settings(spark_adaptive=True)``), which runs every shuffle as a job of its own;
+  not run unless asked for;
 * ``driver``: the same call with the default settings (relations that fit are read into
   the driver and joined there); not run unless asked for;
 * ``sql``: Spark SQL, ``count(*)`` of the self-join (graphs); for the chain, left to
@@ -113,10 +116,11 @@ from benchmarks.triangles import (
 )
 from faq.testing import power_law_graph
 
-CONTENDERS = ("engine", "driver", "sql", "graphframes", "mllib")
+CONTENDERS = ("engine", "adaptive", "driver", "sql", "graphframes", "mllib")
 DEFAULT_CONTENDERS = ("engine", "sql", "graphframes", "mllib")
 LABELS = {
     "engine": "engine (local_rows=0)",
+    "adaptive": "engine (local_rows=0, Spark AQE on)",
     "driver": "engine (driver)",
     "sql": "Spark SQL",
     "graphframes": "GraphFrames algorithm",
@@ -124,9 +128,9 @@ LABELS = {
 }
 PEERS = frozenset({"sql", "graphframes", "mllib"})
 KINDS = {  # which contenders a kind of workload has
-    "graph": ("engine", "driver", "sql", "graphframes"),
-    "chain": ("engine", "driver", "sql", "mllib"),
-    "bn": ("engine", "driver"),
+    "graph": ("engine", "adaptive", "driver", "sql", "graphframes"),
+    "chain": ("engine", "adaptive", "driver", "sql", "mllib"),
+    "bn": ("engine", "adaptive", "driver"),
 }
 BASELINE = LABELS["engine"]
 
@@ -147,10 +151,13 @@ def write_parquet(columns: dict[str, np.ndarray], path: Path, files: int = 4) ->
 
 
 def engine_scope(name: str) -> contextlib.AbstractContextManager[Any]:
-    """The settings a run of ``name`` solves under: ``local_rows=0`` for ``engine``.
+    """The settings a run of ``name`` solves under: ``local_rows=0`` for ``engine``, and
+    Spark's adaptive execution on as well for ``adaptive``.
 
     Called inside the run (``faq.settings`` changes the settings when it is called).
     """
+    if name == "adaptive":
+        return faq.settings(local_rows=0, spark_adaptive=True)
     return faq.settings(local_rows=0) if name == "engine" else contextlib.nullcontext()
 
 
@@ -243,6 +250,7 @@ class Bench:
 
             fns: dict[str, Callable[[], int]] = {
                 "engine": engine,
+                "adaptive": lambda engine=engine: engine("adaptive"),
                 "driver": lambda engine=engine: engine("driver"),
                 "sql": lambda query=query: int(self.spark.sql(SQL[query]).collect()[0][0]),
                 "graphframes": lambda: graphframes_triangle_count(df),
@@ -286,6 +294,7 @@ class Bench:
 
         fns: dict[str, Callable[[], _chains.Checksum]] = {
             "engine": engine,
+            "adaptive": lambda: engine("adaptive"),
             "driver": lambda: engine("driver"),
             "sql": lambda: _chains.sql_chain(frames, semiring),
             "mllib": lambda: _chains.mllib_chain(frames, dims, a.mllib_block),
@@ -325,7 +334,11 @@ class Bench:
                 return None
             return f"P({target}) = {got.tolist()}, reference {ref.tolist()}"
 
-        fns = {"engine": engine, "driver": lambda: engine("driver")}
+        fns = {
+            "engine": engine,
+            "adaptive": lambda: engine("adaptive"),
+            "driver": lambda: engine("driver"),
+        }
         for n in self.names("bn"):
             self.cell(net.name, f"P({target})", n, fns[n], check, family="bn")
 

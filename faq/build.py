@@ -40,6 +40,7 @@ __all__ = [
     "dict_source",
     "frame_source",
     "is_pandas",
+    "is_spark_dataframe",
     "label_of",
     "pandas_source",
     "plain_array_source",
@@ -74,8 +75,12 @@ def is_pandas(data: Any) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
 
 
-def _is_connect_dataframe(df: Any) -> bool:
-    return type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
+def is_spark_dataframe(df: Any) -> bool:
+    """True for a Spark DataFrame, classic or Spark Connect."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    connect = type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
+    return isinstance(df, SparkDataFrame) or connect
 
 
 # -- Spark DataFrames ---------------------------------------------------------------------
@@ -83,9 +88,7 @@ def frame_source(
     df: DataFrame, vars: Sequence[str] | None, semiring: str | Semiring | None, label: str
 ) -> Source:
     """An unchecked ``df`` source: key columns bound to ``vars`` by position, then ``value``."""
-    from pyspark.sql import DataFrame as SparkDataFrame
-
-    if not isinstance(df, SparkDataFrame) and not _is_connect_dataframe(df):
+    if not is_spark_dataframe(df):
         raise TypeError(f"{label}: expected a Spark DataFrame, got {type(df).__name__}")
     cols = list(df.columns)
     if len(set(cols)) != len(cols):

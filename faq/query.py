@@ -11,6 +11,7 @@ import numpy as np
 
 import semirings
 from faq import inputs
+from faq.build import is_spark_dataframe
 from faq.executor import Data, Executor
 from faq.factor import Factor, Source
 from faq.inputs import check_constants, check_key_types
@@ -29,7 +30,7 @@ from faq.plan.logical import (
 from faq.plan.report import Trace, render
 from faq.plan.settings import Settings
 from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
-from faq.session import current_session, quiet_spark_errors
+from faq.session import current_session, fixed_plans_for, quiet_spark_errors
 from faq.witness import WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
@@ -120,12 +121,10 @@ class Query:
     def _as_factor(
         self, name: str, rel: Any, arity: int, renamed: dict[str, tuple[str, ...]]
     ) -> Factor:
-        from pyspark.sql import DataFrame as SparkDataFrame
-
         atom = next(a for a in self.rule.atoms if a.relation == name)
         if isinstance(rel, Factor):
             f = rel
-        elif isinstance(rel, SparkDataFrame) or _is_connect_dataframe(rel):
+        elif is_spark_dataframe(rel):
             keys = [c for c in rel.columns if c != VALUE]
             if len(keys) != arity:
                 raise ValueError(
@@ -365,7 +364,9 @@ class Query:
         ``q.explain(run)`` (or ``run.explain()``) the report as text.  Nothing is
         kept on the query: two runs never share state.
         """
-        with quiet_spark_errors():  # the errors that matter are re-raised as one line
+        # errors re-raised as one line; fixed Spark plans (a job per action, not per shuffle)
+        held = [r.source.df if isinstance(r, Factor) else r for r in relations.values()]
+        with quiet_spark_errors(), fixed_plans_for(held):
             return self._run(order, join, trace, backend, witness, relations)
 
     def _run(
@@ -592,7 +593,3 @@ def query_error(exc: Exception, q: Query) -> Exception:
             "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."
         )
     return exc
-
-
-def _is_connect_dataframe(df: Any) -> bool:
-    return type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")

@@ -19,6 +19,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,8 @@ __all__ = [
     "LOCAL_CONFIG",
     "checkpoint_ids",
     "current_session",
+    "fixed_plans",
+    "fixed_plans_for",
     "free_checkpoints",
     "get_spark",
     "local_session",
@@ -169,6 +172,64 @@ def release_unreferenced(spark: SparkSession) -> None:
         return
     if jvm is not None:
         jvm.java.lang.System.gc()
+
+
+ADAPTIVE = "spark.sql.adaptive.enabled"
+_plans_lock = threading.Lock()
+_plans_held: dict[int, list] = {}  # per session: [blocks open, the setting before the first]
+
+
+@contextlib.contextmanager
+def fixed_plans(spark: SparkSession | None) -> Iterator[None]:
+    """Run the block's Spark actions with adaptive query execution off, then restore it.
+
+    Adaptive execution submits every shuffle stage as a Spark job of its own and may
+    merge the partitions a step chose (one per cell); the engine's plans fix both.
+    Blocks may nest and run in several threads on one session: the first to open
+    switches adaptive execution off and the last to close restores the session's
+    value (or unsets it, when the session had none), also after an error.  Queries
+    that other threads run on the session meanwhile run with it off too.
+
+    Parameters
+    ----------
+    spark : SparkSession or None
+        The session (classic or Spark Connect); None: nothing is changed.
+    """
+    if spark is None:
+        yield
+        return
+    key = id(spark)
+    with _plans_lock:
+        held = _plans_held.get(key)
+        if held is None:
+            before = spark.conf.get(ADAPTIVE, None)
+            spark.conf.set(ADAPTIVE, "false")
+            held = _plans_held[key] = [0, before]
+        held[0] += 1
+    try:
+        yield
+    finally:
+        with _plans_lock:
+            held[0] -= 1
+            if held[0] == 0:
+                del _plans_held[key]
+                if held[1] is None:
+                    spark.conf.unset(ADAPTIVE)
+                else:
+                    spark.conf.set(ADAPTIVE, held[1])
+
+
+def fixed_plans_for(held: Iterable[object]) -> contextlib.AbstractContextManager[None]:
+    """:func:`fixed_plans` on the active session when one of ``held`` (a query's
+    relations) is a Spark DataFrame, unless the ``spark_adaptive`` setting is on;
+    otherwise a block that changes nothing."""
+    from faq.plan.settings import current
+
+    if not current().spark_adaptive:
+        for x in held:
+            if type(x).__module__.startswith("pyspark."):
+                return fixed_plans(current_session())
+    return contextlib.nullcontext()
 
 
 def checkpoint_ids(df: DataFrame) -> frozenset[int]:

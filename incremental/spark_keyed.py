@@ -22,7 +22,7 @@ import numpy as np
 
 from faq import VALUE, Factor, settings
 from faq.kernel import KeyedTable, Table, match_keys, scalar_value, spark_type
-from faq.session import checkpoint_ids, free_checkpoints, release_unreferenced
+from faq.session import checkpoint_ids, fixed_plans, free_checkpoints, release_unreferenced
 from faq.spark import arrow_to_table
 from incremental import zset
 from incremental.store import Store
@@ -62,13 +62,8 @@ class SparkContext:
         Adaptive execution is switched off while the checkpoint is computed: the
         checkpoint of an adaptive plan does not know its partitioning.
         """
-        key = "spark.sql.adaptive.enabled"
-        before = self.spark.conf.get(key)
-        self.spark.conf.set(key, "false")
-        try:
+        with fixed_plans(self.spark):
             out = zset.partition(df, self.partitions).localCheckpoint(eager=True)
-        finally:
-            self.spark.conf.set(key, before)
         self.owned |= checkpoint_ids(out)
         return out
 
@@ -109,7 +104,10 @@ class RemoteKeyed:
 
     ``rows`` is exact; ``distinct`` (per key column) are upper bounds.  ``typed`` is
     False while the relation is the default empty one, whose key types the first delta
-    may choose.
+    may choose.  During a tick, ``near`` may hold the base rows the tick reads, fetched
+    at once (:mod:`incremental.reach`): those whose column ``c`` holds one of
+    ``cover[c]``; reads they answer run no job, and :meth:`factor` is then a local factor
+    over them (the delta rule reads nothing else).
     """
 
     vars: tuple[str, ...]
@@ -122,6 +120,8 @@ class RemoteKeyed:
     distinct: tuple[int, ...]
     ctx: SparkContext = field(compare=False, repr=False)
     typed: bool = True
+    near: Table | None = field(default=None, compare=False, repr=False)
+    cover: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -195,6 +195,8 @@ class RemoteKeyed:
 
     def matching(self, keys: Sequence[np.ndarray], whole: bool = False) -> Table:
         """The rows whose leading key columns are one of ``keys`` (one Spark job at most)."""
+        if not self.vars and self.over.rows:  # a nullary relation's one key was changed
+            return drop_zeros(self.over, self.ops)
         if not self.vars or not keys:
             return self.table()
         keys = distinct_keys(keys)
@@ -207,12 +209,45 @@ class RemoteKeyed:
             ask = tuple(c[~match_keys(keys, over.cols)[0]] for c in keys)
         if not len(ask[0]) or self.rows == 0:
             return from_over
-        found = self._collect(self._near(ask))
+        found = self._base_rows(ask)
         if k:  # the filter reads a superset: keep the rows whose leading key is asked
             found = found.take(np.flatnonzero(match_keys(found.cols[:k], ask)[0]))
         if over.rows:  # base rows whose key the overrides replace
             found = found.take(np.flatnonzero(~match_keys(found.cols, over.cols)[0]))
         return concat(found, from_over)
+
+    def _base_rows(self, keys: tuple[np.ndarray, ...]) -> Table:
+        """Base rows whose leading key columns take values in ``keys`` column by column (a
+        superset of those at ``keys``): from ``near`` when it covers them, else one job."""
+        if self.near is not None and self.cover is not None:
+            for c, values in self.cover.items():
+                if c < len(keys) and np.isin(keys[c], values).all():
+                    return self.near
+        return self._collect(self._near(keys))
+
+    def with_near(self, rows: Table, cover: dict[int, np.ndarray]) -> RemoteKeyed:
+        """This relation with the base ``rows`` one tick reads, whose column ``c`` holds one
+        of ``cover[c]`` (see :mod:`incremental.reach`)."""
+        return replace(self, near=rows, cover=cover)
+
+    def without_near(self) -> RemoteKeyed:
+        """This relation without the rows fetched for a tick."""
+        return self if self.near is None else replace(self, near=None, cover=None)
+
+    def near_rows(self, at: Any) -> Table:
+        """Fetched base rows (an Arrow table of the keys, then ``value``; ``()``: none) as a
+        table of this relation."""
+        if isinstance(at, tuple):
+            return empty_table(self.vars, self.ops, _empty_cols(self.types))
+        t = arrow_to_table(
+            at.rename_columns([*self.vars, VALUE]),
+            self.vars,
+            self.ops.semiring,
+            "view state",
+            check=False,
+            unique=True,
+        )
+        return with_values(t, self.ops)
 
     def _without(self, keys: tuple[np.ndarray, ...]) -> DataFrame:
         """The base rows whose key is none of ``keys`` (distinct): an anti-join with a
@@ -293,7 +328,13 @@ class RemoteKeyed:
 
     # -- as factors ---------------------------------------------------------------------------
     def factor(self, S: Semiring, name: str) -> Factor:
-        """The contents as a trusted Spark factor (no job)."""
+        """The contents as a trusted Spark factor (no job); during a tick whose reads were
+        fetched (``near``), a local factor over the fetched rows and the overrides."""
+        if self.near is not None:
+            kept = self.near
+            if self.over.rows:
+                kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
+            return Factor.from_table(concat(kept, drop_zeros(self.over, self.ops)), S, name)
         df = self.current()
         return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from pyspark.sql import functions as F
 
 import faq
 import semirings
@@ -135,14 +136,20 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
     df = _edges_df(spark, e)
     tri = query(TRIANGLE, semiring="counting")
     clique = query(NAMED_RULES["4-clique"], semiring="counting")
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     with faq.settings(local_rows=0):
         run, jobs = _jobs(spark, lambda: tri.run(E=df))
         assert run.result.scalar() == triangle_count_numpy(e)
         (step,) = run.trace.steps
         assert step.choice.backend == "spark" and step.choice.shares is not None
-        # one job checks and counts the edges, one the shuffle and cells (AQE may split
-        # each in two); no job per variable, no pairwise-size job
-        assert jobs <= 5, jobs
+        # one job checks and counts the edges, one runs the shuffle and the cells (with
+        # adaptive execution off during the run: with it, each shuffle is a job of its
+        # own); no job per variable, no pairwise-size job
+        assert jobs == 2, jobs
+        assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # given back
+        with faq.settings(spark_adaptive=True):
+            again, jobs = _jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
+        assert again.result.scalar() == run.result.scalar() and jobs > 2, jobs
         text = tri.explain(run)
         assert "cells partitioned over Spark" in text and "cells    shares " in text
         assert "a=" in text or "b=" in text or "c=" in text  # the user's variable names
@@ -313,3 +320,27 @@ def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark):
     bad = spark.createDataFrame([(0, None, 1)], "i bigint, j bigint, value bigint")
     with faq.settings(local_rows=0), pytest.raises(ValueError, match="relation 'F'.*null"):
         q.solve(**{**rels, "F": bad})
+
+
+def test_fixed_plans_nest_and_give_the_session_its_setting_back_after_an_error(spark):
+    """The first block switches adaptive execution off, the last to close restores it,
+    also when a query fails in its cells."""
+    from faq.session import fixed_plans
+
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key)
+    with fixed_plans(spark):
+        with fixed_plans(spark):
+            assert spark.conf.get(key) == "false"
+        assert spark.conf.get(key) == "false"  # the outer block still holds it
+    assert spark.conf.get(key) == before
+
+    def boom(a, b):
+        raise RuntimeError("no sum today")
+
+    S = Semiring("boom", zero=0.0, one=1.0, add=boom, mul=lambda a, b: a * b)
+    q = query("T(a) :- E(a,b), E(b,c), E(a,c)", semiring=S)
+    df = _edges_df(spark, power_law_graph(60, 300, seed=5)).withColumn("value", F.lit(1.0))
+    with faq.settings(local_rows=0), pytest.raises(Exception, match="no sum today"):
+        q.solve(E=df)
+    assert spark.conf.get(key) == before

@@ -53,6 +53,8 @@ def test_bad_settings_are_refused_and_nothing_changes():
         faq.settings(local_rows="big")
     with pytest.raises(ValueError, match="'max_rounds' must be at least 1"):
         faq.settings(max_rounds=0)
+    with pytest.raises(ValueError, match="setting 'spark_adaptive' must be True or False"):
+        faq.settings(spark_adaptive=1)
     assert current() == DEFAULTS
 
 

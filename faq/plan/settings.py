@@ -76,7 +76,8 @@ class Settings:
     max_fetch_rows : int
         ... as long as those matching rows are at most this many.
     max_literals : int
-        Keys of a delta sent to Spark as a literal filter, at most.
+        Keys of a delta sent to Spark as a literal filter, at most; also the values a
+        Spark-resident view's tick looks for in one fetch (:mod:`incremental.reach`).
     log_rows : int
         Log folding: a keyed table (or a Spark view's relation) keeps its changes
         in a log until the log holds more than ``max(log_rows, log_fraction ×
@@ -94,6 +95,12 @@ class Settings:
     max_rounds : int
         Most rounds a recursive program's fixpoint may take before it is refused
         (``Program.solve(max_rounds=...)`` overrides it per call).
+    spark_adaptive : bool
+        Whether a query over relations kept in Spark runs with Spark's adaptive query
+        execution.  Off by default: the engine chooses its partitions itself (one per
+        cell of a partitioned step), and adaptive execution would run every shuffle as
+        a Spark job of its own (a one-bag query: 4 jobs instead of 2).  The session's
+        own setting is restored when the query ends.
     """
 
     local_rows: int = 20_000_000
@@ -114,10 +121,15 @@ class Settings:
     filter_values: int = 1_000
     gc_ticks: int = 10
     max_rounds: int = 1000
+    spark_adaptive: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.type == "bool" or f.type is bool:
+                if not isinstance(v, bool):
+                    raise ValueError(f"setting {f.name!r} must be True or False, got {v!r}")
+                continue
             if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
                 raise ValueError(f"setting {f.name!r} must be a non-negative number, got {v!r}")
         if self.gc_ticks < 1:
@@ -197,7 +209,7 @@ def settings(**changes: Any) -> SettingsScope:
     TypeError
         A name that is not a setting (the message lists the valid ones).
     ValueError
-        A value that is not a non-negative number.
+        A value that is not a non-negative number (``spark_adaptive``: not a bool).
 
     Examples
     --------
