@@ -34,6 +34,7 @@ from faq.spark import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
 from incremental.protocol import Change, How
+from incremental.reach import Reach, fetch, reach
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
@@ -61,9 +62,37 @@ class SparkState(Sizes):
     def apply(
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None
     ) -> tuple[SparkState, Change]:
-        """The next state and the change of the output (see :meth:`Maintained.apply`)."""
-        m, change = self.m.apply(deltas, how, sets)
+        """The next state and the change of the output (see :meth:`Maintained.apply`).
+
+        In the additive regimes, the rows the tick reads are fetched first, in one Spark
+        job per key signature, when the rule bounds them (:mod:`incremental.reach`); the
+        delta rule then runs in the driver over them.
+        """
+        m = self.m
+        plan = self._reach(deltas, how)
+        if plan is not None:
+            rows = fetch(m.rels, plan)
+            near = {n: r.with_near(rows[n], plan[n]) for n, r in m.rels.items() if n in plan}
+            m = replace(m, rels={**m.rels, **near})
+        m, change = m.apply(deltas, how, sets)
+        if plan is not None:
+            m = replace(m, rels={n: r.without_near() for n, r in m.rels.items()})
         return replace(self, m=m), change
+
+    def _reach(self, deltas: Mapping[str, Rows], how: How) -> Reach | None:
+        """The rows a tick reads, when they can be fetched at once: an additive regime,
+        delta queries allowed in the driver (``how``), integer or string keys, and at
+        most ``max_literals`` values to look for (a setting)."""
+        m = self.m
+        if m.regime == "general" or m.comp or not how[2]:
+            return None
+        if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):
+            return None
+        plan = reach(m.rule, {n: d.cols for n, d in deltas.items() if d.rows})
+        if plan is None or not plan:
+            return None
+        values = sum(len(v) for cols in plan.values() for v in cols.values())
+        return plan if values <= settings().max_literals else None
 
     def result(self) -> Factor:
         """The output in the view's semiring (a DataFrame over the state: no job)."""
