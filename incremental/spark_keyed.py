@@ -284,6 +284,8 @@ class RemoteKeyed:
     def plus(self, delta: Table) -> tuple[RemoteKeyed, Table, Table]:
         """``self ⊕ delta``, the rows before at its keys, the annotations after."""
         delta = with_values(delta, self.ops)
+        if not delta.rows:  # nothing to read or change
+            return self, delta, delta
         old = self.at(delta.cols)
         _, before, after = KeyedTable.of(old, self.ops).plus(delta)
         return self.replace(after, before), before, after

@@ -94,6 +94,10 @@ def test_a_tick_of_a_triangle_view_in_spark_runs_in_one_job(spark):
     q = query("T() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     remote = IncrementalView(q, state="spark", E=spark.createDataFrame(_frame(sorted(edges))))
     driver = IncrementalView(q, state="driver", E=_frame(sorted(edges)))
+    # an edge that closes no triangle: the output does not change, so it is not read
+    _, jobs = _jobs(spark, lambda: remote.step(E=_frame([(100, 101)], [1])), "reach-lone")
+    driver.step(E=_frame([(100, 101)], [1]))
+    assert jobs == 1, jobs
     for k in range(3):
         gone = sorted(edges)[k * 5 : k * 5 + 5]
         new = [(30 + k, j) for j in range(4)]
