@@ -315,6 +315,8 @@ def bench_graph(
                 raise AssertionError(f"{label}: the durable view counts wrong")
             dview.close()
         row["durable"] = {d: dtimes[(d, "pandas")] for d in sizes}
+    if args.spark_state:
+        row["spark_state"] = bench_spark_state(spark, label, edges_np, current, seq, tri, expected)
     row["recompute"], count, row["recompute_jobs"] = timed_jobs(
         sc,
         lambda: tri.solve(E=edges_dataframe(current, spark)).scalar(),
@@ -329,6 +331,77 @@ def bench_graph(
             args.pathway_python, edges_np, sizes, args.pathway_ticks, args.seed
         )
     return row
+
+
+def bench_spark_state(
+    spark, label: str, edges_np: np.ndarray, current: np.ndarray, seq, tri, expected: int
+) -> dict[str, Any]:
+    """The same ticks (pandas deltas) on a view with ``state="spark"``, and the recompute
+    it is measured against: the query on Spark (``local_rows=0``), as a user with a state
+    past the driver would run it."""
+    import faq
+    from benchmarks._cells import PeakRss
+    from faq.io import edges_dataframe
+    from incremental import IncrementalView
+
+    sc = spark.sparkContext
+    with PeakRss(interval=0.05) as mem:
+        build, view, build_jobs = timed_jobs(
+            sc,
+            lambda: IncrementalView(tri, state="spark", E=edges_dataframe(edges_np, spark)),
+            f"spark state build {label}",
+        )
+        pandas_seq = [(d, "pandas", x) for d, _, x in seq]
+        times, jobs = run_ticks(spark, view, pandas_seq, label, None)
+    got = view.result().scalar()
+    if got != expected:
+        raise AssertionError(f"{label}: the Spark-state view counts {got}, numpy {expected}")
+    del view
+
+    def recompute() -> int:
+        with faq.settings(local_rows=0):
+            return tri.solve(E=edges_dataframe(current, spark)).scalar()
+
+    recompute()  # a warm-up: the recompute is timed warm, as the ticks are
+    secs, count, rjobs = timed_jobs(sc, recompute, f"spark state recompute {label}")
+    assert count == expected, (count, expected)
+    sizes = sorted({d for d, _ in times})
+    return {
+        "build": build,
+        "build_jobs": build_jobs,
+        "recompute": secs,
+        "recompute_jobs": rjobs,
+        "ticks": {d: times[(d, "pandas")] for d in sizes},
+        "jobs": {d: jobs[(d, "pandas")] for d in sizes},
+        "peak_mb": None if mem.peak is None else mem.peak / 1e6,
+    }
+
+
+def print_spark_state(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> None:
+    """The table of the ``state="spark"`` rows (``--spark-state``)."""
+    print(f'\n## The Spark-resident state (`state="spark"`, median of {ticks} ticks)\n')
+    print(
+        "| graph | edges | initial build | recompute on Spark (local_rows=0) | "
+        + " | ".join(f"step Δ={d} | ratio" for d in deltas)
+        + " | peak driver RSS |"
+    )
+    print("|---|---:|---:|---:|" + "---:|---:|" * len(deltas) + "---:|")
+    for r in rows:
+        st = r.get("spark_state")
+        if st is None:
+            continue
+        cells = [
+            r["graph"],
+            f"{r['edges']:,}",
+            f"{fmt(st['build'])}, {st['build_jobs']} jobs",
+            f"{fmt(st['recompute'])}, {st['recompute_jobs']} jobs",
+        ]
+        for d in deltas:
+            s = statistics.median(st["ticks"][d])
+            cells += [f"{fmt(s)}, {st['jobs'][d]} jobs", f"{st['recompute'] / s:.0f}×"]
+        peak = st["peak_mb"]
+        cells.append("?" if peak is None else f"{peak:,.0f} MB")
+        print("| " + " | ".join(cells) + " |")
 
 
 def run_ticks(
@@ -410,6 +483,28 @@ def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> lis
                     **common,
                 )
             )
+        st = r.get("spark_state")
+        if st is not None:
+            out.append(
+                Result(
+                    contender="Spark-state recompute (local_rows=0)",
+                    times=[st["recompute"]],
+                    spark_jobs=st["recompute_jobs"],
+                    extra={"delta": None, "where": "spark"},
+                    **common,
+                )
+            )
+            for d, times in st["ticks"].items():
+                out.append(
+                    Result(
+                        contender=f"Spark-state step Δ={d}",
+                        times=times,
+                        spark_jobs=st["jobs"][d],
+                        note='state="spark", pandas input; ratio against the full recompute',
+                        extra={"delta": d, "where": "spark", "peak_mb": st["peak_mb"]},
+                        **common,
+                    )
+                )
         pw = r.get("pathway")
         labels = ["Pathway initial"] + [f"Pathway step Δ={d}" for d in deltas]
         if not isinstance(pw, dict):
@@ -464,6 +559,12 @@ def main(argv: list[str] | None = None) -> int:
         "--durable",
         action="store_true",
         help="also run the ticks on a view with a state_dir (pandas deltas): its overhead",
+    )
+    parser.add_argument(
+        "--spark-state",
+        action="store_true",
+        help='also run the ticks (pandas deltas) on a view with state="spark", against the '
+        "query recomputed on Spark (local_rows=0)",
     )
     parser.add_argument("--ticks", type=int, default=3, help="ticks per delta size (median)")
     parser.add_argument("--graph", choices=["random", "power-law"], default="power-law")
@@ -578,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
         "process's resident memory at its peak during the build and the ticks (the JVM "
         "is another process)."
     )
+
+    if args.spark_state:
+        print_spark_state(rows, args.deltas, args.ticks)
 
     print("\n## Pathway on the same ticks\n")
     if not args.pathway:
