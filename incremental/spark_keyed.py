@@ -321,7 +321,7 @@ class RemoteKeyed:
             return self
         base = self.ctx.materialise(self.current())
         over = empty_table(self.vars, self.ops, self.over.cols)
-        return replace(self, base=base, over=over)
+        return replace(self, base=base, over=over, near=None, cover=None)  # a new base
 
     def emptied(self, like: Sequence[np.ndarray]) -> RemoteKeyed:
         """An empty relation with the key types of ``like``."""
