@@ -103,10 +103,22 @@ class Keyed(Protocol):
 
 class Part(Protocol):
     """A relation as the store writes it: a base (rewritten rarely) and the rows changed
-    since (``over``: each changed key's annotation, zero where it is gone)."""
+    since (``over``: each changed key's annotation, zero where it is gone).
+
+    For the journal (:mod:`incremental.journal`): ``token`` identifies the contents,
+    ``origin`` the token of the part this one was changed from during the tick (None:
+    it cannot say what changed, the tick needs a checkpoint) and ``changes`` the
+    tables replaced since ``origin``, in order.
+    """
 
     @property
     def rows(self) -> int: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def origin(self) -> int | None: ...
+    @property
+    def changes(self) -> tuple[Table, ...]: ...
     @property
     def base_token(self) -> object: ...
     @property

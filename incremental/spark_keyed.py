@@ -161,6 +161,11 @@ class RemoteKeyed:
         """Empty, and never given key types."""
         return not self.typed and self.rows == 0
 
+    origin = None
+    """The journal cannot replay a Spark relation's changes: every tick is a checkpoint."""
+    changes: tuple[Table, ...] = ()
+    token = property(lambda self: id(self))
+
     @property
     def base_token(self) -> object:
         """The base (its identity tells the store whether to write it again)."""
