@@ -66,6 +66,7 @@ HEADER = struct.Struct("<4sHHQQ32sI4x")
 """A frame's header: magic, format, flags, tick, payload length, payload SHA-256,
 CRC-32 of the fields before it, padding (64 bytes)."""
 
+
 class StateError(ValueError):
     """A view's ``state_dir`` is damaged or is not a view's folder; the message names the file."""
 

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from faq import Factor, query
-from incremental.journal import read_frames
 from incremental import IncrementalView, StateError
+from incremental.journal import read_frames
 from semirings import Semiring
 
 INF = float("inf")

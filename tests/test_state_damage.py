@@ -152,9 +152,7 @@ def _names(message: str, name: str) -> bool:
     return re.search(pattern, message) is not None
 
 
-def _refusal(
-    copy: Path, damaged: str, after_damage: Snapshot, torn: bool = False
-) -> str | None:
+def _refusal(copy: Path, damaged: str, after_damage: Snapshot, torn: bool = False) -> str | None:
     """Reopen ``copy``; None when refused as the contract says, else what went wrong
     (``torn``: a reopen at a committed tick with that tick's answer is right too)."""
     name = os.path.basename(damaged)

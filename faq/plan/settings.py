@@ -102,6 +102,10 @@ class Settings:
     journal_ticks : int
         A durable view writes a checkpoint once its journal holds this many ticks
         (bounds the replay's work when ticks are small); 0 checkpoints every tick.
+    lease_seconds : float
+        A durable view records a journaled tick in its lease file (who holds the
+        folder, its last commit) at most once per this many seconds; every
+        checkpoint is recorded.  0 records every tick.
     """
 
     local_rows: int = 20_000_000
@@ -124,6 +128,7 @@ class Settings:
     max_rounds: int = 1000
     journal_bytes: int = 64 * 2**20
     journal_ticks: int = 2000
+    lease_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
