@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from faq.kernel import Table
+from semirings.local import group_starts
 
 __all__ = [
     "HEADER",
@@ -254,33 +255,52 @@ def _unarray(desc: list[Any], payload: bytes, at: int) -> tuple[np.ndarray, int]
 
 
 def replay(parts: dict[str, Any], frames: Sequence[Frame], path: Path) -> dict[str, Any]:
-    """``parts`` (keyed relations with ``replace`` and ``rows``) after the ticks of
-    ``frames``, each tick's tables replaced in order.
+    """``parts`` (keyed relations with ``replace``, ``vars`` and ``rows``) after the ticks
+    of ``frames``: per part, the last annotation each key was given, replaced at once.
 
     Raises
     ------
     StateError
-        A frame names a part the view does not have, or a part's rows after a tick
-        differ from those the frame recorded.
+        A frame names a part the view does not have, or a part's rows after the last
+        tick that changed it differ from those the frame recorded.
     """
-    out = dict(parts)
+    tables: dict[str, list[Table]] = {}
+    rows: dict[str, tuple[int, int]] = {}
     for f in frames:
-        for name, (tables, rows) in f.parts.items():
-            if name not in out:
+        for name, (changed, n) in f.parts.items():
+            if name not in parts:
                 raise StateError(
                     f"{path}: frame of tick {f.tick} changes part {name!r}, which this view "
                     "does not have"
                 )
-            kt = out[name]
-            for t in tables:
-                kt = kt.replace(Table(kt.vars, t.cols, t.values))
-            if kt.rows != rows:
-                raise StateError(
-                    f"{path}: after the frame of tick {f.tick}, part {name!r} holds {kt.rows} "
-                    f"rows, the tick committed {rows}: the journal does not fit its checkpoint"
-                )
-            out[name] = kt
+            tables.setdefault(name, []).extend(changed)
+            rows[name] = (f.tick, n)
+    out = dict(parts)
+    for name, changed in tables.items():
+        kt = out[name]
+        if changed:
+            kt = kt.replace(_last_per_key(kt.vars, changed))
+        tick, n = rows[name]
+        if kt.rows != n:
+            raise StateError(
+                f"{path}: after the frame of tick {tick}, part {name!r} holds {kt.rows} rows, "
+                f"the tick committed {n}: the journal does not fit its checkpoint"
+            )
+        out[name] = kt
     return out
+
+
+def _last_per_key(vars_: tuple[str, ...], tables: Sequence[Table]) -> Table:
+    """The rows of ``tables`` (in order) with only the last row of each key."""
+    if not vars_:
+        return Table(vars_, (), tables[-1].values)
+    cols = tuple(np.concatenate([t.cols[i] for t in tables]) for i in range(len(vars_)))
+    values = np.concatenate([t.values for t in tables if t.values is not None])
+    if len(tables) == 1:
+        return Table(vars_, cols, values)
+    perm, starts = group_starts(cols)  # a stable sort: a key's rows keep their order
+    last = perm[np.append(starts[1:], len(perm)) - 1]
+    return Table(vars_, tuple(c[last] for c in cols), values[last])
 
 
 # -- the open journal ---------------------------------------------------------------------------
