@@ -55,7 +55,7 @@ class LocalKeyed:
     """
 
     kt: KeyedTable
-    origin: int | None = field(default=None, compare=False, repr=False)
+    origin: object | None = field(default=None, compare=False, repr=False)
     changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
@@ -179,14 +179,7 @@ class DriverState(Sizes):
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None
     ) -> tuple[DriverState, Change]:
         """The next state and the change of the output (see :meth:`Maintained.apply`)."""
-        m = self.m
-        journaled = {
-            "rels": {n: r.journaled() for n, r in m.rels.items()},  # type: ignore[attr-defined]
-            "rows": {n: r.journaled() for n, r in m.rows.items()},  # type: ignore[attr-defined]
-            "comp": {n: r.journaled() for n, r in m.comp.items()},  # type: ignore[attr-defined]
-        }
-        m = replace(m, out=m.out.journaled(), **journaled)  # type: ignore[attr-defined]
-        m, change = m.apply(deltas, how, sets)
+        m, change = self.m.journaled().apply(deltas, how, sets)
         return DriverState(m), change
 
     def result(self) -> Factor:

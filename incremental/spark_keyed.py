@@ -109,7 +109,9 @@ class RemoteKeyed:
 
     ``rows`` is exact; ``distinct`` (per key column) are upper bounds.  ``typed`` is
     False while the relation is the default empty one, whose key types the first delta
-    may choose.
+    may choose.  ``origin`` and ``changes`` are the journal's
+    (:class:`incremental.protocol.Part`): a relation made by :meth:`journaled` records
+    every table :meth:`replace` puts in it since; others record nothing.
     """
 
     vars: tuple[str, ...]
@@ -122,6 +124,8 @@ class RemoteKeyed:
     distinct: tuple[int, ...]
     ctx: SparkContext = field(compare=False, repr=False)
     typed: bool = True
+    origin: object | None = field(default=None, compare=False, repr=False)
+    changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(
@@ -161,10 +165,14 @@ class RemoteKeyed:
         """Empty, and never given key types."""
         return not self.typed and self.rows == 0
 
-    origin = None
-    """The journal cannot replay a Spark relation's changes: every tick is a checkpoint."""
-    changes: tuple[Table, ...] = ()
-    token = property(lambda self: id(self))
+    @property
+    def token(self) -> object:
+        """Identifies the contents: the base and the overrides (both kept by the state)."""
+        return (id(self.base), id(self.over))
+
+    def journaled(self) -> RemoteKeyed:
+        """The same relation, recording its changes from now on (for the journal)."""
+        return replace(self, origin=self.token, changes=())
 
     @property
     def base_token(self) -> object:
@@ -278,7 +286,8 @@ class RemoteKeyed:
             over = new
         over = Table(self.vars, over.cols, over.values)
         dist = tuple(min(rows, d + new.rows) for d in self.distinct)
-        out = replace(self, over=over, rows=rows, distinct=dist, typed=True)
+        changes = (*self.changes, new) if self.origin is not None else ()
+        out = replace(self, over=over, rows=rows, distinct=dist, typed=True, changes=changes)
         if over.rows > over_limit(rows):
             return out.folded()
         return out

@@ -21,7 +21,7 @@ Spark's (not compensated); the ticks after are compensated as in the driver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from faq.session import checkpoint_ids, get_spark
 from faq.spark import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
+from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
@@ -62,7 +63,7 @@ class SparkState(Sizes):
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None
     ) -> tuple[SparkState, Change]:
         """The next state and the change of the output (see :meth:`Maintained.apply`)."""
-        m, change = self.m.apply(deltas, how, sets)
+        m, change = self.m.journaled().apply(deltas, how, sets)
         return replace(self, m=m), change
 
     def result(self) -> Factor:
@@ -145,9 +146,12 @@ class SparkState(Sizes):
         S: Semiring,
         keys: dict[str, tuple[str, ...]],
         store: Store,
-        manifest: Mapping[str, Any],
-    ) -> SparkState:
-        """A state from a manifest (of either state: the format is one)."""
+        manifest: dict[str, Any],
+        frames: Sequence[Frame] = (),
+    ) -> tuple[SparkState, dict[str, Any]]:
+        """A state from a manifest (of either state: the format is one) and the journal's
+        ``frames`` after it, and what the manifest's commit wrote
+        (:meth:`incremental.store.Store.written`)."""
         spark = get_spark()
         parts = manifest["parts"]
         rels_rows = sum(int(e["rows"]) for p, e in parts.items() if p != "out")
@@ -171,6 +175,10 @@ class SparkState(Sizes):
                 over = store.read_table(e["over"], like.vars, like.ops)
                 r = replace(r, over=over)
             read[p] = r
+        written_from = read
+        path = store.journal.path if store.journal is not None else store.root
+        read = replay(read, frames, path)
+        written = store.written(manifest, written_from, read)
         if m.regime == "general":
             rows = {n: read[f"rows-{n}"] for n in keys}
             rels = {n: _annotations(ctx, r, m.rels[n], S) for n, r in rows.items()}
@@ -180,7 +188,7 @@ class SparkState(Sizes):
         if m.comp:
             comp = {p: read.get(p, r) for p, r in m.comp.items()}
             m = replace(m, comp=_magnitudes(ctx, replace(m, comp=comp), "out-mag" in read))
-        return cls(m, ctx)
+        return cls(m, ctx), written
 
 
 # -- helpers ------------------------------------------------------------------------------------

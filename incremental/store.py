@@ -1,20 +1,38 @@
-"""A view's folder on disk: Parquet files per tick and a verified, atomic manifest.
+"""A view's folder on disk: checkpoints with a verified, atomic manifest, and a journal.
 
 Layout of ``state_dir``::
 
-    manifest.json                 the last commit (replaced atomically)
-    tick-00000012-1a2b3c4d/       files written by tick 12
+    manifest.json                 the last checkpoint (replaced atomically)
+    tick-00000012-1a2b3c4d/       files written by the checkpoint of tick 12
         rel-E.base.parquet        a relation's rows as of its last rewrite
         rel-E.over.parquet        the rows changed since (small)
         out.over.parquet          ...
+        journal.bin               the ticks committed since (13, 14, ...)
 
-The manifest names every file the state is made of, with its size and
-SHA-256, plus a SHA-256 of the manifest itself.  Reopening checks all of them
-before anything is read and refuses damaged state with :class:`StateError`
-naming the file: a truncated, changed or missing file, an edited manifest, or
-a folder that holds tick data but no manifest.  A commit writes its files,
-then the manifest to a temporary file (flushed to disk) renamed over the old
-one (``os.replace`` is atomic), then removes the tick folders no longer named.
+A tick is committed by :meth:`Store.save_tick`: one frame appended to the
+journal (:mod:`incremental.journal`: per changed part, the tables the tick
+replaced in it, checksummed) and an ``fdatasync``, after the folder's lock
+confirmed the hold (``Guard.verify``).  When the journal holds the
+``journal_ticks`` setting's ticks or would pass ``journal_bytes``, when a part
+cannot say what it changed, or when a file of the checkpoint is missing, the
+tick is a *checkpoint* instead (:meth:`Store.save`): its files, a new empty
+journal, then the manifest to a temporary file (flushed to disk) renamed over
+the old one (``os.replace`` is atomic), then the tick folders and journals no
+longer named are removed.
+
+The manifest names every file of the checkpoint, with its size and SHA-256,
+plus a SHA-256 of the manifest itself, and the journal.  Reopening checks all
+of them before anything is read, then replays the journal, and refuses
+damaged state with :class:`StateError` naming the file: a truncated, changed
+or missing file, an edited manifest, a folder that holds tick data but no
+manifest, a missing journal or a damaged frame.
+
+What ``kill -9`` leaves: the last checkpoint and every whole frame after it,
+all committed ticks; an append cut short (a torn last frame, or a tail of
+zeros) is dropped on reopen, which resumes at the tick before, and cut off
+before the next append.  A view's state in memory changes only after its
+commit returned, so a failed append or checkpoint leaves view and folder at
+the old tick.
 """
 
 from __future__ import annotations
@@ -56,6 +74,9 @@ MANIFEST = "manifest.json"
 
 JOURNAL = "journal.bin"
 """Name of a checkpoint's journal file, in the checkpoint's tick folder."""
+
+OWN = ("format", "parts", "files", "journal", "checksum", FINGERPRINT, "tick", "batch_id")
+"""Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
 
 
 FORMAT = 2
@@ -99,6 +120,8 @@ class Store:
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
         self.journal: Journal | None = None
+        self._head: dict[str, Any] | None = None  # the checkpoint's fields but tick, batch
+        self._files: tuple[dict[str, Any], list[tuple[str, int]]] | None = None
 
     def check(self) -> None:
         """Raise :class:`StateError` (a LockError) when this view may not change the folder."""
@@ -349,6 +372,7 @@ class Store:
         if self.journal is not None:
             self.journal.close()
         self.journal = journal
+        self._head = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
         return done
 
     def save_tick(
@@ -360,7 +384,8 @@ class Store:
         ``journal_ticks`` settings; otherwise a checkpoint (:meth:`save`, which starts
         a new journal).  Returns what :meth:`save` returns.
         """
-        changes = self.changes(parts, written) if self.journal is not None else None
+        same = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
+        changes = self.changes(parts, written) if same == self._head else None
         if changes is not None and self.journal is not None and self.intact(written):
             frame = encode(int(head["tick"]), head.get("batch_id"), changes)
             st = settings()
@@ -372,17 +397,28 @@ class Store:
                 self.journal.append(frame, verify)
                 if self.guard is not None:
                     self.guard.committed(int(head["tick"]), st.lease_seconds)
-                return {n: {**e, "current": parts[n]} for n, e in written.items()}
+                done = {n: {**e, "current": parts[n]} for n, e in written.items()}
+                if self._files is not None and self._files[0] is written:
+                    self._files = (done, self._files[1])
+                return done
         return self.save(parts, head, written)
 
     def intact(self, written: dict[str, Any]) -> bool:
         """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
         checkpoint writes a missing or damaged one again, see :meth:`save`)."""
-        return not any(
-            self.damaged(rel, rec)
-            for e in written.values()
-            for rel, rec in (e["base_files"] | e["over_files"]).items()
-        )
+        files = self._files
+        if files is None or files[0] is not written:
+            root = str(self.root)
+            sizes = [
+                (os.path.join(root, rel), rec["bytes"])
+                for e in written.values()
+                for rel, rec in (e["base_files"] | e["over_files"]).items()
+            ]
+            files = self._files = (written, sizes)
+        try:
+            return all(os.stat(p).st_size == n for p, n in files[1])
+        except OSError:
+            return False
 
     @staticmethod
     def changes(
@@ -421,6 +457,7 @@ class Store:
             )
         frames, end = read_frames(path, int(m["tick"]))
         self.journal = Journal(path, end, len(frames))
+        self._head = {k: v for k, v in m.items() if k not in OWN}
         return frames
 
     def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:

@@ -507,18 +507,8 @@ class IncrementalView:
         state: ViewState
         m = store.upgraded(m, regime(self.semiring) in ("ring", "counting"))
         frames = store.open_journal(m)
-        if m.get("state", "driver") == "spark":
-            if frames:
-                raise StateError(
-                    f"{m['journal']}: a Spark state's folder holds journal frames, which "
-                    "only a driver state writes"
-                )
-            state = SparkState.restore(self.rule, self.semiring, self._keys, store, m)
-            self._written = store.written(m, state.parts())
-        else:
-            state, self._written = DriverState.restore(
-                self.rule, self.semiring, self._keys, store, m, frames
-            )
+        kind = SparkState if m.get("state", "driver") == "spark" else DriverState
+        state, self._written = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
         last = frames[-1] if frames else None
         self._tick = int(m["tick"]) if last is None else last.tick
         self._batch = m.get("batch_id") if last is None else last.batch_id

@@ -159,6 +159,25 @@ def test_reopen_after_journaled_ticks_equals_the_live_view(semiring, tmp_path, n
     once_more.close()
 
 
+@pytest.mark.parametrize("semiring", ["counting", "real", "min-plus"])
+def test_a_spark_state_journals_its_ticks_too(semiring, spark, tmp_path):
+    S = SEMIRINGS[semiring]()
+    d = Deltas(semiring, 5)
+    q = query(PATH, semiring=S)
+    with settings(journal_ticks=4):
+        view = IncrementalView(q, state_dir=tmp_path / "v", state="spark", E=d.delta("E", 6))
+        for t in range(6):
+            view.step(batch_id=t, E=d.delta("E"), F=d.delta("F"))
+    path, m = _journal(tmp_path / "v")
+    assert m["state"] == "spark" and m["tick"] == 5  # 1-4 journaled, 5 a checkpoint
+    assert len(read_frames(path, 5)[0]) == 1
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path / "v")
+    assert again.where == "spark"
+    _same(view, again)
+    again.close()
+
+
 def test_string_keys_go_through_the_journal(tmp_path):
     view, d, q = _view("counting", tmp_path / "v", keys="str")
     for _ in range(5):
