@@ -11,8 +11,10 @@ tables:
   DataFrames, and Spark DataFrames made from pandas as a streaming micro-batch
   would be), the time of a full recompute (``tri.solve``) on the final graph,
   measured in the same run, their ratio, and the driver's peak resident memory;
-* with ``--durable``, the same ticks on a second view with a ``state_dir``: the
-  durable step time (a journaled tick) and its overhead over the plain step, and
+* with ``--durable``, the same ticks (pandas deltas) on a view with a ``state_dir``
+  and on another plain view, stepped one right after the other so that both see
+  the same machine: the durable step time (a journaled tick), its overhead over
+  that plain view's step, the latency of an ``fdatasync`` measured meanwhile, and
   the amortised durable tick: with its share of a checkpoint tick (measured on the
   same view), at the cadence the ``journal_ticks`` and ``journal_bytes`` settings
   give for the measured frame size;
@@ -313,14 +315,19 @@ def bench_graph(
     if args.durable:
         with tempfile.TemporaryDirectory(prefix="faq-bench-state-") as tmp:
             dview = IncrementalView(tri, state_dir=Path(tmp) / "view", E=edges_np)
+            pview = IncrementalView(tri, E=edges_np)
             pandas_seq = [(d, "pandas", x) for d, _, x in seq]
-            dtimes, _ = run_ticks(spark, dview, pandas_seq, label, None)
+            row["fsync"] = fsync_seconds(Path(tmp))
+            dtimes, ptimes = paired_ticks(dview, pview, pandas_seq)
+            row["fsync"] += fsync_seconds(Path(tmp))
             row["frame_bytes"] = frame_bytes(Path(tmp) / "view", pandas_seq)
             row["checkpoint"] = checkpoint_ticks(dview, pandas_seq)
-            if dview.result().scalar() != expected:
+            if dview.result().scalar() != expected or pview.result().scalar() != expected:
                 raise AssertionError(f"{label}: the durable view counts wrong")
             dview.close()
-        row["durable"] = {d: dtimes[(d, "pandas")] for d in sizes}
+            del pview
+        row["durable"] = dtimes
+        row["paired_plain"] = ptimes
     row["recompute"], count, row["recompute_jobs"] = timed_jobs(
         sc,
         lambda: tri.solve(E=edges_dataframe(current, spark)).scalar(),
@@ -356,6 +363,42 @@ def run_ticks(
         times.setdefault((size, kind), []).append(secs)
         jobs.setdefault((size, kind), []).append(n_jobs)
     return times, {k: int(statistics.median(v)) for k, v in jobs.items()}
+
+
+def paired_ticks(
+    durable, plain, seq: list[tuple[int, str, np.ndarray]]
+) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Each tick of ``seq`` on the durable view and on a plain view of the same graph, one
+    right after the other (which goes first alternates), so both see the same machine:
+    their seconds by delta size."""
+    dtimes: dict[int, list[float]] = {}
+    ptimes: dict[int, list[float]] = {}
+    for n, (size, _, d) in enumerate(seq):
+        pair = [(durable, dtimes), (plain, ptimes)]
+        for view, out in pair if n % 2 == 0 else reversed(pair):
+            df = delta_frame(None, d, "pandas")
+            t0 = time.perf_counter()
+            view.step(E=df)
+            out.setdefault(size, []).append(time.perf_counter() - t0)
+    return dtimes, ptimes
+
+
+def fsync_seconds(folder: Path, n: int = 20) -> list[float]:
+    """Seconds of ``n`` appends of 256 bytes to a file in ``folder``, each followed by an
+    ``fdatasync``: what the disk charges a journaled tick right now."""
+    path = folder / "fsync-probe"
+    out = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 256)
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
 
 
 def frame_bytes(folder: Path, seq: list[tuple[int, str, np.ndarray]]) -> dict[int, int]:
@@ -623,9 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             cells += [f"{fmt(s)}, {r['jobs_by_input'][k][d]} jobs", f"{r['recompute'] / s:.0f}×"]
         for d in args.deltas if durable else []:
             s = statistics.median(r["durable"][d])
-            plain = statistics.median(
-                r["by_input"]["pandas" if "pandas" in r["by_input"] else args.input[0]][d]
-            )
+            plain = statistics.median(r["paired_plain"][d])
             a, _ = amortised(r, d)
             cells += [fmt(s), f"{(s / plain - 1):+.0%}", fmt(a), f"{(a / plain - 1):+.0%}"]
         peak = r["peak_mb"]
@@ -644,9 +685,19 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "\nDurable: a tick appends one frame to the view's journal; a checkpoint "
             "(Parquet files, a new manifest, an empty journal) comes every `journal_ticks` "
-            "ticks or `journal_bytes` of journal.  'amortised' is the median journaled tick "
-            "with its share of one checkpoint tick (measured: the last delta undone and "
-            "redone with `journal_ticks=0`): "
+            "ticks or `journal_bytes` of journal.  The durable view and a second plain view "
+            "of the same graph take each tick one right after the other; 'overhead' is the "
+            "durable median over that plain view's median ("
+            + ", ".join(
+                f"Δ={d}: {fmt(statistics.median(r['paired_plain'][d]))}"
+                for r in rows
+                for d in args.deltas
+            )
+            + ").  'amortised' is the median journaled tick with its share of one checkpoint "
+            "tick (measured: the last delta undone and redone with `journal_ticks=0`).  An "
+            "fdatasync of a 256-byte append cost "
+            + ", ".join(f"{statistics.median(r['fsync']) * 1e3:.2f} ms" for r in rows)
+            + " (median of 40, before and after the ticks) during the run.  "
             + "; ".join(
                 f"{r['graph']} Δ={d}: a frame of {r['frame_bytes'].get(d, 0):,} bytes, a "
                 f"checkpoint every {amortised(r, d)[1]:,} ticks, a checkpoint tick "

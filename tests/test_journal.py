@@ -152,7 +152,8 @@ def test_reopen_after_journaled_ticks_equals_the_live_view(semiring, tmp_path, n
     view.close()
     again = IncrementalView(q, state_dir=tmp_path / "v")
     _same(view, again)
-    again.step(E=d.delta("E"))  # and it goes on ticking from there
+    again.step(E=d.delta("E"))  # and it goes on ticking from there, in the same journal
+    assert _journal(tmp_path / "v")[1]["tick"] == 0 and len(read_frames(path, 0)[0]) == 13
     again.close()
     once_more = IncrementalView(q, state_dir=tmp_path / "v")
     _same(again, once_more)
