@@ -100,7 +100,6 @@ class FolderLock:
         self._fenced = False
         self._pending = False
         self._recorded = -float("inf")  # when committed() last wrote the lease (monotonic)
-        self._seen: tuple[int, ...] | None = None  # the lease file verify() last read
         with _GUARD:
             _drain()
             if self.key in _HELD:  # another view object of this process: taken over on claim()
@@ -164,14 +163,10 @@ class FolderLock:
             )
 
     def verify(self) -> None:
-        """Before a commit: :meth:`check`, then the lease must still hold this view's token
-        (read again unless it is the file, unchanged, that held it at the last check)."""
+        """Before a commit: :meth:`check`, then the lease must still hold this view's token."""
         if self._pending:
             self.claim()
         self.check()
-        seen = _stamp(self.root)
-        if seen is not None and seen == self._seen:
-            return  # the very file that named this view at the last check (not replaced)
         lease = _read_lease(self.root)
         if not isinstance(lease, dict) or lease.get("token") != self.token:
             who = describe(lease) if isinstance(lease, dict) else "it is missing or unreadable"
@@ -179,7 +174,6 @@ class FolderLock:
                 f"state_dir {str(self.root)!r}: this view lost its lease ({self.root / LEASE} "
                 f"no longer names it: {who}); the step is refused and nothing is committed"
             )
-        self._seen = seen
 
     def committed(self, tick: int | None, every: float = 0.0) -> None:
         """After a commit: record its time (and tick) in the lease, if it is still ours,
@@ -372,16 +366,6 @@ def _read_lease(root: Path) -> dict[str, Any] | str | None:
     except json.JSONDecodeError:
         return text[:200]
     return lease if isinstance(lease, dict) else text[:200]
-
-
-def _stamp(root: Path) -> tuple[int, int, int] | None:
-    """The lease file's inode, size, modification and change times (None when it is
-    missing): a lease written again (always by a rename) has another inode."""
-    try:
-        st = os.stat(root / LEASE)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _write_lease(root: Path, lease: dict[str, Any]) -> None:
