@@ -318,7 +318,7 @@ def bench_graph(
             pview = IncrementalView(tri, E=edges_np)
             pandas_seq = [(d, "pandas", x) for d, _, x in seq]
             row["fsync"] = fsync_seconds(Path(tmp))
-            dtimes, ptimes = paired_ticks(dview, pview, pandas_seq)
+            dtimes, ptimes, row["synced"] = paired_ticks(dview, pview, pandas_seq)
             row["fsync"] += fsync_seconds(Path(tmp))
             row["frame_bytes"] = frame_bytes(Path(tmp) / "view", pandas_seq)
             row["checkpoint"] = checkpoint_ticks(dview, pandas_seq)
@@ -367,20 +367,37 @@ def run_ticks(
 
 def paired_ticks(
     durable, plain, seq: list[tuple[int, str, np.ndarray]]
-) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+) -> tuple[dict[int, list[float]], dict[int, list[float]], dict[int, list[float]]]:
     """Each tick of ``seq`` on the durable view and on a plain view of the same graph, one
     right after the other (which goes first alternates), so both see the same machine:
-    their seconds by delta size."""
+    their seconds by delta size, and the seconds of the durable ticks' ``fdatasync``
+    calls (timed by wrapping ``os.fdatasync``)."""
     dtimes: dict[int, list[float]] = {}
     ptimes: dict[int, list[float]] = {}
-    for n, (size, _, d) in enumerate(seq):
-        pair = [(durable, dtimes), (plain, ptimes)]
-        for view, out in pair if n % 2 == 0 else reversed(pair):
-            df = delta_frame(None, d, "pandas")
-            t0 = time.perf_counter()
-            view.step(E=df)
-            out.setdefault(size, []).append(time.perf_counter() - t0)
-    return dtimes, ptimes
+    waits: dict[int, list[float]] = {}
+    synced: list[float] = []
+    real = os.fdatasync
+
+    def timed(fd: int) -> None:
+        t0 = time.perf_counter()
+        real(fd)
+        synced.append(time.perf_counter() - t0)
+
+    os.fdatasync = timed
+    try:
+        for n, (size, _, d) in enumerate(seq):
+            pair = [(durable, dtimes), (plain, ptimes)]
+            for view, out in pair if n % 2 == 0 else reversed(pair):
+                df = delta_frame(None, d, "pandas")
+                before = len(synced)
+                t0 = time.perf_counter()
+                view.step(E=df)
+                out.setdefault(size, []).append(time.perf_counter() - t0)
+                if view is durable:
+                    waits.setdefault(size, []).append(sum(synced[before:]))
+    finally:
+        os.fdatasync = real
+    return dtimes, ptimes, waits
 
 
 def fsync_seconds(folder: Path, n: int = 20) -> list[float]:
@@ -432,6 +449,11 @@ def checkpoint_ticks(view, seq: list[tuple[int, str, np.ndarray]]) -> dict[int, 
                 view.step(E=df)
                 out.setdefault(size, []).append(time.perf_counter() - t0)
     return out
+
+
+def nosync(r: dict[str, Any], d: int) -> float:
+    """The median of the durable ticks of size ``d`` less the wait of their fdatasync."""
+    return statistics.median(t - w for t, w in zip(r["durable"][d], r["synced"][d], strict=True))
 
 
 def amortised(r: dict[str, Any], d: int) -> tuple[float, int]:
@@ -697,7 +719,15 @@ def main(argv: list[str] | None = None) -> int:
             "tick (measured: the last delta undone and redone with `journal_ticks=0`).  An "
             "fdatasync of a 256-byte append cost "
             + ", ".join(f"{statistics.median(r['fsync']) * 1e3:.2f} ms" for r in rows)
-            + " (median of 40, before and after the ticks) during the run.  "
+            + " (median of 40, before and after the ticks) during the run; without its own "
+            "fdatasync, a durable tick's median and overhead were "
+            + ", ".join(
+                f"Δ={d}: {fmt(nosync(r, d))} "
+                f"({nosync(r, d) / statistics.median(r['paired_plain'][d]) - 1:+.0%})"
+                for r in rows
+                for d in args.deltas
+            )
+            + ".  "
             + "; ".join(
                 f"{r['graph']} Δ={d}: a frame of {r['frame_bytes'].get(d, 0):,} bytes, a "
                 f"checkpoint every {amortised(r, d)[1]:,} ticks, a checkpoint tick "

@@ -105,8 +105,9 @@ class Store:
         The view's semiring: a user semiring's fingerprint goes into every
         manifest (:func:`semiring_fingerprint`) and is compared on reopen.
     guard : Guard, optional
-        The hold on the folder: checked before every manifest rename (a view
-        that lost it commits nothing) and told of every commit.
+        The hold on the folder: checked before every manifest rename and every
+        journal append (a view that lost it commits nothing) and told of every
+        commit.
     """
 
     def __init__(
