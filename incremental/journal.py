@@ -174,11 +174,12 @@ def read_frames(path: Path, after: int) -> tuple[list[Frame], int]:
     frames: list[Frame] = []
     pos = 0
     while pos < len(data):
-        rest = data[pos:]
+        left = len(data) - pos
         where = f"{path}: frame {len(frames) + 1} (at byte {pos}"
-        if not rest.strip(b"\0"):  # an unfinished append's zero-filled tail
-            break
-        if len(rest) < HEADER.size:
+        headless = left < HEADER.size or data[pos : pos + len(MAGIC)] != MAGIC
+        if headless and not data[pos:].strip(b"\0"):
+            break  # an unfinished append's zero-filled tail
+        if left < HEADER.size:
             break  # a torn last frame (its header not all written)
         magic, version, _, tick, length, digest, crc = HEADER.unpack_from(data, pos)
         if magic != MAGIC or crc != zlib.crc32(data[pos : pos + HEADER.size - 8]):
