@@ -179,6 +179,19 @@ def test_a_spark_state_journals_its_ticks_too(semiring, spark, tmp_path):
     again.close()
 
 
+def test_a_user_semiring_redefined_is_refused_after_journaled_ticks(spark, tmp_path):
+    import operator
+
+    view, d, q = _view("user float", tmp_path / "v")
+    for _ in range(3):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    view.close()
+    other = Semiring("bottleneck", 0.0, 1.0, operator.add, operator.mul)
+    with pytest.raises(ValueError, match="defined differently"):
+        IncrementalView(query(PATH, semiring=other), state_dir=tmp_path / "v")
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
 def test_string_keys_go_through_the_journal(tmp_path):
     view, d, q = _view("counting", tmp_path / "v", keys="str")
     for _ in range(5):
