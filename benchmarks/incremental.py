@@ -11,8 +11,13 @@ tables:
   DataFrames, and Spark DataFrames made from pandas as a streaming micro-batch
   would be), the time of a full recompute (``tri.solve``) on the final graph,
   measured in the same run, their ratio, and the driver's peak resident memory;
-* with ``--durable``, the same ticks on a second view with a ``state_dir``: the
-  durable step time and its overhead over the plain step;
+* with ``--durable``, the same ticks (pandas deltas) on a view with a ``state_dir``
+  and on another plain view, stepped one right after the other so that both see
+  the same machine: the durable step time (a journaled tick), its overhead over
+  that plain view's step, the latency of an ``fdatasync`` measured meanwhile, and
+  the amortised durable tick: with its share of a checkpoint tick (measured on the
+  same view), at the cadence the ``journal_ticks`` and ``journal_bytes`` settings
+  give for the measured frame size;
 * the same ticks in Pathway (an incremental dataflow engine a Python user
   would pick), when it is importable by the interpreter given with
   ``--pathway-python`` (default: this one);
@@ -64,6 +69,7 @@ import re
 import statistics
 import subprocess
 import tempfile
+import time
 from typing import Any
 
 import numpy as np
@@ -309,12 +315,19 @@ def bench_graph(
     if args.durable:
         with tempfile.TemporaryDirectory(prefix="faq-bench-state-") as tmp:
             dview = IncrementalView(tri, state_dir=Path(tmp) / "view", E=edges_np)
+            pview = IncrementalView(tri, E=edges_np)
             pandas_seq = [(d, "pandas", x) for d, _, x in seq]
-            dtimes, _ = run_ticks(spark, dview, pandas_seq, label, None)
-            if dview.result().scalar() != expected:
+            row["fsync"] = fsync_seconds(Path(tmp))
+            dtimes, ptimes, row["synced"] = paired_ticks(dview, pview, pandas_seq)
+            row["fsync"] += fsync_seconds(Path(tmp))
+            row["frame_bytes"] = frame_bytes(Path(tmp) / "view", pandas_seq)
+            row["checkpoint"] = checkpoint_ticks(dview, pandas_seq)
+            if dview.result().scalar() != expected or pview.result().scalar() != expected:
                 raise AssertionError(f"{label}: the durable view counts wrong")
             dview.close()
-        row["durable"] = {d: dtimes[(d, "pandas")] for d in sizes}
+            del pview
+        row["durable"] = dtimes
+        row["paired_plain"] = ptimes
     if args.spark_state:
         row["spark_state"] = bench_spark_state(spark, label, edges_np, current, seq, tri, expected)
     row["recompute"], count, row["recompute_jobs"] = timed_jobs(
@@ -425,6 +438,110 @@ def run_ticks(
     return times, {k: int(statistics.median(v)) for k, v in jobs.items()}
 
 
+def paired_ticks(
+    durable, plain, seq: list[tuple[int, str, np.ndarray]]
+) -> tuple[dict[int, list[float]], dict[int, list[float]], dict[int, list[float]]]:
+    """Each tick of ``seq`` on the durable view and on a plain view of the same graph, one
+    right after the other (which goes first alternates), so both see the same machine:
+    their seconds by delta size, and the seconds of the durable ticks' ``fdatasync``
+    calls (timed by wrapping ``os.fdatasync``)."""
+    dtimes: dict[int, list[float]] = {}
+    ptimes: dict[int, list[float]] = {}
+    waits: dict[int, list[float]] = {}
+    synced: list[float] = []
+    real = os.fdatasync
+
+    def timed(fd: int) -> None:
+        t0 = time.perf_counter()
+        real(fd)
+        synced.append(time.perf_counter() - t0)
+
+    os.fdatasync = timed
+    try:
+        for n, (size, _, d) in enumerate(seq):
+            pair = [(durable, dtimes), (plain, ptimes)]
+            for view, out in pair if n % 2 == 0 else reversed(pair):
+                df = delta_frame(None, d, "pandas")
+                before = len(synced)
+                t0 = time.perf_counter()
+                view.step(E=df)
+                out.setdefault(size, []).append(time.perf_counter() - t0)
+                if view is durable:
+                    waits.setdefault(size, []).append(sum(synced[before:]))
+    finally:
+        os.fdatasync = real
+    return dtimes, ptimes, waits
+
+
+def fsync_seconds(folder: Path, n: int = 20) -> list[float]:
+    """Seconds of ``n`` appends of 256 bytes to a file in ``folder``, each followed by an
+    ``fdatasync``: what the disk charges a journaled tick right now."""
+    path = folder / "fsync-probe"
+    out = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 256)
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
+
+
+def frame_bytes(folder: Path, seq: list[tuple[int, str, np.ndarray]]) -> dict[int, int]:
+    """The median size of a tick's journal frame, by delta size (the ticks of ``seq``
+    since the view's last checkpoint)."""
+    from incremental.journal import read_frames
+
+    m = json.loads((folder / "manifest.json").read_text())
+    frames, end = read_frames(folder / m["journal"], m["tick"])
+    ends = [f.offset for f in frames[1:]] + [end]
+    sizes: dict[int, list[int]] = {}
+    for f, stop in zip(frames, ends, strict=True):
+        sizes.setdefault(seq[f.tick - 1][0], []).append(stop - f.offset)
+    return {d: int(statistics.median(v)) for d, v in sizes.items()}
+
+
+def checkpoint_ticks(view, seq: list[tuple[int, str, np.ndarray]]) -> dict[int, list[float]]:
+    """Seconds of ticks that write a checkpoint (``journal_ticks=0``), two per delta size:
+    the last delta of that size undone, then done again (the graph ends as it was)."""
+    from faq import settings
+
+    out: dict[int, list[float]] = {}
+    for size in dict.fromkeys(d for d, _, _ in seq):
+        d = next(x for s, _, x in reversed(seq) if s == size)
+        undo = d.copy()
+        undo[:, 2] = -undo[:, 2]
+        with settings(journal_ticks=0):
+            for x in (undo, d):
+                df = delta_frame(None, x, "pandas")
+                t0 = time.perf_counter()
+                view.step(E=df)
+                out.setdefault(size, []).append(time.perf_counter() - t0)
+    return out
+
+
+def nosync(r: dict[str, Any], d: int) -> float:
+    """The median of the durable ticks of size ``d`` less the wait of their fdatasync."""
+    return statistics.median(t - w for t, w in zip(r["durable"][d], r["synced"][d], strict=True))
+
+
+def amortised(r: dict[str, Any], d: int) -> tuple[float, int]:
+    """A durable tick's mean seconds with its share of a checkpoint, and how many ticks
+    apart checkpoints come under the settings in force (``journal_ticks``, and
+    ``journal_bytes`` at the measured frame size)."""
+    from faq import settings
+
+    st = settings()
+    every = max(1, min(st.journal_ticks, st.journal_bytes // max(r["frame_bytes"].get(d, 1), 1)))
+    tick = statistics.median(r["durable"][d])
+    ckpt = statistics.median(r["checkpoint"][d])
+    return (tick * (every - 1) + ckpt) / every, every
+
+
 def where_of(terms: Any) -> list[str]:
     """Where the delta rule's terms of a step ran (``faq.TermReport.where``), sorted."""
     return sorted({t.where or "?" for t in terms})
@@ -479,7 +596,14 @@ def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> lis
                     contender=f"durable step Δ={d}",
                     times=times,
                     note=f"median of {ticks} ticks, state_dir, pandas input",
-                    extra={"delta": d, "where": where},
+                    extra={
+                        "delta": d,
+                        "where": where,
+                        "amortised_s": amortised(r, d)[0],
+                        "checkpoint_every": amortised(r, d)[1],
+                        "checkpoint_s": statistics.median(r["checkpoint"][d]),
+                        "frame_bytes": r["frame_bytes"].get(d),
+                    },
                     **common,
                 )
             )
@@ -641,13 +765,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| graph | edges | triangles | initial build | full recompute | "
         + " | ".join(f"step Δ={d} ({k}) | ratio" for d, k in cols)
-        + "".join(f" | durable Δ={d} | overhead" for d in args.deltas if durable)
+        + "".join(
+            f" | durable Δ={d} | overhead | amortised | overhead" for d in args.deltas if durable
+        )
         + " | peak driver RSS |"
     )
     print(
         "|---|---:|---:|---:|---:|"
         + "---:|---:|" * len(cols)
-        + ("---:|---:|" * len(args.deltas) if durable else "")
+        + ("---:|---:|---:|---:|" * len(args.deltas) if durable else "")
         + "---:|"
     )
     for r in rows:
@@ -663,10 +789,9 @@ def main(argv: list[str] | None = None) -> int:
             cells += [f"{fmt(s)}, {r['jobs_by_input'][k][d]} jobs", f"{r['recompute'] / s:.0f}×"]
         for d in args.deltas if durable else []:
             s = statistics.median(r["durable"][d])
-            plain = statistics.median(
-                r["by_input"]["pandas" if "pandas" in r["by_input"] else args.input[0]][d]
-            )
-            cells += [fmt(s), f"{(s / plain - 1):+.0%}"]
+            plain = statistics.median(r["paired_plain"][d])
+            a, _ = amortised(r, d)
+            cells += [fmt(s), f"{(s / plain - 1):+.0%}", fmt(a), f"{(a / plain - 1):+.0%}"]
         peak = r["peak_mb"]
         cells.append("?" if peak is None else f"{peak:,.0f} MB")
         print("| " + " | ".join(cells) + " |")
@@ -679,6 +804,40 @@ def main(argv: list[str] | None = None) -> int:
         "process's resident memory at its peak during the build and the ticks (the JVM "
         "is another process)."
     )
+    if durable:
+        print(
+            "\nDurable: a tick appends one frame to the view's journal; a checkpoint "
+            "(Parquet files, a new manifest, an empty journal) comes every `journal_ticks` "
+            "ticks or `journal_bytes` of journal.  The durable view and a second plain view "
+            "of the same graph take each tick one right after the other; 'overhead' is the "
+            "durable median over that plain view's median ("
+            + ", ".join(
+                f"Δ={d}: {fmt(statistics.median(r['paired_plain'][d]))}"
+                for r in rows
+                for d in args.deltas
+            )
+            + ").  'amortised' is the median journaled tick with its share of one checkpoint "
+            "tick (measured: the last delta undone and redone with `journal_ticks=0`).  An "
+            "fdatasync of a 256-byte append cost "
+            + ", ".join(f"{statistics.median(r['fsync']) * 1e3:.2f} ms" for r in rows)
+            + " (median of 40, before and after the ticks) during the run; without its own "
+            "fdatasync, a durable tick's median and overhead were "
+            + ", ".join(
+                f"Δ={d}: {fmt(nosync(r, d))} "
+                f"({nosync(r, d) / statistics.median(r['paired_plain'][d]) - 1:+.0%})"
+                for r in rows
+                for d in args.deltas
+            )
+            + ".  "
+            + "; ".join(
+                f"{r['graph']} Δ={d}: a frame of {r['frame_bytes'].get(d, 0):,} bytes, a "
+                f"checkpoint every {amortised(r, d)[1]:,} ticks, a checkpoint tick "
+                f"{fmt(statistics.median(r['checkpoint'][d]))}"
+                for r in rows
+                for d in args.deltas
+            )
+            + "."
+        )
 
     if args.spark_state:
         print_spark_state(rows, args.deltas, args.ticks)

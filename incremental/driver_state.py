@@ -11,7 +11,7 @@ state.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from faq import Factor, Rule
 from faq.kernel import KeyedTable, Table, match_keys, trie_orders
 from incremental import precision
 from incremental.deltas import Rows
+from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
 from incremental.regimes import Maintained, Sizes, row_annotations, stored_semiring
 from incremental.regimes import regime as regime_of
@@ -46,9 +47,16 @@ __all__ = ["DriverState", "LocalKeyed"]
 
 @dataclass(frozen=True)
 class LocalKeyed:
-    """A relation in the driver (:class:`incremental.regimes.Keyed` over a KeyedTable)."""
+    """A relation in the driver (:class:`incremental.regimes.Keyed` over a KeyedTable).
+
+    ``origin`` and ``changes`` are the journal's (:class:`incremental.protocol.Part`):
+    a relation made by :meth:`journaled` records every table :meth:`plus` and
+    :meth:`replace` put in it since; others record nothing.
+    """
 
     kt: KeyedTable
+    origin: object | None = field(default=None, compare=False, repr=False)
+    changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(cls, t: Table, ops: LocalOps) -> LocalKeyed:
@@ -67,6 +75,18 @@ class LocalKeyed:
     rows = property(lambda self: self.kt.rows)
     base_token = property(lambda self: self.kt.base)
     over = property(lambda self: self.kt.over)
+    token = property(lambda self: id(self.kt))
+
+    def journaled(self) -> LocalKeyed:
+        """The same relation, recording its changes from now on (for the journal)."""
+        return LocalKeyed(self.kt, id(self.kt), ())
+
+    def _then(self, kt: KeyedTable, change: Table) -> LocalKeyed:
+        if self.origin is None:
+            return LocalKeyed(kt)
+        if change.rows == 0:
+            return LocalKeyed(kt, self.origin, self.changes)
+        return LocalKeyed(kt, self.origin, (*self.changes, with_values(change, self.kt.ops)))
 
     @property
     def fresh(self) -> bool:
@@ -96,11 +116,11 @@ class LocalKeyed:
     def plus(self, delta: Table) -> tuple[LocalKeyed, Table, Table]:
         """``self ⊕ delta``, the rows before at its keys, the annotations after."""
         new, before, after = self.kt.plus(delta)
-        return LocalKeyed(new), before, after
+        return self._then(new, after), before, after
 
     def replace(self, new: Table, old: Table | None = None) -> LocalKeyed:
         """``new``'s annotation at each of its keys (zero: removed)."""
-        return LocalKeyed(self.kt.replace(new))
+        return self._then(self.kt.replace(new), Table(self.vars, new.cols, new.values))
 
     def emptied(self, like: Sequence[np.ndarray]) -> LocalKeyed:
         """An empty relation with the key types of ``like``."""
@@ -159,7 +179,7 @@ class DriverState(Sizes):
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None
     ) -> tuple[DriverState, Change]:
         """The next state and the change of the output (see :meth:`Maintained.apply`)."""
-        m, change = self.m.apply(deltas, how, sets)
+        m, change = self.m.journaled().apply(deltas, how, sets)
         return DriverState(m), change
 
     def result(self) -> Factor:
@@ -220,16 +240,33 @@ class DriverState(Sizes):
         S: Semiring,
         keys: dict[str, tuple[str, ...]],
         store: Store,
-        parts: Mapping[str, dict[str, Any]],
-    ) -> DriverState:
-        """A state from a manifest's ``parts`` (relations rebuilt from multisets)."""
+        manifest: dict[str, Any],
+        frames: Sequence[Frame] = (),
+    ) -> tuple[DriverState, dict[str, Any]]:
+        """A state from a manifest's ``parts`` and the journal's ``frames`` after it
+        (relations rebuilt from multisets), and what the manifest's commit wrote
+        (:meth:`incremental.store.Store.written`)."""
         m = cls.empty(rule, S, keys).m
         probe = {**m.rels, **{f"rows-{n}": r for n, r in m.rows.items()}, **m.comp}
         probe |= {f"rel-{n}": r for n, r in m.rels.items()} | {"out": m.out}
-        tables = {
+        read = {
             p: LocalKeyed(store.read_keyed(e, probe[p].vars, probe[p].ops))
-            for p, e in parts.items()
+            for p, e in manifest["parts"].items()
         }
+        path = store.journal.path if store.journal is not None else store.root
+        tables = replay(read, frames, path)
+        written = store.written(manifest, read, tables)
+        return cls._rebuilt(m, keys, tables, manifest["parts"]), written
+
+    @classmethod
+    def _rebuilt(
+        cls,
+        m: Maintained,
+        keys: dict[str, tuple[str, ...]],
+        tables: dict[str, LocalKeyed],
+        parts: Mapping[str, Any],
+    ) -> DriverState:
+        """The state of the parts ``tables`` (derived relations computed)."""
         o = local_ops(m.stored)
         if m.regime == "general":
             rows = {n: tables[f"rows-{n}"] for n in keys}

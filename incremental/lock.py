@@ -30,6 +30,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ class FolderLock:
         self._closed = False
         self._fenced = False
         self._pending = False
+        self._recorded = -float("inf")  # when committed() last wrote the lease (monotonic)
         with _GUARD:
             _drain()
             if self.key in _HELD:  # another view object of this process: taken over on claim()
@@ -173,8 +175,14 @@ class FolderLock:
                 f"no longer names it: {who}); the step is refused and nothing is committed"
             )
 
-    def committed(self, tick: int | None) -> None:
-        """After a commit: record its time (and tick) in the lease, if it is still ours."""
+    def committed(self, tick: int | None, every: float = 0.0) -> None:
+        """After a commit: record its time (and tick) in the lease, if it is still ours,
+        unless the lease was written less than ``every`` seconds ago (a journaled tick
+        passes the ``lease_seconds`` setting: the lease's time has whole seconds anyway)."""
+        now = time.monotonic()
+        if every and now - self._recorded < every:
+            return
+        self._recorded = now
         held = _HELD.get(self.key)
         lease = _read_lease(self.root)
         if held is None or not isinstance(lease, dict) or lease.get("token") != self.token:

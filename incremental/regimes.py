@@ -188,6 +188,21 @@ class Maintained:
         comp = {p: kt for p, kt in self.comp.items() if not p.startswith("abs-")}
         return {**named, "out": self.out, **comp}
 
+    def journaled(self) -> Maintained:
+        """The same state, each relation recording what it is changed by from now on (the
+        tables a durable view's journal frame holds, see :mod:`incremental.journal`)."""
+
+        def each(d: dict[str, Keyed]) -> dict[str, Keyed]:
+            return {n: r.journaled() for n, r in d.items()}
+
+        return replace(
+            self,
+            rels=each(self.rels),
+            rows=each(self.rows),
+            out=self.out.journaled(),
+            comp=each(self.comp),
+        )
+
     # -- one tick -----------------------------------------------------------------------------
     def apply(
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None = None

@@ -107,7 +107,9 @@ class RemoteKeyed:
     may choose.  During a tick, ``near`` may hold the base rows the tick reads, fetched
     at once (:mod:`incremental.reach`): those whose column ``c`` holds one of
     ``cover[c]``; reads they answer run no job, and :meth:`factor` is then a local factor
-    over them (the delta rule reads nothing else).
+    over them (the delta rule reads nothing else).  ``origin`` and ``changes`` are the
+    journal's (:class:`incremental.protocol.Part`): a relation made by :meth:`journaled`
+    records every table :meth:`replace` puts in it since; others record nothing.
     """
 
     vars: tuple[str, ...]
@@ -122,6 +124,8 @@ class RemoteKeyed:
     typed: bool = True
     near: Table | None = field(default=None, compare=False, repr=False)
     cover: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    origin: object | None = field(default=None, compare=False, repr=False)
+    changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(
@@ -160,6 +164,15 @@ class RemoteKeyed:
     def fresh(self) -> bool:
         """Empty, and never given key types."""
         return not self.typed and self.rows == 0
+
+    @property
+    def token(self) -> object:
+        """Identifies the contents: the base and the overrides (both kept by the state)."""
+        return (id(self.base), id(self.over))
+
+    def journaled(self) -> RemoteKeyed:
+        """The same relation, recording its changes from now on (for the journal)."""
+        return replace(self, origin=self.token, changes=())
 
     @property
     def base_token(self) -> object:
@@ -310,7 +323,8 @@ class RemoteKeyed:
             over = new
         over = Table(self.vars, over.cols, over.values)
         dist = tuple(min(rows, d + new.rows) for d in self.distinct)
-        out = replace(self, over=over, rows=rows, distinct=dist, typed=True)
+        changes = (*self.changes, new) if self.origin is not None else ()
+        out = replace(self, over=over, rows=rows, distinct=dist, typed=True, changes=changes)
         if over.rows > over_limit(rows):
             return out.folded()
         return out

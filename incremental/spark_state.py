@@ -21,7 +21,7 @@ Spark's (not compensated); the ticks after are compensated as in the driver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from faq.session import checkpoint_ids, get_spark
 from faq.spark import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
+from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
 from incremental.reach import Reach, fetch, reach
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
@@ -68,7 +69,7 @@ class SparkState(Sizes):
         job per key signature, when the rule bounds them (:mod:`incremental.reach`); the
         delta rule then runs in the driver over them.
         """
-        m = self.m
+        m = self.m.journaled()
         plan = self._reach(deltas, how)
         if plan is not None:
             rows = fetch(m.rels, plan)
@@ -174,9 +175,12 @@ class SparkState(Sizes):
         S: Semiring,
         keys: dict[str, tuple[str, ...]],
         store: Store,
-        manifest: Mapping[str, Any],
-    ) -> SparkState:
-        """A state from a manifest (of either state: the format is one)."""
+        manifest: dict[str, Any],
+        frames: Sequence[Frame] = (),
+    ) -> tuple[SparkState, dict[str, Any]]:
+        """A state from a manifest (of either state: the format is one) and the journal's
+        ``frames`` after it, and what the manifest's commit wrote
+        (:meth:`incremental.store.Store.written`)."""
         spark = get_spark()
         parts = manifest["parts"]
         rels_rows = sum(int(e["rows"]) for p, e in parts.items() if p != "out")
@@ -200,6 +204,10 @@ class SparkState(Sizes):
                 over = store.read_table(e["over"], like.vars, like.ops)
                 r = replace(r, over=over)
             read[p] = r
+        written_from = read
+        path = store.journal.path if store.journal is not None else store.root
+        read = replay(read, frames, path)
+        written = store.written(manifest, written_from, read)
         if m.regime == "general":
             rows = {n: read[f"rows-{n}"] for n in keys}
             rels = {n: _annotations(ctx, r, m.rels[n], S) for n, r in rows.items()}
@@ -209,7 +217,7 @@ class SparkState(Sizes):
         if m.comp:
             comp = {p: read.get(p, r) for p, r in m.comp.items()}
             m = replace(m, comp=_magnitudes(ctx, replace(m, comp=comp), "out-mag" in read))
-        return cls(m, ctx)
+        return cls(m, ctx), written
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -1,20 +1,38 @@
-"""A view's folder on disk: Parquet files per tick and a verified, atomic manifest.
+"""A view's folder on disk: checkpoints with a verified, atomic manifest, and a journal.
 
 Layout of ``state_dir``::
 
-    manifest.json                 the last commit (replaced atomically)
-    tick-00000012-1a2b3c4d/       files written by tick 12
+    manifest.json                 the last checkpoint (replaced atomically)
+    tick-00000012-1a2b3c4d/       files written by the checkpoint of tick 12
         rel-E.base.parquet        a relation's rows as of its last rewrite
         rel-E.over.parquet        the rows changed since (small)
         out.over.parquet          ...
+        journal.bin               the ticks committed since (13, 14, ...)
 
-The manifest names every file the state is made of, with its size and
-SHA-256, plus a SHA-256 of the manifest itself.  Reopening checks all of them
-before anything is read and refuses damaged state with :class:`StateError`
-naming the file: a truncated, changed or missing file, an edited manifest, or
-a folder that holds tick data but no manifest.  A commit writes its files,
-then the manifest to a temporary file (flushed to disk) renamed over the old
-one (``os.replace`` is atomic), then removes the tick folders no longer named.
+A tick is committed by :meth:`Store.save_tick`: one frame appended to the
+journal (:mod:`incremental.journal`: per changed part, the tables the tick
+replaced in it, checksummed) and an ``fdatasync``, after the folder's lock
+confirmed the hold (``Guard.verify``).  When the journal holds the
+``journal_ticks`` setting's ticks or would pass ``journal_bytes``, when a part
+cannot say what it changed, or when a file of the checkpoint is missing, the
+tick is a *checkpoint* instead (:meth:`Store.save`): its files, a new empty
+journal, then the manifest to a temporary file (flushed to disk) renamed over
+the old one (``os.replace`` is atomic), then the tick folders and journals no
+longer named are removed.
+
+The manifest names every file of the checkpoint, with its size and SHA-256,
+plus a SHA-256 of the manifest itself, and the journal.  Reopening checks all
+of them before anything is read, then replays the journal, and refuses
+damaged state with :class:`StateError` naming the file: a truncated, changed
+or missing file, an edited manifest, a folder that holds tick data but no
+manifest, a missing journal or a damaged frame.
+
+What ``kill -9`` leaves: the last checkpoint and every whole frame after it,
+all committed ticks; an append cut short (a torn last frame, or a tail of
+zeros) is dropped on reopen, which resumes at the tick before, and cut off
+before the next append.  A view's state in memory changes only after its
+commit returned, so a failed append or checkpoint leaves view and folder at
+the old tick.
 """
 
 from __future__ import annotations
@@ -32,7 +50,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from faq import settings
 from faq.kernel import KeyedTable, Table
+from incremental.fingerprint import (
+    FINGERPRINT,
+    builtin,
+    semiring_differences,
+    semiring_fingerprint,
+)
+from incremental.journal import Frame, Journal, StateError, encode, read_frames
 from semirings import Semiring
 from semirings.local import LocalOps
 
@@ -46,14 +72,16 @@ log = logging.getLogger("faq.incremental")
 MANIFEST = "manifest.json"
 """Name of the manifest file in a view's ``state_dir``."""
 
+JOURNAL = "journal.bin"
+"""Name of a checkpoint's journal file, in the checkpoint's tick folder."""
+
+OWN = ("format", "parts", "files", "journal", "checksum", FINGERPRINT, "tick", "batch_id")
+"""Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
+
 
 FORMAT = 2
 """The manifest format, one for both states: ``parts`` names, per part, its base, its
 overrides and its rows (see :meth:`Store.save`)."""
-
-
-class StateError(ValueError):
-    """A view's ``state_dir`` is damaged or is not a view's folder; the message names the file."""
 
 
 class Guard(Protocol):
@@ -62,7 +90,7 @@ class Guard(Protocol):
     def check(self) -> None: ...
     def claim(self) -> None: ...
     def verify(self) -> None: ...
-    def committed(self, tick: int | None) -> None: ...
+    def committed(self, tick: int | None, every: float = 0.0) -> None: ...
     def release(self) -> None: ...
 
 
@@ -77,8 +105,9 @@ class Store:
         The view's semiring: a user semiring's fingerprint goes into every
         manifest (:func:`semiring_fingerprint`) and is compared on reopen.
     guard : Guard, optional
-        The hold on the folder: checked before every manifest rename (a view
-        that lost it commits nothing) and told of every commit.
+        The hold on the folder: checked before every manifest rename and every
+        journal append (a view that lost it commits nothing) and told of every
+        commit.
     """
 
     def __init__(
@@ -91,6 +120,9 @@ class Store:
         self.fingerprint = (
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
+        self.journal: Journal | None = None
+        self._head: dict[str, Any] | None = None  # the checkpoint's fields but tick, batch
+        self._files: tuple[dict[str, Any], list[tuple[str, int]]] | None = None
 
     def check(self) -> None:
         """Raise :class:`StateError` (a LockError) when this view may not change the folder."""
@@ -98,7 +130,9 @@ class Store:
             self.guard.check()
 
     def close(self) -> None:
-        """Give the folder up (the lock and the lease; idempotent)."""
+        """Give the folder up (the journal, the lock and the lease; idempotent)."""
+        if self.journal is not None:
+            self.journal.close()
         if self.guard is not None:
             self.guard.release()
 
@@ -275,7 +309,9 @@ class Store:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self.collect_garbage({Path(rel).parts[0] for rel in body["files"]})
+        journal = body.get("journal")
+        keep = {Path(rel).parts[0] for rel in body["files"]}
+        self.collect_garbage(keep | ({Path(journal).parts[0]} if journal else set()), journal)
         if self.guard is not None:
             self.guard.committed(body.get("tick"))
 
@@ -317,6 +353,7 @@ class Store:
                 elif not over.rows:
                     entry.update(over_token=None, over=None, over_files={})
                 entry["rows"] = part.rows
+                entry["current"] = part
                 done[name] = entry
             files: dict[str, Any] = {}
             for e in done.values():
@@ -325,13 +362,104 @@ class Store:
                 p: {"base": e["base"], "over": e["over"], "rows": e["rows"]}
                 for p, e in done.items()
             }
-            self.commit({"format": FORMAT, **head, "parts": entries, "files": files})
+            journal = Journal.create(folder / JOURNAL)
+            rel = str(journal.path.relative_to(self.root))
+            self.commit(
+                {"format": FORMAT, **head, "parts": entries, "files": files, "journal": rel}
+            )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        if folder.exists() and not any(folder.iterdir()):  # the commit may have removed it
-            folder.rmdir()
+        if self.journal is not None:
+            self.journal.close()
+        self.journal = journal
+        self._head = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
         return done
+
+    def save_tick(
+        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Commit tick ``head["tick"]``: one frame appended to the journal when every part
+        says what changed since the last commit, the checkpoint's files look intact
+        (:meth:`intact`) and the journal stays under the ``journal_bytes`` and
+        ``journal_ticks`` settings; otherwise a checkpoint (:meth:`save`, which starts
+        a new journal).  Returns what :meth:`save` returns.
+        """
+        same = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
+        changes = self.changes(parts, written) if same == self._head else None
+        if changes is not None and self.journal is not None and self.intact(written):
+            frame = encode(int(head["tick"]), head.get("batch_id"), changes)
+            st = settings()
+            if (
+                self.journal.frames < st.journal_ticks
+                and self.journal.end + len(frame) <= st.journal_bytes
+            ):
+                verify = self.guard.verify if self.guard is not None else None
+                self.journal.append(frame, verify)
+                if self.guard is not None:
+                    self.guard.committed(int(head["tick"]), st.lease_seconds)
+                done = {n: {**e, "current": parts[n]} for n, e in written.items()}
+                if self._files is not None and self._files[0] is written:
+                    self._files = (done, self._files[1])
+                return done
+        return self.save(parts, head, written)
+
+    def intact(self, written: dict[str, Any]) -> bool:
+        """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
+        checkpoint writes a missing or damaged one again, see :meth:`save`)."""
+        files = self._files
+        if files is None or files[0] is not written:
+            root = str(self.root)
+            sizes = [
+                (os.path.join(root, rel), rec["bytes"])
+                for e in written.values()
+                for rel, rec in (e["base_files"] | e["over_files"]).items()
+            ]
+            files = self._files = (written, sizes)
+        try:
+            return all(os.stat(p).st_size == n for p, n in files[1])
+        except OSError:
+            return False
+
+    @staticmethod
+    def changes(
+        parts: Mapping[str, Part], written: dict[str, Any]
+    ) -> dict[str, tuple[tuple[Table, ...], int]] | None:
+        """Per part changed since the last commit, the tables replaced in it and its rows;
+        None when a part cannot say (it was rebuilt, or is of a kind that keeps no
+        changes): then the tick needs a checkpoint."""
+        out = {}
+        for name, part in parts.items():
+            entry = written.get(name)
+            if entry is None or "current" not in entry:
+                return None
+            before = entry["current"]
+            if part.token == before.token:
+                continue
+            if part.origin is None or part.origin != before.token:
+                return None
+            out[name] = (part.changes, part.rows)
+        if set(written) != set(parts):
+            return None
+        return out
+
+    def open_journal(self, m: dict[str, Any]) -> list[Frame]:
+        """The frames committed after the checkpoint ``m`` (a verified manifest), and the
+        journal opened for the next append (none in a manifest written before journals:
+        the next tick is a checkpoint)."""
+        rel = m.get("journal")
+        if rel is None:
+            return []
+        path = self.root / rel
+        if not path.is_file():
+            raise StateError(
+                f"{path}: the journal {JOURNAL!r} of the committed state is missing (the "
+                "ticks committed since the last checkpoint are lost)"
+            )
+        frames, end = read_frames(path, int(m["tick"]))
+        self.journal = Journal(path, end, len(frames))
+        self._head = {k: v for k, v in m.items() if k not in OWN}
+        return frames
 
     def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:
         """A manifest of the Spark state's old format (``relations`` and ``output``, one
@@ -369,9 +497,15 @@ class Store:
         return {**rest, "parts": parts, "types": types}
 
     @staticmethod
-    def written(manifest: dict[str, Any], parts: Mapping[str, Part]) -> dict[str, Any]:
+    def written(
+        manifest: dict[str, Any],
+        parts: Mapping[str, Part],
+        current: Mapping[str, Part] | None = None,
+    ) -> dict[str, Any]:
         """What the commit of ``manifest`` wrote, as :meth:`save` returns it, for ``parts``
-        read from it (so the next commit rewrites nothing that did not change)."""
+        read from it (so the next commit rewrites nothing that did not change), with the
+        parts after the journal's ticks (``current``, default ``parts``)."""
+        current = parts if current is None else current
         files = manifest["files"]
 
         def under(rel: str | None) -> dict[str, Any]:
@@ -390,6 +524,7 @@ class Store:
                 "over": e.get("over"),
                 "over_files": under(e.get("over")),
                 "rows": e["rows"],
+                "current": current[name],
             }
         return out
 
@@ -424,11 +559,15 @@ class Store:
             return f"has {size} bytes, the commit wrote {record['bytes']}"
         return None
 
-    def collect_garbage(self, keep: set[str]) -> None:
-        """Remove tick folders not in ``keep`` and stale temporary manifests."""
+    def collect_garbage(self, keep: set[str], journal: str | None = None) -> None:
+        """Remove tick folders not in ``keep``, journals but ``journal`` and stale
+        temporary manifests."""
         for p in self.root.glob("tick-*"):
             if p.is_dir() and p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
+        for p in self.root.glob(f"tick-*/{JOURNAL}"):
+            if str(p.relative_to(self.root)) != journal:
+                p.unlink(missing_ok=True)
         for p in self.root.glob(f".{MANIFEST}.*.tmp"):
             p.unlink(missing_ok=True)
 
@@ -459,111 +598,3 @@ def _numpy(col: Any) -> np.ndarray:
     if a.dtype.kind in "iu":
         return a.astype(np.int64)
     return a
-
-
-# -- the semiring a folder was written with ---------------------------------------------------
-FINGERPRINT = "semiring_fingerprint"
-"""Manifest key of a user semiring's fingerprint (None for a built-in semiring)."""
-
-_FLOAT_PROBES = (0.5, 2.0, -1.5, 3.25)
-_INT_PROBES = (2, 3, -1, 7)
-
-
-def builtin(S: Semiring) -> bool:
-    """True for the engine's own semirings, which a manifest identifies by name."""
-    from semirings.core import canonical
-
-    try:
-        return canonical(S.name) is S
-    except KeyError:
-        return False
-
-
-def semiring_fingerprint(S: Semiring) -> dict[str, Any]:
-    """What a user semiring computes, JSON-safe: ``zero``, ``one``, and ``add``, ``mul``
-    (and ``neg`` for a ring) on probe values of its own domain.
-
-    The probes are zero, one, values built from them (one ⊕ one, (one ⊕ one) ⊗ (one ⊕
-    one), (one ⊕ one) ⊕ one, zero ⊕ one) and, when zero or one is a number, a few
-    numbers of that type the semiring's ``contains`` accepts.  Each result is kept as its
-    ``repr`` (``"raises TypeError"`` when the function raised), keyed by the probes'
-    ``repr``, so two definitions are compared on the probes both have.
-    """
-    base: list[Any] = [S.zero, S.one]
-    numbers = [S.zero, S.one]
-    if any(isinstance(x, float) for x in numbers):
-        base += _FLOAT_PROBES
-    elif all(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
-        base += _INT_PROBES
-    two = _quiet(S.add, S.one, S.one)
-    derived = [
-        two,
-        _quiet(S.mul, two, two),
-        _quiet(S.add, two, S.one),
-        _quiet(S.add, S.zero, S.one),
-    ]
-    probes: dict[str, Any] = {}
-    for x in (*base, *derived):
-        if x is not _FAILED and _member(S, x):
-            probes.setdefault(_repr(x), x)
-    items = sorted(probes.items())
-    pairs = [(a, b) for i, a in enumerate(items) for b in items[i:]]
-    return {
-        "zero": _repr(S.zero),
-        "one": _repr(S.one),
-        "add": {f"{ra}, {rb}": _outcome(S.add, a, b) for (ra, a), (rb, b) in pairs},
-        "mul": {f"{ra}, {rb}": _outcome(S.mul, a, b) for (ra, a), (rb, b) in pairs},
-        "neg": None if S.neg is None else {r: _outcome(S.neg, x) for r, x in items},
-    }
-
-
-def semiring_differences(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """How two fingerprints differ: one line for each of zero, one, add, mul, neg that
-    does (the first probe that shows it, with both results)."""
-    out = []
-    for part in ("zero", "one"):
-        if stored.get(part) != now.get(part):
-            out.append(f"{part} is {stored.get(part)} in the folder, {now.get(part)} now")
-    for op in ("add", "mul", "neg"):
-        a, b = stored.get(op), now.get(op)
-        if (a is None) != (b is None):
-            was, new = ("defined", "not") if b is None else ("not defined", "defined")
-            out.append(f"neg is {was} in the folder, {new} now")
-            continue
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            continue
-        for k in sorted(a.keys() & b.keys()):
-            if a[k] != b[k]:
-                out.append(f"{op}({k}) is {a[k]} in the folder, {b[k]} now")
-                break
-    return out
-
-
-_FAILED = object()
-
-
-def _quiet(fn: Any, *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except Exception:
-        return _FAILED
-
-
-def _member(S: Semiring, x: Any) -> bool:
-    try:
-        return bool(S.contains(x))  # type: ignore[misc]
-    except Exception:
-        return False
-
-
-def _outcome(fn: Any, *args: Any) -> str:
-    try:
-        return _repr(fn(*args))
-    except Exception as exc:
-        return f"raises {type(exc).__name__}"
-
-
-def _repr(x: Any) -> str:
-    import re
-
-    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))

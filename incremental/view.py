@@ -499,20 +499,19 @@ class IncrementalView:
             **({"sets": self._sets} if self._sets else {}),
             **state.describe(),
         }
-        self._written = self._store.save(state.parts(), head, self._written)
+        self._written = self._store.save_tick(state.parts(), head, self._written)
 
     def _resume(self, m: dict[str, Any]) -> ViewState:
         store = self._store
         assert store is not None
         state: ViewState
         m = store.upgraded(m, regime(self.semiring) in ("ring", "counting"))
-        if m.get("state", "driver") == "spark":
-            state = SparkState.restore(self.rule, self.semiring, self._keys, store, m)
-        else:
-            state = DriverState.restore(self.rule, self.semiring, self._keys, store, m["parts"])
-        self._tick = int(m["tick"])
-        self._batch = m.get("batch_id")
-        self._written = store.written(m, state.parts())
+        frames = store.open_journal(m)
+        kind = SparkState if m.get("state", "driver") == "spark" else DriverState
+        state, self._written = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
+        last = frames[-1] if frames else None
+        self._tick = int(m["tick"]) if last is None else last.tick
+        self._batch = m.get("batch_id") if last is None else last.batch_id
         log.info("view of %s reopened at tick %d (%s state)", self.rule, self._tick, state.where)
         return state
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from faq import Factor, query
+from faq import Factor, query, settings
 from incremental import IncrementalView, LockError, StateError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,7 +144,8 @@ def test_a_newer_view_in_the_process_takes_over_and_fences_the_older(tmp_path):
         old.step(batch_id=3, E=_edges({(7, 8): 1}))
     assert _snapshot(tmp_path) == state  # the folder is at the new owner's state
     assert old.tick == 1 and old.result().to_dict() == {(1,): 2}  # still reads
-    new.step(E=_edges({(1, 2): -1}))
+    with settings(lease_seconds=0):  # the lease records every journaled tick
+        new.step(E=_edges({(1, 2): -1}))
     assert new.tick == 3 and new.result().to_dict() == {(1,): 1, (4,): 1}
     lease = json.loads((tmp_path / LEASE).read_text())
     assert lease["pid"] == os.getpid() and lease["tick"] == 3
@@ -171,6 +172,21 @@ def test_a_view_whose_lease_was_taken_commits_nothing(tmp_path):
     assert "elsewhere" in str(err.value)
     assert _snapshot(tmp_path) == state  # no manifest, no tick folder left behind
     assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+
+
+def test_a_view_whose_lease_was_taken_between_journaled_ticks_appends_nothing(tmp_path):
+    view = IncrementalView(_q(), state_dir=tmp_path, E=_edges({(1, 2): 1}))
+    view.step(E=_edges({(3, 4): 1}))  # journaled ticks: no new manifest
+    view.step(E=_edges({(5, 6): 1}))
+    state = _snapshot(tmp_path)
+    journal = [p for p in state if p.endswith("journal.bin")]
+    assert len(journal) == 1 and state[journal[0]], state.keys()
+    lease = json.loads((tmp_path / LEASE).read_text())
+    (tmp_path / LEASE).write_text(json.dumps({**lease, "token": "0" * 32, "host": "elsewhere"}))
+    with pytest.raises(LockError, match="lost its lease"):
+        view.step(E=_edges({(7, 8): 1}))
+    assert _snapshot(tmp_path) == state  # the journal has not grown
+    assert view.tick == 2 and view.result().to_dict() == {(1,): 1, (3,): 1, (5,): 1}
 
 
 def test_a_spark_view_whose_lease_was_taken_commits_nothing(spark, tmp_path):

@@ -95,6 +95,18 @@ class Settings:
     max_rounds : int
         Most rounds a recursive program's fixpoint may take before it is refused
         (``Program.solve(max_rounds=...)`` overrides it per call).
+    journal_bytes : int
+        A durable view appends each tick to a journal (:mod:`incremental.journal`)
+        and writes a checkpoint (its relations as Parquet files, a new manifest and
+        an empty journal) instead once the journal would grow past this many bytes.
+        Reopening replays the journal, so this bounds the replay's reading.
+    journal_ticks : int
+        A durable view writes a checkpoint once its journal holds this many ticks
+        (bounds the replay's work when ticks are small); 0 checkpoints every tick.
+    lease_seconds : float
+        A durable view records a journaled tick in its lease file (who holds the
+        folder, its last commit) at most once per this many seconds; every
+        checkpoint is recorded.  0 records every tick.
     spark_adaptive : bool
         Whether a query over relations kept in Spark runs with Spark's adaptive query
         execution.  Off by default: the engine chooses its partitions itself (one per
@@ -121,6 +133,9 @@ class Settings:
     filter_values: int = 1_000
     gc_ticks: int = 10
     max_rounds: int = 1000
+    journal_bytes: int = 64 * 2**20
+    journal_ticks: int = 2000
+    lease_seconds: float = 1.0
     spark_adaptive: bool = False
 
     def __post_init__(self) -> None:

@@ -1,0 +1,121 @@
+"""What a user semiring computes, recorded in a view's manifest and compared on reopen.
+
+A built-in semiring is identified by its name; a user semiring by a fingerprint
+(:func:`semiring_fingerprint`): the ``repr`` of its zero, one, and of ⊕, ⊗ (and
+negation) on probe values of its own domain.  :func:`semiring_differences` says
+how two fingerprints differ (:meth:`incremental.store.Store.check_semiring`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from semirings import Semiring
+
+__all__ = ["FINGERPRINT", "builtin", "semiring_differences", "semiring_fingerprint"]
+
+FINGERPRINT = "semiring_fingerprint"
+"""Manifest key of a user semiring's fingerprint (None for a built-in semiring)."""
+
+_FLOAT_PROBES = (0.5, 2.0, -1.5, 3.25)
+_INT_PROBES = (2, 3, -1, 7)
+
+
+def builtin(S: Semiring) -> bool:
+    """True for the engine's own semirings, which a manifest identifies by name."""
+    from semirings.core import canonical
+
+    try:
+        return canonical(S.name) is S
+    except KeyError:
+        return False
+
+
+def semiring_fingerprint(S: Semiring) -> dict[str, Any]:
+    """What a user semiring computes, JSON-safe: ``zero``, ``one``, and ``add``, ``mul``
+    (and ``neg`` for a ring) on probe values of its own domain.
+
+    The probes are zero, one, values built from them (one ⊕ one, (one ⊕ one) ⊗ (one ⊕
+    one), (one ⊕ one) ⊕ one, zero ⊕ one) and, when zero or one is a number, a few
+    numbers of that type the semiring's ``contains`` accepts.  Each result is kept as its
+    ``repr`` (``"raises TypeError"`` when the function raised), keyed by the probes'
+    ``repr``, so two definitions are compared on the probes both have.
+    """
+    base: list[Any] = [S.zero, S.one]
+    numbers = [S.zero, S.one]
+    if any(isinstance(x, float) for x in numbers):
+        base += _FLOAT_PROBES
+    elif all(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
+        base += _INT_PROBES
+    two = _quiet(S.add, S.one, S.one)
+    derived = [
+        two,
+        _quiet(S.mul, two, two),
+        _quiet(S.add, two, S.one),
+        _quiet(S.add, S.zero, S.one),
+    ]
+    probes: dict[str, Any] = {}
+    for x in (*base, *derived):
+        if x is not _FAILED and _member(S, x):
+            probes.setdefault(_repr(x), x)
+    items = sorted(probes.items())
+    pairs = [(a, b) for i, a in enumerate(items) for b in items[i:]]
+    return {
+        "zero": _repr(S.zero),
+        "one": _repr(S.one),
+        "add": {f"{ra}, {rb}": _outcome(S.add, a, b) for (ra, a), (rb, b) in pairs},
+        "mul": {f"{ra}, {rb}": _outcome(S.mul, a, b) for (ra, a), (rb, b) in pairs},
+        "neg": None if S.neg is None else {r: _outcome(S.neg, x) for r, x in items},
+    }
+
+
+def semiring_differences(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """How two fingerprints differ: one line for each of zero, one, add, mul, neg that
+    does (the first probe that shows it, with both results)."""
+    out = []
+    for part in ("zero", "one"):
+        if stored.get(part) != now.get(part):
+            out.append(f"{part} is {stored.get(part)} in the folder, {now.get(part)} now")
+    for op in ("add", "mul", "neg"):
+        a, b = stored.get(op), now.get(op)
+        if (a is None) != (b is None):
+            was, new = ("defined", "not") if b is None else ("not defined", "defined")
+            out.append(f"neg is {was} in the folder, {new} now")
+            continue
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            continue
+        for k in sorted(a.keys() & b.keys()):
+            if a[k] != b[k]:
+                out.append(f"{op}({k}) is {a[k]} in the folder, {b[k]} now")
+                break
+    return out
+
+
+_FAILED = object()
+
+
+def _quiet(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        return _FAILED
+
+
+def _member(S: Semiring, x: Any) -> bool:
+    try:
+        return bool(S.contains(x))  # type: ignore[misc]
+    except Exception:
+        return False
+
+
+def _outcome(fn: Any, *args: Any) -> str:
+    try:
+        return _repr(fn(*args))
+    except Exception as exc:
+        return f"raises {type(exc).__name__}"
+
+
+def _repr(x: Any) -> str:
+    import re
+
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x))

@@ -1,0 +1,427 @@
+"""A durable view's journal: each tick one checksummed frame, checkpoints now and then.
+
+Oracle: the live view.  A view reopened from its folder after journaled ticks (and
+checkpoints between them) holds exactly the live view's result and relations, in
+every regime (counting, the ``real`` ring, boolean, min-plus, user semirings with
+float and with Python-int annotations, string keys).  Damage is refused by
+``StateError`` naming the journal; a frame cut short (what a crash during the
+append leaves) is dropped and the view reopens at the tick before; an append that
+fails leaves the view and the folder at the old tick; and a process killed with
+SIGKILL at a random moment while ticking reopens at a tick it committed (the last
+one it reported, or the one it was committing), equal to a fresh replay of the
+same deltas up to that tick.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from faq import query, settings
+from incremental import IncrementalView, StateError
+from incremental.journal import HEADER, read_frames
+from semirings import Semiring
+from tests.journal_ticker import CHECKPOINT_TICKS, Ticks, ticker_query
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKER = Path(__file__).with_name("journal_ticker.py")
+TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
+PATH = "Q(a, c) :- E(a, b), F(b, c)"
+
+
+def _bottleneck() -> Semiring:
+    return Semiring("bottleneck", -float("inf"), float("inf"), max, min)
+
+
+def _int_bottleneck() -> Semiring:
+    return Semiring("int-bottleneck", 0, 10**6, max, min)
+
+
+SEMIRINGS = {
+    "counting": lambda: "counting",
+    "real": lambda: "real",
+    "boolean": lambda: "boolean",
+    "min-plus": lambda: "min-plus",
+    "user float": _bottleneck,
+    "user int": _int_bottleneck,
+}
+
+
+class Deltas:
+    """Random valid deltas of the relations E and F of ``PATH`` for a semiring: signed
+    annotations for rings and counting (never a negative count), insertions and
+    retractions of held rows (``_weight``) for the others."""
+
+    def __init__(self, semiring: str, seed: int, keys: str = "int") -> None:
+        self.kind = semiring
+        self.rng = np.random.default_rng(seed)
+        self.held: dict[str, list[tuple]] = {"E": [], "F": []}
+        self.keys = keys
+
+    def _key(self) -> tuple:
+        a, b = (int(x) for x in self.rng.integers(0, 6, size=2))
+        return (f"n{a}", f"n{b}") if self.keys == "str" else (a, b)
+
+    def _value(self):
+        k = self.kind
+        if k == "real":
+            return float(self.rng.normal())
+        if k == "boolean":
+            return True
+        if k == "user int":
+            return int(self.rng.integers(1, 100))
+        return float(self.rng.integers(1, 50)) / 4  # min-plus, user float
+
+    def delta(self, name: str, n: int = 4) -> pd.DataFrame:
+        rows = []
+        held = self.held[name]
+        for _ in range(n):
+            if held and self.rng.random() < 0.35:
+                row = held.pop(int(self.rng.integers(len(held))))
+                rows.append((*row, -1))
+            else:
+                row = (*self._key(), self._value())
+                if self.kind == "counting":
+                    row = (*row[:2], 1)
+                held.append(row)
+                rows.append((*row, 1))
+        df = pd.DataFrame(rows, columns=["a", "b", "value", "_weight"])
+        if self.kind == "user int":
+            df["value"] = df["value"].astype(object)
+        if self.kind in ("counting", "real"):  # signed annotations, no weights
+            df["value"] = df["value"] * df["_weight"]
+            df = df.drop(columns="_weight")
+        return df
+
+
+def _view(semiring: str, folder: Path, seed: int = 0, keys: str = "int", **kw):
+    S = SEMIRINGS[semiring]()
+    d = Deltas(semiring, seed, keys)
+    q = query(PATH, semiring=S)
+    view = IncrementalView(q, state_dir=folder, state="driver", E=d.delta("E", 6), **kw)
+    return view, d, q
+
+
+def _same(a: IncrementalView, b: IncrementalView) -> None:
+    assert b.tick == a.tick and b.batch_id == a.batch_id
+    assert b.result().to_dict() == a.result().to_dict()
+    for n in ("E", "F"):
+        assert b.relation(n).to_dict() == a.relation(n).to_dict(), n
+
+
+def _journal(folder: Path) -> tuple[Path, dict]:
+    import json
+
+    m = json.loads((folder / "manifest.json").read_text())
+    return folder / m["journal"], m
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in ("lease.json", ".lock")
+    }
+
+
+# -- reopen equals the live view --------------------------------------------------------------
+@pytest.fixture
+def needs_spark(request):
+    """A SparkSession when the test's semiring is a user one (its operations are UDFs)."""
+    if request.node.callspec.params.get("semiring", "").startswith("user"):
+        request.getfixturevalue("spark")
+
+
+@pytest.mark.parametrize("semiring", list(SEMIRINGS))
+def test_reopen_after_journaled_ticks_equals_the_live_view(semiring, tmp_path, needs_spark):
+    view, d, q = _view(semiring, tmp_path / "v")
+    for t in range(12):
+        view.step(batch_id=10 + t, E=d.delta("E"), F=d.delta("F"))
+    path, m = _journal(tmp_path / "v")
+    assert m["tick"] == 0  # no checkpoint since the first commit: all 12 in the journal
+    assert len(read_frames(path, 0)[0]) == 12
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path / "v")
+    _same(view, again)
+    again.step(E=d.delta("E"))  # and it goes on ticking from there, in the same journal
+    assert _journal(tmp_path / "v")[1]["tick"] == 0 and len(read_frames(path, 0)[0]) == 13
+    again.close()
+    once_more = IncrementalView(q, state_dir=tmp_path / "v")
+    _same(again, once_more)
+    once_more.close()
+
+
+@pytest.mark.parametrize("semiring", ["counting", "real", "min-plus"])
+def test_a_spark_state_journals_its_ticks_too(semiring, spark, tmp_path):
+    S = SEMIRINGS[semiring]()
+    d = Deltas(semiring, 5)
+    q = query(PATH, semiring=S)
+    with settings(journal_ticks=4):
+        view = IncrementalView(q, state_dir=tmp_path / "v", state="spark", E=d.delta("E", 6))
+        for t in range(6):
+            view.step(batch_id=t, E=d.delta("E"), F=d.delta("F"))
+    path, m = _journal(tmp_path / "v")
+    assert m["state"] == "spark" and m["tick"] == 5  # 1-4 journaled, 5 a checkpoint
+    assert len(read_frames(path, 5)[0]) == 1
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path / "v")
+    assert again.where == "spark"
+    _same(view, again)
+    again.close()
+
+
+def test_a_user_semiring_redefined_is_refused_after_journaled_ticks(spark, tmp_path):
+    import operator
+
+    view, d, q = _view("user float", tmp_path / "v")
+    for _ in range(3):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    view.close()
+    other = Semiring("bottleneck", 0.0, 1.0, operator.add, operator.mul)
+    with pytest.raises(ValueError, match="defined differently"):
+        IncrementalView(query(PATH, semiring=other), state_dir=tmp_path / "v")
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
+def test_string_keys_go_through_the_journal(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v", keys="str")
+    for _ in range(5):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    view.close()
+    again = IncrementalView(q, state_dir=tmp_path / "v")
+    _same(view, again)
+    assert all(isinstance(k, str) for key in again.relation("E").to_dict() for k in key)
+    again.close()
+
+
+@pytest.mark.parametrize("semiring", ["counting", "real", "user int"])
+def test_checkpoints_between_journaled_ticks(semiring, tmp_path, needs_spark):
+    with settings(journal_ticks=3):
+        view, d, q = _view(semiring, tmp_path / "v")
+        for _ in range(8):
+            view.step(E=d.delta("E"), F=d.delta("F"))
+    path, m = _journal(tmp_path / "v")
+    # ticks 1-3 journaled, 4 a checkpoint, 5-7 journaled, 8 a checkpoint
+    assert m["tick"] == 8 and read_frames(path, 8)[0] == []
+    with settings(journal_ticks=3):
+        view.step(E=d.delta("E"))
+    path, m = _journal(tmp_path / "v")
+    assert m["tick"] == 8 and len(read_frames(path, 8)[0]) == 1
+    assert len(list((tmp_path / "v").glob("tick-*/journal.bin"))) == 1  # old ones removed
+    view.close()
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
+def test_a_journal_over_its_byte_limit_is_checkpointed(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    path, _ = _journal(tmp_path / "v")
+    frame = path.stat().st_size
+    with settings(journal_bytes=2 * frame + frame // 2):
+        for _ in range(4):
+            view.step(E=d.delta("E"))
+    path, m = _journal(tmp_path / "v")
+    assert m["tick"] in (3, 4, 5) and path.stat().st_size <= 2 * frame + frame // 2
+    view.close()
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
+# -- a torn last frame, damage --------------------------------------------------------------------
+def _reopened_answers(q, folder: Path) -> tuple[int, dict]:
+    with IncrementalView(q, state_dir=folder) as v:
+        return v.tick, v.result().to_dict()
+
+
+def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    before = (view.result().to_dict(), view.relation("E").to_dict(), view.relation("F").to_dict())
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    data = path.read_bytes()
+    frames, end = read_frames(path, 0)
+    assert len(frames) == 2 and end == len(data)
+    start = frames[1].offset
+    for cut in range(start, len(data)):
+        path.write_bytes(data[:cut])
+        with IncrementalView(q, state_dir=tmp_path / "v") as v:
+            got = (v.result().to_dict(), v.relation("E").to_dict(), v.relation("F").to_dict())
+            assert v.tick == 1 and got == before, cut
+        assert path.read_bytes() == data[:cut]  # a reopen changes nothing
+    assert "not a whole frame" in caplog.text
+    # the next tick cuts the torn frame off and appends after the last whole one
+    path.write_bytes(data[: start + 7])
+    with IncrementalView(q, state_dir=tmp_path / "v") as v:
+        v.step(E=d.delta("E"))
+        live = (v.tick, v.result().to_dict())
+    assert read_frames(path, 0)[1] == path.stat().st_size
+    assert _reopened_answers(q, tmp_path / "v") == live == (2, live[1])
+
+
+def test_a_zero_filled_tail_is_dropped(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    answer = view.result().to_dict()
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    with path.open("ab") as fh:
+        fh.write(b"\0" * 300)
+    assert _reopened_answers(q, tmp_path / "v") == (1, answer)
+
+
+def _damaged(tmp_path: Path, how) -> str:
+    view, d, q = _view("counting", tmp_path / "v")
+    for _ in range(4):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    frames, _ = read_frames(path, 0)
+    data = bytearray(path.read_bytes())
+    data = how(data, frames)
+    path.write_bytes(bytes(data))
+    before = _snapshot(tmp_path / "v")
+    with pytest.raises(StateError) as err:
+        IncrementalView(q, state_dir=tmp_path / "v")
+    assert _snapshot(tmp_path / "v") == before  # the refused reopen changed nothing
+    message = str(err.value)
+    assert str(path) in message, message
+    return message
+
+
+def test_a_damaged_middle_frame_is_refused_naming_the_journal(tmp_path):
+    def flip(data, frames):
+        data[frames[1].offset + HEADER.size + 5] ^= 0xFF
+        return data
+
+    assert "frame 2" in _damaged(tmp_path, flip) and "SHA-256" in _damaged(tmp_path / "b", flip)
+
+
+def test_a_damaged_last_frame_is_refused(tmp_path):
+    def flip(data, frames):
+        data[-1] ^= 0x01
+        return data
+
+    assert "frame 4" in _damaged(tmp_path, flip)
+
+
+def test_a_damaged_frame_header_is_refused(tmp_path):
+    def length(data, frames):  # a damaged length must not pass for a torn last frame
+        data[frames[1].offset + 20] ^= 0x40
+        return data
+
+    assert "damaged frame header" in _damaged(tmp_path, length)
+
+
+def test_a_missing_frame_is_a_gap(tmp_path):
+    def drop(data, frames):
+        return data[: frames[1].offset] + data[frames[2].offset :]
+
+    message = _damaged(tmp_path, drop)
+    assert "tick 3" in message and "tick 2 was expected" in message
+
+
+def test_a_missing_journal_is_refused(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    path.unlink()
+    with pytest.raises(StateError, match="journal.bin"):
+        IncrementalView(q, state_dir=tmp_path / "v")
+
+
+# -- a failed append ---------------------------------------------------------------------------
+@pytest.mark.parametrize("fail", ["sync", "write"])
+def test_a_failed_append_leaves_the_view_and_the_folder_at_the_old_tick(
+    fail, tmp_path, monkeypatch
+):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    old = (view.tick, view.result().to_dict(), view.relation("E").to_dict())
+    before = _snapshot(tmp_path / "v")
+    real_pwrite = os.pwrite
+
+    def broken_sync(fd):
+        raise OSError(28, "No space left on device")
+
+    def broken_write(fd, data, at):  # half the frame reaches the file
+        real_pwrite(fd, bytes(data[: len(data) // 2]), at)
+        raise OSError(28, "No space left on device")
+
+    import incremental.journal as journal
+
+    if fail == "sync":
+        monkeypatch.setattr(journal.os, "fdatasync", broken_sync)
+    else:
+        monkeypatch.setattr(journal.os, "pwrite", broken_write)
+    delta = d.delta("E")
+    with pytest.raises(OSError, match="No space left"):
+        view.step(E=delta)
+    assert (view.tick, view.result().to_dict(), view.relation("E").to_dict()) == old
+    assert _snapshot(tmp_path / "v") == before
+    monkeypatch.undo()
+    view.step(E=delta)  # the same tick again, now committed
+    assert view.tick == 2
+    view.close()
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
+# -- kill -9 ----------------------------------------------------------------------------------
+def _replayed(seed: int, tick: int) -> dict:
+    """The ticker's view after ``tick`` ticks, replayed on a view without a folder."""
+    ticks = Ticks(seed)
+    view = IncrementalView(ticker_query(), state="driver", E=ticks.next())
+    for _ in range(tick):
+        view.step(E=ticks.next())
+    return {"result": view.result().to_dict(), "E": view.relation("E").to_dict()}
+
+
+def _committed(side: Path) -> list[int]:
+    if not side.is_file():
+        return []
+    text = side.read_text()
+    return [int(line.split()[0]) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_process_killed_while_ticking_reopens_at_a_tick_it_committed(seed, tmp_path):
+    folder, side = tmp_path / "v", tmp_path / "committed.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, str(TICKER), str(folder), str(side), str(seed)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ticking"
+        # past two checkpoints, then a random moment: inside an append, a checkpoint, a step
+        deadline = time.monotonic() + 120
+        while len(_committed(side)) < 2 * CHECKPOINT_TICKS + 1 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the ticker does not tick"
+            time.sleep(0.01)
+        time.sleep(random.Random(seed).uniform(0.0, 0.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    last = _committed(side)[-1]
+    with IncrementalView(ticker_query(), state_dir=folder) as v:
+        tick = v.tick
+        got = {"result": v.result().to_dict(), "E": v.relation("E").to_dict()}
+    assert tick in (last, last + 1), (tick, last)
+    assert got == _replayed(seed, tick)
