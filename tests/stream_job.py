@@ -24,8 +24,10 @@ Every line it prints is flushed at once, so the test can follow it:
     stops there for ``$STREAM_JOB_HOLD_SECONDS`` (default 600) so the test can
     kill it at that point.  ``before``: in ``foreachBatch``, before the step
     (Spark has logged the batch's offsets, the view has not applied it);
-    ``commit``: inside the step, when the view renames its new manifest into
-    place (the tick's files are written, the commit is not); ``after``: the
+    ``commit``: inside the step's commit, with the tick half written: half of
+    its journal frame is on disk (a torn frame), or, for a tick that writes a
+    checkpoint, its files are written and its manifest not yet renamed into
+    place; either way the tick is not committed; ``after``: the
     step has committed, Spark has not yet recorded the batch as done;
 ``{"count": ..., "tick": ..., "batch_id": ..., "edges": [[src, dst, m], ...]}``
     the last line, once the stream has ended: the final count and the view's
@@ -55,7 +57,7 @@ SCHEMA = "src bigint, dst bigint, _weight bigint"
 HOLDS = ("before", "commit", "after")
 
 current: dict[str, int | None] = {"batch": None}
-"""The micro-batch being applied (read by the manifest-rename hook)."""
+"""The micro-batch being applied (read by the commit hold)."""
 
 
 def say(line: str) -> None:
@@ -79,10 +81,25 @@ def hold(where: str, batch: int) -> None:
     time.sleep(float(os.environ.get("STREAM_JOB_HOLD_SECONDS", "600")))
 
 
-def hold_at_manifest_rename(state: Path, batch: int) -> None:
-    """Hold inside the view's commit of ``batch``: just before its manifest is renamed
-    over ``STATE/manifest.json`` (``os.replace`` or ``os.rename``)."""
+def hold_in_commit(state: Path, batch: int) -> None:
+    """Hold inside the view's commit of ``batch``: once half of its journal frame is
+    written (``os.pwrite`` to a ``journal.bin`` under ``state``), or, for a tick that
+    writes a checkpoint, just before its manifest is renamed over
+    ``STATE/manifest.json`` (``os.replace`` or ``os.rename``)."""
     target = (state / "manifest.json").resolve()
+    folder = state.resolve()
+    pwrite = os.pwrite
+
+    def journal_write(fd: int, data: Any, offset: int) -> int:
+        if current["batch"] == batch:
+            where = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if where.name == "journal.bin" and folder in where.parents:
+                half = memoryview(data)[: max(1, len(data) // 2)]
+                pwrite(fd, half, offset)
+                hold("commit", batch)
+        return pwrite(fd, data, offset)
+
+    os.pwrite = journal_write
 
     def wrap(rename: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(rename)
@@ -118,7 +135,7 @@ def main(input_dir: str, state_dir: str, checkpoint: str) -> None:
         view = IncrementalView(query(TRIANGLE, semiring="counting"), state_dir=state_dir)
         say(f"ready {state_line(view)}")
         if held is not None and held[0] == "commit":
-            hold_at_manifest_rename(Path(state_dir), held[1])
+            hold_in_commit(Path(state_dir), held[1])
         apply = view.foreach_batch("E")
 
         def each(df: Any, batch_id: int) -> None:
