@@ -8,7 +8,7 @@ fits is asked of Spark's optimizer: the size estimate it uses to decide
 broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
 size for files; ``faq.settings().local_bytes`` without a row estimate).
 Larger relations stay in Spark; one Spark job checks them and gathers their
-statistics, one job for up to four relations of a query (:func:`read_all`,
+statistics, one job for up to eight relations of a query (:func:`read_all`,
 :func:`faq.spark.checks.spark_prepared_all`).
 
 Everything here works on a factor's :class:`faq.source.Source` record, never

@@ -8,6 +8,7 @@ tests/test_conformance.py (backend ``partitioned``).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -32,13 +33,19 @@ def _edges_df(spark, edges: np.ndarray):
 
 
 def _jobs(spark, fn):
+    """``fn()`` and the Spark jobs it ran (a job group of its own: the tracker's count
+    for a group is cumulative)."""
     sc = spark.sparkContext
-    sc.setJobGroup("partitioned-test", "partitioned-test")
+    group = f"partitioned-test-{next(_GROUPS)}"
+    sc.setJobGroup(group, group)
     try:
         out = fn()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    return out, len(sc.statusTracker().getJobIdsForGroup("partitioned-test"))
+    return out, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+_GROUPS = itertools.count()
 
 
 # -- shares ------------------------------------------------------------------------------
@@ -136,9 +143,18 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
     df = _edges_df(spark, e)
     tri = query(TRIANGLE, semiring="counting")
     clique = query(NAMED_RULES["4-clique"], semiring="counting")
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    key = "spark.sql.adaptive.enabled"
+    adaptive = spark.conf.get(key)
+    spark.conf.set(key, "true")  # as a default session has it (the tests' one: off)
+    try:
+        with faq.settings(local_rows=0):
+            run, jobs = _jobs(spark, lambda: tri.run(E=df))
+            assert spark.conf.get(key) == "true"  # given back
+            with faq.settings(spark_adaptive=True):
+                again, again_jobs = _jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
+    finally:
+        spark.conf.set(key, adaptive)
     with faq.settings(local_rows=0):
-        run, jobs = _jobs(spark, lambda: tri.run(E=df))
         assert run.result.scalar() == triangle_count_numpy(e)
         (step,) = run.trace.steps
         assert step.choice.backend == "spark" and step.choice.shares is not None
@@ -146,10 +162,8 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
         # adaptive execution off during the run: with it, each shuffle is a job of its
         # own); no job per variable, no pairwise-size job
         assert jobs == 2, jobs
-        assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # given back
-        with faq.settings(spark_adaptive=True):
-            again, jobs = _jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
-        assert again.result.scalar() == run.result.scalar() and jobs > 2, jobs
+        # with adaptive execution left on, each shuffle stage is a job of its own
+        assert again.result.scalar() == run.result.scalar() and again_jobs > 2, again_jobs
         text = tri.explain(run)
         assert "cells partitioned over Spark" in text and "cells    shares " in text
         assert "a=" in text or "b=" in text or "c=" in text  # the user's variable names
@@ -296,12 +310,12 @@ def test_repeated_keys_are_combined_in_the_cells(spark):
 
 
 def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark):
-    """Six relations kept in Spark: checked CHECKS_PER_JOB at a time, so the one with a
-    null key in the second job is named, and a clean chain gets its answer."""
+    """CHECKS_PER_JOB + 2 relations kept in Spark: checked CHECKS_PER_JOB at a time, so
+    the one with a null key in the second job is named, and a clean chain gets its
+    answer."""
     from faq.spark.checks import CHECKS_PER_JOB
 
-    assert CHECKS_PER_JOB < 6
-    names = "ABCDEF"
+    names = "ABCDEFGHIJKLMNOP"[: CHECKS_PER_JOB + 2]
     rule = "Q(x0, x6) :- " + ", ".join(f"{n}(x{i}, x{i + 1})" for i, n in enumerate(names))
     rows = [(0, 0, 2), (0, 1, 3)]
     rels = {n: spark.createDataFrame(rows, "i bigint, j bigint, value bigint") for n in names}
@@ -318,8 +332,48 @@ def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark):
         ).to_dict()
     )
     bad = spark.createDataFrame([(0, None, 1)], "i bigint, j bigint, value bigint")
-    with faq.settings(local_rows=0), pytest.raises(ValueError, match="relation 'F'.*null"):
-        q.solve(**{**rels, "F": bad})
+    last = names[-1]
+    with faq.settings(local_rows=0), pytest.raises(ValueError, match=f"relation '{last}'.*null"):
+        q.solve(**{**rels, last: bad})
+
+
+def test_one_check_job_gives_each_relation_its_own_figures(spark):
+    """Relations of different arities and key types checked in one job: each one's rows,
+    distinct values and errors are its own (the figures of one relation are null in the
+    other relations' rows of the job)."""
+    a = spark.createDataFrame(
+        [(0, 1, 2), (0, 2, 1), (1, 2, 1), (1, 3, 1)], "x bigint, y bigint, value bigint"
+    )
+    b = spark.createDataFrame(
+        [(1, "p", 1), (2, "q", 2), (3, "q", 1)], "y bigint, s string, value bigint"
+    )
+    c = spark.createDataFrame([("p", 1), ("q", 3)], "s string, value bigint")
+    import semirings
+    from faq.source import Source
+    from faq.spark.checks import Check, spark_prepared_all
+
+    S = semirings.get("counting")
+    checks = [
+        Check(Source.spark(df.toDF(*cols), tuple(cols[:-1]), S), S, f"relation {n!r}")
+        for n, df, cols in (
+            ("A", a, ["x", "y", "value"]),
+            ("B", b, ["y", "s", "value"]),
+            ("C", c, ["s", "value"]),
+        )
+    ]
+    got, jobs = _jobs(spark, lambda: spark_prepared_all(checks))
+    assert jobs == 1, jobs  # the three relations' checks and figures: one job
+    stats = [st for _, st, _ in got]
+    assert [(st.rows, st.distinct) for st in stats] == [(4, (2, 3)), (3, (3, 2)), (2, (2,))]
+    assert stats[0].top[0][0][1] == 2 and stats[1].top[1][0] == ("q", 2), stats
+    q = query("Q() :- A(x, y), B(y, s), C(s)", semiring="counting")
+    want = 2 * 1 * 1 + 1 * 2 * 3 + 1 * 2 * 3 + 1 * 1 * 3
+    assert q.solve(A=a, B=b, C=c).scalar() == want  # in the driver
+    with faq.settings(local_rows=0):
+        assert q.solve(A=a, B=b, C=c).scalar() == want
+        nulls = spark.createDataFrame([(1, None, 1)], "y bigint, s string, value bigint")
+        with pytest.raises(ValueError, match="relation 'B'.*key column 's'.*null"):
+            q.solve(A=a, B=nulls, C=c)
 
 
 def test_fixed_plans_nest_and_give_the_session_its_setting_back_after_an_error(spark):
