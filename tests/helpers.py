@@ -1,8 +1,11 @@
-"""Shared test helpers: comparing engine results with the reference evaluator."""
+"""Shared test helpers: comparing engine results with the reference evaluator, counting
+Spark jobs."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from faq import Factor
@@ -38,3 +41,19 @@ def assert_same(got: dict, want: dict, S: Semiring, context: str = "") -> None:
 
 def is_close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+_GROUPS = itertools.count()
+
+
+def spark_jobs(spark: Any, fn: Callable[[], Any], what: str = "jobs") -> tuple[Any, int]:
+    """``fn()`` and the number of Spark jobs it ran, counted in a job group of its own
+    (Spark's count for a group is cumulative: a name used twice counts both calls)."""
+    sc = spark.sparkContext
+    group = f"test-{what}-{next(_GROUPS)}"
+    sc.setJobGroup(group, group)
+    try:
+        out = fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return out, len(sc.statusTracker().getJobIdsForGroup(group))

@@ -8,7 +8,6 @@ tests/test_conformance.py (backend ``partitioned``).
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -22,6 +21,7 @@ from faq.plan.shares import choose_shares
 from faq.spark.partitioned import murmur3_int, routing_keys
 from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
 from semirings import Semiring
+from tests.helpers import spark_jobs
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
@@ -30,22 +30,6 @@ def _edges_df(spark, edges: np.ndarray):
     import pandas as pd
 
     return spark.createDataFrame(pd.DataFrame({"src": edges[:, 0], "dst": edges[:, 1]}))
-
-
-def _jobs(spark, fn):
-    """``fn()`` and the Spark jobs it ran (a job group of its own: the tracker's count
-    for a group is cumulative)."""
-    sc = spark.sparkContext
-    group = f"partitioned-test-{next(_GROUPS)}"
-    sc.setJobGroup(group, group)
-    try:
-        out = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return out, len(sc.statusTracker().getJobIdsForGroup(group))
-
-
-_GROUPS = itertools.count()
 
 
 # -- shares ------------------------------------------------------------------------------
@@ -148,10 +132,10 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
     spark.conf.set(key, "true")  # as a default session has it (the tests' one: off)
     try:
         with faq.settings(local_rows=0):
-            run, jobs = _jobs(spark, lambda: tri.run(E=df))
+            run, jobs = spark_jobs(spark, lambda: tri.run(E=df))
             assert spark.conf.get(key) == "true"  # given back
             with faq.settings(spark_adaptive=True):
-                again, again_jobs = _jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
+                again, again_jobs = spark_jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
     finally:
         spark.conf.set(key, adaptive)
     with faq.settings(local_rows=0):
@@ -361,7 +345,7 @@ def test_one_check_job_gives_each_relation_its_own_figures(spark):
             ("C", c, ["s", "value"]),
         )
     ]
-    got, jobs = _jobs(spark, lambda: spark_prepared_all(checks))
+    got, jobs = spark_jobs(spark, lambda: spark_prepared_all(checks))
     assert jobs == 1, jobs  # the three relations' checks and figures: one job
     stats = [st for _, st, _ in got]
     assert [(st.rows, st.distinct) for st in stats] == [(4, (2, 3)), (3, (3, 2)), (2, (2,))]

@@ -17,6 +17,7 @@ from faq import query
 from faq.rule import parse_rule
 from incremental import IncrementalView
 from incremental.reach import reach
+from tests.helpers import spark_jobs
 
 RULES = [
     ("T() :- E(a, b), E(b, c), E(a, c)", "counting"),  # one hop, a scalar
@@ -25,16 +26,6 @@ RULES = [
     ("T() :- E(a, b), E(b, c), E(a, c)", "boolean"),
     ("T(a) :- E(a, b), F(b, c), E(c, d)", "counting"),  # a path: no bound, read as before
 ]
-
-
-def _jobs(spark, fn, group: str):
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        out = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return out, len(sc.statusTracker().getJobIdsForGroup(group))
 
 
 def _frame(edges, weights=None, cols=("a", "b")):
@@ -95,7 +86,7 @@ def test_a_tick_of_a_triangle_view_in_spark_runs_in_one_job(spark):
     remote = IncrementalView(q, state="spark", E=spark.createDataFrame(_frame(sorted(edges))))
     driver = IncrementalView(q, state="driver", E=_frame(sorted(edges)))
     # an edge that closes no triangle: the output does not change, so it is not read
-    _, jobs = _jobs(spark, lambda: remote.step(E=_frame([(100, 101)], [1])), "reach-lone")
+    _, jobs = spark_jobs(spark, lambda: remote.step(E=_frame([(100, 101)], [1])), "reach-lone")
     driver.step(E=_frame([(100, 101)], [1]))
     assert jobs == 1, jobs
     for k in range(3):
@@ -103,7 +94,7 @@ def test_a_tick_of_a_triangle_view_in_spark_runs_in_one_job(spark):
         new = [(30 + k, j) for j in range(4)]
         edges = (edges - set(gone)) | set(new)
         delta = _frame([*gone, *new], [-1] * 5 + [1] * 4)
-        _, jobs = _jobs(spark, lambda delta=delta: remote.step(E=delta), f"reach-tick-{k}")
+        _, jobs = spark_jobs(spark, lambda delta=delta: remote.step(E=delta), f"reach-tick-{k}")
         driver.step(E=delta)
         # one job fetches the rows the tick reads; the scalar output's lookup needs one
         # more only while its value was never changed
