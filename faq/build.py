@@ -26,6 +26,7 @@ from faq.kernel.values import (
     raw_pandas,
 )
 from faq.rule import VALUE
+from faq.session import is_spark_dataframe
 from faq.source import Source
 from semirings import Semiring
 from semirings.local import local_ops
@@ -73,14 +74,6 @@ def check_vars(vars_: Sequence[str], where: str) -> tuple[str, ...]:
 def is_pandas(data: Any) -> bool:
     """True for a pandas DataFrame (tested without importing pandas)."""
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
-
-
-def is_spark_dataframe(df: Any) -> bool:
-    """True for a Spark DataFrame, classic or Spark Connect."""
-    from pyspark.sql import DataFrame as SparkDataFrame
-
-    connect = type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
-    return isinstance(df, SparkDataFrame) or connect
 
 
 # -- Spark DataFrames ---------------------------------------------------------------------

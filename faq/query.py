@@ -11,7 +11,6 @@ import numpy as np
 
 import semirings
 from faq import inputs
-from faq.build import is_spark_dataframe
 from faq.executor import Data, Executor
 from faq.factor import Factor, Source
 from faq.inputs import check_constants, check_key_types
@@ -30,7 +29,12 @@ from faq.plan.logical import (
 from faq.plan.report import Trace, render
 from faq.plan.settings import Settings
 from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
-from faq.session import current_session, fixed_plans_for, quiet_spark_errors
+from faq.session import (
+    current_session,
+    fixed_plans_for,
+    is_spark_dataframe,
+    quiet_spark_errors,
+)
 from faq.witness import WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops

@@ -37,6 +37,7 @@ __all__ = [
     "fixed_plans_for",
     "free_checkpoints",
     "get_spark",
+    "is_spark_dataframe",
     "local_session",
     "quiet_spark_errors",
     "release_unreferenced",
@@ -225,11 +226,17 @@ def fixed_plans_for(held: Iterable[object]) -> contextlib.AbstractContextManager
     otherwise a block that changes nothing."""
     from faq.plan.settings import current
 
-    if not current().spark_adaptive:
-        for x in held:
-            if type(x).__module__.startswith("pyspark."):
-                return fixed_plans(current_session())
+    if not current().spark_adaptive and any(is_spark_dataframe(x) for x in held):
+        return fixed_plans(current_session())
     return contextlib.nullcontext()
+
+
+def is_spark_dataframe(df: object) -> bool:
+    """True for a Spark DataFrame, classic or Spark Connect."""
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    connect = type(df).__module__.startswith("pyspark.sql.connect") and hasattr(df, "columns")
+    return isinstance(df, SparkDataFrame) or connect
 
 
 def checkpoint_ids(df: DataFrame) -> frozenset[int]:
