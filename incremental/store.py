@@ -27,12 +27,10 @@ damaged state with :class:`StateError` naming the file: a truncated, changed
 or missing file, an edited manifest, a folder that holds tick data but no
 manifest, a missing journal or a damaged frame.
 
-What ``kill -9`` leaves: the last checkpoint and every whole frame after it,
-all committed ticks; an append cut short (a torn last frame, or a tail of
-zeros) is dropped on reopen, which resumes at the tick before, and cut off
+What ``kill -9`` leaves: the last checkpoint and every whole frame after it;
+an append cut short (a torn frame, or zeros) is dropped on reopen and cut off
 before the next append.  A view's state in memory changes only after its
-commit returned, so a failed append or checkpoint leaves view and folder at
-the old tick.
+commit returned: a failed commit leaves view and folder at the old tick.
 """
 
 from __future__ import annotations
@@ -76,7 +74,12 @@ JOURNAL = "journal.bin"
 """Name of a checkpoint's journal file, in the checkpoint's tick folder."""
 
 OWN = ("format", "parts", "files", "journal", "checksum", FINGERPRINT, "tick", "batch_id")
-"""Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
+
+
+def view_fields(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest's (or a commit head's) fields that are the view's: all but the store's
+    and the tick's (``OWN``)."""
+    return {k: v for k, v in m.items() if k not in OWN}
 
 
 FORMAT = 2
@@ -121,8 +124,8 @@ class Store:
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
         self.journal: Journal | None = None
-        self._head: dict[str, Any] | None = None  # the checkpoint's fields but tick, batch
-        self._files: tuple[dict[str, Any], list[tuple[str, int]]] | None = None
+        self._head: dict[str, Any] | None = None  # the last checkpoint's view fields
+        self._files: list[tuple[str, int]] | None = None  # the checkpoint's paths, sizes
 
     def check(self) -> None:
         """Raise :class:`StateError` (a LockError) when this view may not change the folder."""
@@ -373,7 +376,7 @@ class Store:
         if self.journal is not None:
             self.journal.close()
         self.journal = journal
-        self._head = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
+        self._head, self._files = view_fields(head), None
         return done
 
     def save_tick(
@@ -385,8 +388,8 @@ class Store:
         ``journal_ticks`` settings; otherwise a checkpoint (:meth:`save`, which starts
         a new journal).  Returns what :meth:`save` returns.
         """
-        same = {k: v for k, v in head.items() if k not in ("tick", "batch_id")}
-        changes = self.changes(parts, written) if same == self._head else None
+        same = view_fields(head) == self._head  # else the view's fields change: a checkpoint
+        changes = self.changes(parts, written) if same else None
         if changes is not None and self.journal is not None and self.intact(written):
             frame = encode(int(head["tick"]), head.get("batch_id"), changes)
             st = settings()
@@ -398,26 +401,21 @@ class Store:
                 self.journal.append(frame, verify)
                 if self.guard is not None:
                     self.guard.committed(int(head["tick"]), st.lease_seconds)
-                done = {n: {**e, "current": parts[n]} for n, e in written.items()}
-                if self._files is not None and self._files[0] is written:
-                    self._files = (done, self._files[1])
-                return done
+                return {n: {**e, "current": parts[n]} for n, e in written.items()}
         return self.save(parts, head, written)
 
     def intact(self, written: dict[str, Any]) -> bool:
         """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
         checkpoint writes a missing or damaged one again, see :meth:`save`)."""
-        files = self._files
-        if files is None or files[0] is not written:
+        if self._files is None:  # the same files until the next checkpoint
             root = str(self.root)
-            sizes = [
+            self._files = [
                 (os.path.join(root, rel), rec["bytes"])
                 for e in written.values()
                 for rel, rec in (e["base_files"] | e["over_files"]).items()
             ]
-            files = self._files = (written, sizes)
         try:
-            return all(os.stat(p).st_size == n for p, n in files[1])
+            return all(os.stat(p).st_size == n for p, n in self._files)
         except OSError:
             return False
 
@@ -458,7 +456,7 @@ class Store:
             )
         frames, end = read_frames(path, int(m["tick"]))
         self.journal = Journal(path, end, len(frames))
-        self._head = {k: v for k, v in m.items() if k not in OWN}
+        self._head, self._files = view_fields(m), None
         return frames
 
     def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:

@@ -235,6 +235,22 @@ def test_a_journal_over_its_byte_limit_is_checkpointed(tmp_path):
     _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
 
 
+def test_a_checkpoint_file_lost_while_open_makes_the_next_tick_a_checkpoint(tmp_path):
+    """A journaled tick relies on the checkpoint's files: one gone (or cut) while the view
+    is open is seen by the next tick, which writes a checkpoint instead of a frame."""
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    _, m = _journal(tmp_path / "v")
+    assert m["tick"] == 0  # the tick went to the journal
+    lost = next(tmp_path.joinpath("v").rglob("*.parquet"))
+    lost.write_bytes(lost.read_bytes()[:-1])  # cut by one byte: its size no longer matches
+    view.step(E=d.delta("E"))
+    path, m = _journal(tmp_path / "v")
+    assert m["tick"] == 2 and path.stat().st_size == 0  # a checkpoint, a new journal
+    view.close()
+    _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
+
+
 # -- a torn last frame, damage --------------------------------------------------------------------
 def _reopened_answers(q, folder: Path) -> tuple[int, dict]:
     with IncrementalView(q, state_dir=folder) as v:
