@@ -505,3 +505,14 @@ def test_beyond_driver_flags_a_wrong_count(spark, tmp_path, monkeypatch, capsys)
     assert status == 1 and "MISMATCH" in capsys.readouterr().out
     r = by[("karate", "triangle", "engine (local_rows=0)")]
     assert (r["count"], r["expected"], r["correct"]) == ("45", "44", "False")
+
+
+def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark):
+    """benchmarks/tick_profile.py on a small graph: the profile shows the tick's own
+    functions (the view's step and its delta rule), for pandas and Spark deltas."""
+    from benchmarks.tick_profile import profile_ticks
+
+    for kind in ("pandas", "spark"):
+        per_tick, lines = profile_ticks(spark, 2000, 20, kind, ticks=3, warmup=1, top=40)
+        assert per_tick > 0
+        assert "view.py" in lines and "(step)" in lines and "delta_rule" in lines, lines

@@ -1,0 +1,109 @@
+"""Where a driver-state view's tick spends its time: cProfile over a run of ticks.
+
+A triangle-counting view (counting semiring, state in the driver) is built over a
+power-law graph of ``--edges`` edges; then ``--warmup`` ticks run unprofiled and
+``--ticks`` ticks run under :mod:`cProfile`, each tick ``--delta`` edge changes
+(30% deletions of present edges, the rest insertions) given as ``--input``: a
+pandas DataFrame, or a Spark DataFrame made from it (as a streaming micro-batch
+would be).  The script prints the mean time per tick (under the profiler, which
+adds to it) and the ``--top`` functions by cumulative time, then checks the
+view's count against :func:`faq.testing.triangle_count_numpy`.
+
+Usage::
+
+    python benchmarks/tick_profile.py                              # 1M edges, Δ=1000, pandas
+    python benchmarks/tick_profile.py --delta 1 --input spark
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # run as a script, this file's folder comes first on sys.path and its name would
+    # shadow the ``incremental`` package; import ``benchmarks`` from the repository
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
+
+import argparse
+import cProfile
+import gc
+import io
+import pstats
+import time
+
+import numpy as np
+
+
+def profile_ticks(
+    spark, edges: int, delta: int, kind: str, ticks: int, warmup: int, top: int, seed: int = 0
+) -> tuple[float, str]:
+    """The mean seconds per profiled tick and the profile's ``top`` lines (cumulative)."""
+    from benchmarks.incremental import apply, delta_frame, make_delta
+    from faq import query, testing
+    from faq.io import edges_dataframe
+    from incremental import IncrementalView
+
+    graph = testing.power_law_graph(max(edges // 5, 100), edges, seed)
+    present = {(int(u), int(v)) for u, v in graph}
+    rng = np.random.default_rng(seed + 1)
+    nodes = int(graph.max()) + 1
+    changes = []
+    for _ in range(warmup + ticks):
+        d = make_delta(present, nodes, delta, rng, 0.3)
+        apply(present, d)
+        changes.append(d)
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    view = IncrementalView(tri, E=edges_dataframe(graph, spark))
+    frames = [delta_frame(spark, d, kind) for d in changes]
+    for f in frames[:warmup]:
+        view.step(E=f)
+    gc.collect()
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for f in frames[warmup:]:
+        view.step(E=f)
+    prof.disable()
+    per_tick = (time.perf_counter() - t) / max(ticks, 1)
+    final = np.asarray(sorted(present), dtype=np.int64).reshape(-1, 2)
+    got, want = view.result().scalar(), testing.triangle_count_numpy(final)
+    if got != want:
+        raise AssertionError(f"the view counts {got} triangles, numpy {want}")
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+    return per_tick, out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--edges", type=int, default=1_000_000, help="edges (default 1,000,000)")
+    p.add_argument("--delta", type=int, default=1000, help="changes per tick (default 1000)")
+    p.add_argument("--input", choices=["pandas", "spark"], default="pandas")
+    p.add_argument("--ticks", type=int, default=25, help="profiled ticks (default 25)")
+    p.add_argument("--warmup", type=int, default=5, help="unprofiled ticks first (default 5)")
+    p.add_argument("--top", type=int, default=22, help="profile lines shown (default 22)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.edges < 10 or args.delta < 1 or args.ticks < 1 or args.warmup < 0:
+        p.error("--edges must be at least 10, --delta and --ticks positive, --warmup >= 0")
+
+    from faq.session import local_session
+
+    spark = local_session("local[2]", **{"spark.driver.memory": "4g"})
+    per_tick, lines = profile_ticks(
+        spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top, args.seed
+    )
+    print(
+        f"# {' '.join(['python benchmarks/tick_profile.py', *(argv or sys.argv[1:])])}\n"
+        f"{args.edges:,} edges, Δ={args.delta} ({args.input}): {per_tick * 1e3:.1f} ms per "
+        f"tick under cProfile, mean of {args.ticks} ticks after {args.warmup}\n"
+    )
+    print(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
