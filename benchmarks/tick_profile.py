@@ -7,12 +7,15 @@ power-law graph of ``--edges`` edges; then ``--warmup`` ticks run unprofiled and
 pandas DataFrame, or a Spark DataFrame made from it (as a streaming micro-batch
 would be).  The script prints the mean time per tick (under the profiler, which
 adds to it) and the ``--top`` functions by cumulative time, then checks the
-view's count against :func:`faq.testing.triangle_count_numpy`.
+view's count against :func:`faq.testing.triangle_count_numpy`.  With ``--durable``
+the view keeps a ``state_dir`` (a temporary folder), so every tick also appends its
+journal frame and syncs it: the profile then shows what a durable commit adds.
 
 Usage::
 
     python benchmarks/tick_profile.py                              # 1M edges, Δ=1000, pandas
     python benchmarks/tick_profile.py --delta 1 --input spark
+    python benchmarks/tick_profile.py --delta 1 --durable
 """
 
 from __future__ import annotations
@@ -32,15 +35,25 @@ import cProfile
 import gc
 import io
 import pstats
+import tempfile
 import time
 
 import numpy as np
 
 
 def profile_ticks(
-    spark, edges: int, delta: int, kind: str, ticks: int, warmup: int, top: int, seed: int = 0
+    spark,
+    edges: int,
+    delta: int,
+    kind: str,
+    ticks: int,
+    warmup: int,
+    top: int,
+    seed: int = 0,
+    state_dir: str | None = None,
 ) -> tuple[float, str]:
-    """The mean seconds per profiled tick and the profile's ``top`` lines (cumulative)."""
+    """The mean seconds per profiled tick and the profile's ``top`` lines (cumulative);
+    with ``state_dir``, of a view whose ticks are durable there."""
     from benchmarks.incremental import apply, delta_frame, make_delta
     from faq import query, testing
     from faq.io import edges_dataframe
@@ -56,7 +69,7 @@ def profile_ticks(
         apply(present, d)
         changes.append(d)
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    view = IncrementalView(tri, E=edges_dataframe(graph, spark))
+    view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir)
     frames = [delta_frame(spark, d, kind) for d in changes]
     for f in frames[:warmup]:
         view.step(E=f)
@@ -72,6 +85,7 @@ def profile_ticks(
     got, want = view.result().scalar(), testing.triangle_count_numpy(final)
     if got != want:
         raise AssertionError(f"the view counts {got} triangles, numpy {want}")
+    view.close()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
     return per_tick, out.getvalue()
@@ -86,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5, help="unprofiled ticks first (default 5)")
     p.add_argument("--top", type=int, default=22, help="profile lines shown (default 22)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--durable", action="store_true", help="ticks journaled in a state_dir (a temp folder)"
+    )
     args = p.parse_args(argv)
     if args.edges < 10 or args.delta < 1 or args.ticks < 1 or args.warmup < 0:
         p.error("--edges must be at least 10, --delta and --ticks positive, --warmup >= 0")
@@ -93,12 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     from faq.session import local_session
 
     spark = local_session("local[2]", **{"spark.driver.memory": "4g"})
-    per_tick, lines = profile_ticks(
-        spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top, args.seed
-    )
+    with tempfile.TemporaryDirectory(prefix="tick_profile-") as tmp:
+        per_tick, lines = profile_ticks(
+            spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top,
+            args.seed, f"{tmp}/state" if args.durable else None,
+        )  # fmt: skip
+    durable = ", durable" if args.durable else ""
     print(
         f"# {' '.join(['python benchmarks/tick_profile.py', *(argv or sys.argv[1:])])}\n"
-        f"{args.edges:,} edges, Δ={args.delta} ({args.input}): {per_tick * 1e3:.1f} ms per "
+        f"{args.edges:,} edges, Δ={args.delta} ({args.input}{durable}): "
+        f"{per_tick * 1e3:.1f} ms per "
         f"tick under cProfile, mean of {args.ticks} ticks after {args.warmup}\n"
     )
     print(lines)

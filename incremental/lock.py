@@ -100,6 +100,7 @@ class FolderLock:
         self._fenced = False
         self._pending = False
         self._recorded = -float("inf")  # when committed() last wrote the lease (monotonic)
+        self._confirmed: tuple[int, ...] | None = None  # the lease file last read as ours
         with _GUARD:
             _drain()
             if self.key in _HELD:  # another view object of this process: taken over on claim()
@@ -167,13 +168,18 @@ class FolderLock:
         if self._pending:
             self.claim()
         self.check()
+        stamp = _stamp(self.root / LEASE)  # taken before the read: a change after it shows
+        if stamp is not None and stamp == self._confirmed:
+            return  # the very file that named this view (a lease is replaced, never edited)
         lease = _read_lease(self.root)
         if not isinstance(lease, dict) or lease.get("token") != self.token:
+            self._confirmed = None
             who = describe(lease) if isinstance(lease, dict) else "it is missing or unreadable"
             raise LockError(
                 f"state_dir {str(self.root)!r}: this view lost its lease ({self.root / LEASE} "
                 f"no longer names it: {who}); the step is refused and nothing is committed"
             )
+        self._confirmed = stamp
 
     def committed(self, tick: int | None, every: float = 0.0) -> None:
         """After a commit: record its time (and tick) in the lease, if it is still ours,
@@ -366,6 +372,17 @@ def _read_lease(root: Path) -> dict[str, Any] | str | None:
     except json.JSONDecodeError:
         return text[:200]
     return lease if isinstance(lease, dict) else text[:200]
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells one lease file from another without reading it: device, inode, size
+    and change times (None when it cannot be read).  Leases are written to a new file
+    and renamed over the old one, so a lease written since has another inode."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _write_lease(root: Path, lease: dict[str, Any]) -> None:

@@ -280,3 +280,31 @@ def test_a_view_collected_while_the_lock_table_is_busy_does_not_deadlock(tmp_pat
     assert json.loads((tmp_path / "a" / "lease.json").read_text())["token"] == new.token
     new.release()
     assert not (tmp_path / "a" / "lease.json").exists()
+
+
+def test_a_lease_replaced_by_one_of_the_same_size_is_still_noticed(tmp_path, monkeypatch):
+    """Ticks read the lease only when its file changed (same inode, size and times);
+    a lease another holder writes is a new file renamed over it, so even one of exactly
+    the same bytes' length stops the next commit."""
+    import incremental.lock as lock
+
+    with settings(lease_seconds=3600):  # no lease writes between the ticks (slow machines)
+        view = IncrementalView(_q(), state_dir=tmp_path, E=_edges({(1, 2): 1}))
+        view.step(E=_edges({(3, 4): 1}))
+        reads = []
+        real = lock._read_lease
+        monkeypatch.setattr(lock, "_read_lease", lambda root: reads.append(root) or real(root))
+        for k in range(5, 10):
+            view.step(E=_edges({(k, k + 1): 1}))
+        assert reads == []  # the lease file this view last read as its own, unchanged
+        text = (tmp_path / LEASE).read_text()
+        lease = json.loads(text)
+        thief = text.replace(lease["token"], "0" * len(lease["token"]))
+        assert len(thief) == len(text) and json.loads(thief)["token"] != lease["token"]
+        (tmp_path / "thief.tmp").write_text(thief)
+        os.replace(tmp_path / "thief.tmp", tmp_path / LEASE)
+        state = _snapshot(tmp_path)
+        with pytest.raises(LockError, match="lost its lease"):
+            view.step(E=_edges({(20, 21): 1}))
+        assert reads and _snapshot(tmp_path) == state
+        assert view.tick == 6

@@ -234,6 +234,9 @@ def settings(**changes: Any) -> SettingsScope:
     0
     """
     global _current
+    if not changes:  # a read (every tick makes one): nothing to check or replace
+        now = _current
+        return SettingsScope(now, now)
     valid = {f.name for f in fields(Settings)}
     unknown = sorted(set(changes) - valid)
     if unknown:
