@@ -507,12 +507,16 @@ def test_beyond_driver_flags_a_wrong_count(spark, tmp_path, monkeypatch, capsys)
     assert (r["count"], r["expected"], r["correct"]) == ("45", "44", "False")
 
 
-def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark):
+def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path):
     """benchmarks/tick_profile.py on a small graph: the profile shows the tick's own
-    functions (the view's step and its delta rule), for pandas and Spark deltas."""
+    functions (the view's step and its delta rule), for pandas and Spark deltas; with a
+    state_dir (``--durable``), also the journal's append."""
     from benchmarks.tick_profile import profile_ticks
 
     for kind in ("pandas", "spark"):
         per_tick, lines = profile_ticks(spark, 2000, 20, kind, ticks=3, warmup=1, top=40)
         assert per_tick > 0
         assert "view.py" in lines and "(step)" in lines and "delta_rule" in lines, lines
+        assert "journal.py" not in lines
+    _, lines = profile_ticks(spark, 2000, 1, "pandas", 3, 1, 60, state_dir=str(tmp_path / "s"))
+    assert "journal.py" in lines and "(append)" in lines, lines
