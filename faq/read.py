@@ -6,7 +6,10 @@ checked (null keys, annotations outside the semiring), consolidated and
 counted exactly, with no further Spark job.  Whether an unchecked DataFrame
 fits is asked of Spark's optimizer: the size estimate it uses to decide
 broadcast joins (``EXPLAIN COST``; exact for cached and local data, the file
-size for files; ``faq.settings().local_bytes`` without a row estimate).
+size for files).  Without a row estimate, a relation whose size is at most
+``faq.settings().local_bytes`` (or unknown) is read with a bound of
+``local_rows + 1`` rows, so the driver never holds more than ``local_rows`` rows of
+it; ``local_rows=0`` reads nothing into the driver.
 Larger relations stay in Spark; one Spark job checks them and gathers their
 statistics, one job for up to eight relations of a query (:func:`read_all`,
 :func:`faq.spark.checks.spark_prepared_all`).
@@ -174,8 +177,13 @@ def _local(r: Request, limits: Settings) -> Source | None:
 
 def fits(src: Source, limits: Settings) -> bool | None:
     """Whether the Spark rows of ``src`` fit in the driver (at most ``limits.local_rows``),
-    from what is known without a job; None when nothing is known."""
+    from what is known without a job; None when only a read of at most
+    ``local_rows + 1`` rows can tell (no row estimate, and no size estimate or one of
+    at most ``limits.local_bytes``).  With ``local_rows=0`` nothing fits: nothing is
+    read into the driver."""
     assert src.df is not None
+    if limits.local_rows <= 0:
+        return False
     if src.checked is not None and src.stats is not None:
         return src.stats.rows <= limits.local_rows
     seen = _SEEN.get(src.original) if src.original is not None else None
@@ -184,9 +192,9 @@ def fits(src: Source, limits: Settings) -> bool | None:
     rows, size = size_hint(src.df)
     if rows is not None:
         return rows <= limits.local_rows
-    if size is None or size >= UNKNOWN_BYTES:
-        return None
-    return size <= limits.local_bytes
+    if size is None or size >= UNKNOWN_BYTES or size <= limits.local_bytes:
+        return None  # a bounded read decides: a small file can hold many rows
+    return False
 
 
 def collect(src: Source, S: Semiring, label: str, *, consolidate: bool = True) -> Table:

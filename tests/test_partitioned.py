@@ -155,6 +155,43 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
     assert four == clique.solve(E=df).scalar()  # the driver path agrees
 
 
+def test_parquet_edges_under_local_rows_0_never_enter_the_driver(spark, tmp_path, caplog):
+    """Spark has no row count for files, only their size: a Parquet relation of a few KB
+    was read into the driver (size under ``local_bytes``) even with ``local_rows=0``.
+    Its rows are now bounded by the files' footers: with ``local_rows=0`` it stays in
+    Spark (checked, then the cells: 2 jobs); below its rows it stays in Spark too, and
+    at or above them it is read into the driver."""
+    import logging
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from faq.spark.checks import size_hint
+
+    e = power_law_graph(300, 2_000, seed=4)
+    folder = tmp_path / "edges"
+    folder.mkdir()
+    for k, part in enumerate(np.array_split(e, 3)):
+        t = pa.table({"src": part[:, 0], "dst": part[:, 1]})
+        pq.write_table(t, folder / f"part-{k}.parquet")
+    df = spark.read.parquet(str(folder))
+    assert size_hint(df)[0] == len(e)  # from the footers
+    assert size_hint(df.filter("src > 10").select("dst", "src"))[0] == len(e)  # a bound
+    assert size_hint(df.join(df, "src"))[0] is None  # a join adds rows: no bound
+    tri = query(TRIANGLE, semiring="counting")
+    want = triangle_count_numpy(e)
+    for local_rows, where in [(0, "kept in Spark"), (len(e) - 1, "kept in Spark"),
+                              (len(e), "into the driver")]:  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="faq"), faq.settings(local_rows=local_rows):
+            run, jobs = spark_jobs(spark, lambda: tri.run(E=df))
+        assert run.result.scalar() == want
+        loads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("load ")]
+        assert loads and all(where in m for m in loads), (local_rows, loads)
+        if local_rows == 0:
+            assert jobs == 2, jobs  # the check job, then the shuffle and the cells
+
+
 def test_a_chain_keeps_its_intermediates_in_spark(spark):
     """Every step of a chain is partitioned on its join variable; intermediate outputs
     stay lazy DataFrames (estimated in the trace) and the last is computed once."""

@@ -45,7 +45,8 @@ class Settings:
     local_bytes : int
         Without a row estimate, a relation whose estimated size (Spark's
         ``sizeInBytes``; for files the file size) is at most this is read into
-        the driver.
+        the driver, at most ``local_rows + 1`` rows of it (more: it stays in
+        Spark); a larger one stays in Spark unread.
     task_work : int
         Driver or tasks: a local step with at least this much estimated work
         (candidate rows) runs inside Spark tasks when the cluster has more cores
