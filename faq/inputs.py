@@ -64,13 +64,16 @@ def prepare_all(
     local: bool = True,
     nonnegative: str | None = None,
     consolidate: bool = True,
+    uses: Mapping[str, int] | None = None,
 ) -> dict[str, Relation]:
     """Every factor of ``factors`` (by the label its errors name) ready for a query over
     ``S``: local when it is or it fits, else kept in Spark and checked there, a few
     relations per Spark job (:func:`faq.read.read_all`).
 
     ``local=False`` keeps a distributed factor in Spark whatever its size;
-    ``consolidate=False`` leaves the repeated keys of one kept in Spark to the reader.
+    ``consolidate=False`` leaves the repeated keys of one kept in Spark to the reader;
+    ``uses`` (per label, the query's atoms over it) collects a distributed factor only
+    when that many times its rows fit in ``local_rows``.
     ``nonnegative`` (the reason, for the message) also refuses negative annotations of a
     factor kept in Spark, in the same job as the other checks; the caller checks local
     rows.  Raises ValueError naming the label and the column for null keys, a value
@@ -85,7 +88,10 @@ def prepare_all(
         if t is not None:
             out[label] = Relation(name, f.vars, f.stats or table_stats(t), table=t)
         else:
-            r = Request(f.source, S, label, nonnegative, consolidate, name=name, local=local)
+            r = Request(
+                f.source, S, label, nonnegative, consolidate, name=name, local=local,
+                uses=(uses or {}).get(label, 1),
+            )  # fmt: skip
             requests.append((label, f, r))
     sources = read_all([r for _, _, r in requests])
     for (label, f, r), src in zip(requests, sources, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -167,6 +168,7 @@ class Query:
         S = self.semiring
         why = self._nonnegative_reason()
         labels = {name: self._label(name, renamed) for name in factors}
+        atoms_over = Counter(a.relation for a in self._engine_rule.atoms)
         prepared = inputs.prepare_all(
             {labels[name]: f for name, f in factors.items()},
             S,
@@ -176,6 +178,10 @@ class Query:
             # step reads it (a partitioned one in its cells' index, with no shuffle);
             # per-variable aggregates need the query's own ⊕ on them first
             consolidate=self.aggregates is not None,
+            # under auto, a relation whose atoms' rows together pass local_rows stays in
+            # Spark: its bag would not fit the driver, and a collected copy would only be
+            # sent back to the cells
+            uses={labels[n]: max(atoms_over[n], 1) for n in factors} if backend == "auto" else None,
         )
         rels = {name: prepared[labels[name]] for name in factors}
         if self.aggregates is not None:

@@ -25,7 +25,7 @@ import logging
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from faq.kernel.stats import table_stats
@@ -59,6 +59,10 @@ class Request(Check):
 
     name: str = ""
     local: bool = True
+    uses: int = 1
+    """Atoms of the query over the relation: it is collected only if ``uses`` times its
+    rows fit in ``local_rows`` (a bag over all of them must fit for its step to run in
+    the driver; a relation collected for a step that does not would only be sent back)."""
 
 
 def read(
@@ -163,6 +167,8 @@ def _local(r: Request, limits: Settings) -> Source | None:
     assert src.df is not None
     if src.has_value:
         check_value_type(src.df, S, label)
+    if r.uses > 1:
+        limits = replace(limits, local_rows=limits.local_rows // r.uses)
     fit = fits(src, limits) if r.local else False
     if fit is None:  # no estimate (data built from an RDD, say): read at most local_rows + 1
         at = src.df.limit(limits.local_rows + 1).toArrow()

@@ -39,7 +39,8 @@ class Settings:
     ----------
     local_rows : int
         Collect-or-keep: a relation with at most this many rows is read into the
-        driver and joined by the local kernel; a step whose inputs and output fit
+        driver and joined by the local kernel (under ``backend="auto"``, its rows
+        times the atoms that read it); a step whose inputs and output fit
         runs locally; a view keeps its state in the driver below it
         (``state="auto"``).  20M two-column rows take about 320 MB as numpy arrays.
     local_bytes : int
