@@ -150,8 +150,7 @@ class Query:
                 f"{len(f.vars)}: {f.vars!r}"
             )
         if f.source.original is not None and not f.is_local and not _spark_safe(f.vars):
-            # key names Spark would misread (a dot, a backtick, names equal ignoring case):
-            # the engine reads keys by position, so give the columns plain private names
+            # names Spark would misread (a dot, a backtick, equal ignoring case): plain ones
             cols = [f"k{i}" for i in range(len(f.vars))]
             df = f.df.toDF(*cols, *([VALUE] if f.has_value else []))
             renamed[name] = f.vars
@@ -168,20 +167,17 @@ class Query:
         S = self.semiring
         why = self._nonnegative_reason()
         labels = {name: self._label(name, renamed) for name in factors}
-        atoms_over = Counter(a.relation for a in self._engine_rule.atoms)
+        over = Counter(a.relation for a in self._engine_rule.atoms)  # atoms per relation
         prepared = inputs.prepare_all(
             {labels[name]: f for name, f in factors.items()},
             S,
             local=backend != "spark",
             nonnegative=why,
-            # repeated keys of a relation kept in Spark are ⊕-combined by whichever
-            # step reads it (a partitioned one in its cells' index, with no shuffle);
-            # per-variable aggregates need the query's own ⊕ on them first
+            # repeated keys of a relation kept in Spark are ⊕-combined by the step that reads
+            # it (in its cells' index); per-variable aggregates need the query's own ⊕ first
             consolidate=self.aggregates is not None,
-            # under auto, a relation whose atoms' rows together pass local_rows stays in
-            # Spark: its bag would not fit the driver, and a collected copy would only be
-            # sent back to the cells
-            uses={labels[n]: max(atoms_over[n], 1) for n in factors} if backend == "auto" else None,
+            # under auto a relation counts once per atom that reads it (Request.uses)
+            uses={labels[n]: max(over[n], 1) for n in factors} if backend == "auto" else None,
         )
         rels = {name: prepared[labels[name]] for name in factors}
         if self.aggregates is not None:
@@ -189,9 +185,8 @@ class Query:
                 name: self._for_aggregates(self._label(name, renamed), r, why)
                 for name, r in rels.items()
             }
-        # the engine sees private variable names (v0, v1, ...): a user's name can then never
-        # collide with an internal column (``__w``, ``__rows``...), ``value``, or another
-        # name under Spark's case-insensitive resolution; the planner keeps the user's names
+        # the engine sees private variable names (v0, v1, ...), never colliding with internal
+        # columns, ``value`` or each other in Spark; the planner keeps the user's names
         views: dict[tuple[str, tuple[str, ...]], Data] = {}
         atoms: list[Data] = []
         stats: list[AtomStats] = []
