@@ -3,7 +3,6 @@ Spark jobs."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -43,17 +42,13 @@ def is_close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-_GROUPS = itertools.count()
-
-
 def spark_jobs(spark: Any, fn: Callable[[], Any], what: str = "jobs") -> tuple[Any, int]:
     """``fn()`` and the number of Spark jobs it ran, counted in a job group of its own
-    (Spark's count for a group is cumulative: a name used twice counts both calls)."""
+    (Spark's count for a group is cumulative: a name used twice counts both calls) once
+    the status tracker has heard of them all (the benchmarks' own counter)."""
+    from benchmarks._common import job_group, jobs_in_group, new_job_group
+
     sc = spark.sparkContext
-    group = f"test-{what}-{next(_GROUPS)}"
-    sc.setJobGroup(group, group)
-    try:
+    with job_group(sc, new_job_group(f"test-{what}"), what) as group:
         out = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return out, len(sc.statusTracker().getJobIdsForGroup(group))
+    return out, jobs_in_group(sc, group)

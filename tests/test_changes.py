@@ -6,17 +6,7 @@ import pytest
 from pyspark.sql.types import LongType
 
 from incremental import changes
-
-
-def jobs_of(sc, group, fn):
-    """``(fn(), ids of the Spark jobs it ran)``, counted in a job group of its own."""
-    sc.setJobGroup(group, group)
-    try:
-        out = fn()
-        jobs = sc.statusTracker().getJobIdsForGroup(group)
-    finally:
-        sc.setJobGroup("rest", "rest of the tests")
-    return out, jobs
+from tests.helpers import spark_jobs
 
 
 def test_delta_change_feed(spark):
@@ -113,7 +103,6 @@ def test_values_not_accepted_get_a_null_weight_or_fail_the_check(spark):
 
 
 def test_changes_runs_no_spark_job_and_the_check_one(spark):
-    sc = spark.sparkContext
     feed = spark.createDataFrame(
         [(1, 2, "insert", 3), (1, 2, "delete", 4)],
         "a long, b long, _change_type string, _commit_version long",
@@ -121,19 +110,19 @@ def test_changes_runs_no_spark_job_and_the_check_one(spark):
     ops = spark.createDataFrame([(1, "+"), (2, "D")], "k long, op string")
     ints = spark.createDataFrame([(1, 1), (2, -1)], "k long, op int")
 
-    outs, jobs = jobs_of(
-        sc,
-        "changes-lazy",
+    outs, jobs = spark_jobs(
+        spark,
         lambda: [changes(feed, "delta"), changes(ops, "op"), changes(ints, kind="op")],
+        "changes-lazy",
     )
-    assert jobs == [] and [o.columns for o in outs] == [
+    assert jobs == 0 and [o.columns for o in outs] == [
         ["a", "b", "_weight"],
         ["k", "_weight"],
         ["k", "_weight"],
     ]
 
-    checked, jobs = jobs_of(sc, "changes-check", lambda: changes(ops, "op", check=True))
-    assert len(jobs) == 1, jobs
+    checked, jobs = spark_jobs(spark, lambda: changes(ops, "op", check=True), "changes-check")
+    assert jobs == 1, jobs
     assert sorted(map(tuple, checked.collect())) == [(1, 1), (2, -1)]
 
 

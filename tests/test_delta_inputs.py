@@ -29,7 +29,7 @@ from faq import query, reference_solve
 from faq.rule import parse_rule
 from incremental import IncrementalView
 from semirings import Semiring
-from tests.helpers import assert_same
+from tests.helpers import assert_same, spark_jobs
 from tests.test_deletions import Row, apply, changes, current, expected_change, initial_rows
 
 KINDS = ["pandas", "arrow", "record batch", "numpy"]
@@ -78,18 +78,6 @@ def spark_form(spark, pdf: pd.DataFrame, kind: str) -> Any:
             pdf, ", ".join(f"{c} {types[str(t)]}" for c, t in pdf.dtypes.items())
         )
     return spark.createDataFrame(pdf)
-
-
-def count_jobs(spark, group: str, run) -> tuple[Any, int]:
-    """``run()`` and the number of Spark jobs it ran."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        out = run()
-        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-    finally:
-        sc.setJobGroup("rest", "rest of the tests")
-    return out, jobs
 
 
 # -- the same ticks as pandas, Arrow or numpy and as Spark DataFrames --------------------------
@@ -201,16 +189,16 @@ def test_no_spark_job_per_tick(spark, kind):
     S = semirings.COUNTING
     first = frame([((1, 2), 1, 1), ((2, 3), 1, 1), ((1, 3), 1, 1)], 2, S)
     tri = query(TRIANGLE, semiring=S)
-    view, jobs = count_jobs(
-        spark, f"start-{kind}", lambda: IncrementalView(tri, state="driver", E=as_kind(first, kind))
+    view, jobs = spark_jobs(
+        spark, lambda: IncrementalView(tri, state="driver", E=as_kind(first, kind)), f"start-{kind}"
     )
     assert jobs == 0, jobs
     for t, rows in enumerate([[((3, 4), 1, 1), ((1, 4), 1, 1)], [((1, 2), 1, -1)]]):
         delta = as_kind(frame(rows, 2, S), kind)
-        _, jobs = count_jobs(spark, f"tick-{kind}-{t}", lambda d=delta: view.step(E=d))
+        _, jobs = spark_jobs(spark, lambda d=delta: view.step(E=d), f"tick-{kind}-{t}")
         assert jobs == 0, jobs
     keys_only = np.array([[2, 4]])
-    _, jobs = count_jobs(spark, f"2d-{kind}", lambda: view.step(E=keys_only))
+    _, jobs = spark_jobs(spark, lambda: view.step(E=keys_only), f"2d-{kind}")
     assert jobs == 0, jobs
     assert view.result().to_dict() == {(1,): 1, (2,): 1}  # 1-3-4 and 2-3-4
 

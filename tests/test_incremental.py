@@ -32,6 +32,7 @@ from faq import Factor, query, reference_solve
 from faq.rule import parse_rule
 from faq.session import checkpoint_ids
 from incremental import IncrementalView
+from tests.helpers import spark_jobs
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
@@ -590,30 +591,19 @@ def test_a_small_tick_runs_a_handful_of_spark_jobs(spark):
     """Regression: a delta made by ``createDataFrame(list)`` has no size estimate, so it was
     kept in Spark and every count of it ran jobs (23 jobs a tick).  Now it is read once,
     and the state it meets is in the driver."""
-    sc = spark.sparkContext
     edges = spark.createDataFrame([(1, 2), (2, 3), (1, 3), (3, 4)], "src long, dst long")
     view = IncrementalView(query(TRIANGLE, semiring="counting"), E=edges)
     delta = spark.createDataFrame([(2, 4, 1), (1, 4, 1)], "src long, dst long, value long")
-    sc.setJobGroup("one-tick", "one tick")
-    try:
-        d = view.step(E=delta)
-        jobs = sc.statusTracker().getJobIdsForGroup("one-tick")
-    finally:
-        sc.setJobGroup("rest", "rest of the tests")
+    d, jobs = spark_jobs(spark, lambda: view.step(E=delta), "one-tick")
     assert d.scalar() == 3 and view.result().scalar() == 4  # K4 on 1..4, one triangle before
     # the state is in the driver: the only job reads the delta (parallelized rows)
-    assert len(jobs) <= 1, len(jobs)
+    assert jobs <= 1, jobs
     # a delta made from pandas is a local relation: collected without any job
     import pandas as pd
 
     local = spark.createDataFrame(pd.DataFrame({"src": [1], "dst": [5], "value": [1]}))
-    sc.setJobGroup("local-tick", "one tick")
-    try:
-        view.step(E=local)
-        jobs = sc.statusTracker().getJobIdsForGroup("local-tick")
-    finally:
-        sc.setJobGroup("rest", "rest of the tests")
-    assert local.isLocal() and len(jobs) == 0, len(jobs)
+    _, jobs = spark_jobs(spark, lambda: view.step(E=local), "local-tick")
+    assert local.isLocal() and jobs == 0, jobs
 
 
 def test_a_small_view_in_a_session_left_at_200_partitions(spark):

@@ -15,6 +15,7 @@ from faq import Factor, query
 from faq.recursion import Program
 from faq.reference import reference_fixpoint
 from faq.rule import split_rules
+from tests.helpers import spark_jobs
 
 SSSP = "D(x) :- S(x)\nD(y) :- D(x), E(x, y)"
 
@@ -364,13 +365,7 @@ def test_a_dataframe_input_is_read_once_not_in_every_round(spark):
     chain = [(i, i + 1, 1.0) for i in range(12)]  # 12 rounds
     E = spark.createDataFrame(chain, ["a", "b", "value"])
     S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
-    sc = spark.sparkContext
-    sc.setJobGroup("sssp-once", "sssp-once")
-    try:
-        run = sp.run(S=S, E=E)
-        jobs = len(sc.statusTracker().getJobIdsForGroup("sssp-once"))
-    finally:
-        sc.setJobGroup("rest", "rest of the tests")
+    run, jobs = spark_jobs(spark, lambda: sp.run(S=S, E=E), "sssp-once")
     assert run.result.to_dict() == {(i,): float(i) for i in range(13)}
     assert len(run.rounds) == 14 and all(r.where in ((), ("driver",)) for r in run.rounds)
     assert jobs <= 4, jobs  # one read per input (and Spark's size estimates), not per round

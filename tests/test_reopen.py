@@ -30,6 +30,7 @@ from faq import Factor, query
 from incremental import IncrementalView, StateError
 from incremental.journal import read_frames
 from semirings import Semiring
+from tests.helpers import spark_jobs
 
 INF = float("inf")
 RULE = "Q(a) :- E(a, b), F(b)"
@@ -161,13 +162,11 @@ def test_resume_does_not_read_the_initial_relations(spark, tmp_path):
     IncrementalView(q, state_dir=tmp_path, E=first).close()
     # would be refused if read: a null key
     again = spark.createDataFrame([(None, 2)], "a bigint, b bigint")
-    sc = spark.sparkContext
-    sc.setJobGroup("resume-reads-nothing", "resume")
-    try:
-        view = IncrementalView(q, state_dir=tmp_path, if_exists="resume", E=again)
-    finally:
-        sc.setJobGroup("other", "other")
-    assert sc.statusTracker().getJobIdsForGroup("resume-reads-nothing") == []
+    view, jobs = spark_jobs(
+        spark, lambda: IncrementalView(q, state_dir=tmp_path, if_exists="resume", E=again),
+        "resume-reads-nothing",
+    )  # fmt: skip
+    assert jobs == 0, jobs
     assert view.result().to_dict() == {(1,): 2}
     with pytest.raises(ValueError, match="unknown relation|no relation"):
         IncrementalView(q, state_dir=tmp_path, if_exists="resume", X=again)
