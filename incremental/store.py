@@ -74,6 +74,7 @@ JOURNAL = "journal.bin"
 """Name of a checkpoint's journal file, in the checkpoint's tick folder."""
 
 OWN = ("format", "parts", "files", "journal", "checksum", FINGERPRINT, "tick", "batch_id")
+"""Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
 
 
 def view_fields(m: Mapping[str, Any]) -> dict[str, Any]:
