@@ -198,6 +198,25 @@ def test_parquet_edges_under_local_rows_0_never_enter_the_driver(spark, tmp_path
             assert jobs == 2, jobs  # the check job, then the shuffle and the cells
 
 
+def test_a_csv_relation_enters_the_driver_only_within_local_rows(spark, tmp_path, caplog):
+    """A CSV file has no row count and no footers: under ``local_bytes`` it is read with a
+    bound of ``local_rows + 1`` rows, so one row more than ``local_rows`` keeps it in
+    Spark (before, any file under ``local_bytes`` was read whole into the driver)."""
+    import logging
+
+    rows = [(i % 7, i) for i in range(50)]
+    (tmp_path / "e.csv").write_text("".join(f"{a},{b}\n" for a, b in rows))
+    df = spark.read.csv(str(tmp_path / "e.csv"), schema="a bigint, b bigint")
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    want = {(a,): sum(1 for x, _ in rows if x == a) for a in range(7)}
+    for local_rows, where in [(len(rows) - 1, "kept in Spark"), (len(rows), "into the driver")]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="faq"), faq.settings(local_rows=local_rows):
+            assert q.solve(E=df).to_dict() == want
+        loads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("load ")]
+        assert loads and all(where in m for m in loads), (local_rows, loads)
+
+
 def test_a_chain_keeps_its_intermediates_in_spark(spark):
     """Every step of a chain is partitioned on its join variable; intermediate outputs
     stay lazy DataFrames (estimated in the trace) and the last is computed once."""
