@@ -32,11 +32,9 @@ __all__ = ["Check", "check_value_type", "size_hint", "spark_prepared", "spark_pr
 CHECKS_PER_JOB = 8
 """Relations checked together by one job.  Each relation is aggregated over its own rows
 and the one-row results are unioned, so a job's work grows with its relations' rows, but
-Spark still plans a union of many aggregates slowly.  On alarm's 37 tables (local[2],
-check jobs only, two rounds): one job 4.1 and 3.7 s, jobs of 8 3.2 and 2.4 s, of 4 4.0
-and 2.4 s, one by one 3.0 s; the 6-matrix chain's six relations: one job 0.85 s, one by
-one 0.73-1.03 s.  (Aggregating a union of the relations instead, every figure filtered to
-its relation's rows, took 3.7-5.8 s on alarm in jobs of 4 and 1.3-1.6 s on the chain.)"""
+Spark still plans a union of many aggregates slowly, so a query with many relations
+takes one job per this many (see docs/partitioned.md, "Spark jobs", for the benchmark
+figures of the change)."""
 
 TOP_K = 8
 """The most frequent values per key column the check job reports (``approx_top_k``)."""
