@@ -18,7 +18,7 @@ import faq
 import semirings
 from faq import Factor, query
 from faq.plan.shares import choose_shares
-from faq.spark.partitioned import murmur3_int, routing_keys
+from faq.spark.partitioned import murmur3_int, routing_keys, run_partitioned
 from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
 from semirings import Semiring
 from tests.helpers import spark_jobs
@@ -103,6 +103,27 @@ def test_heavy_values_split_over_cells_give_the_same_answers(spark):
         assert any(c.heavy is not None for c in cells), rule
         assert "heavy " in q.explain(run)
         assert run.result.to_dict() == q.solve(E=local).to_dict(), rule
+
+
+def test_variables_named_like_the_routing_lambda_are_routed_by_their_own_values(spark):
+    """A row's cells are one SQL ``explode(transform(...))`` whose lambda variable is
+    ``__offset``.  Queries reach :func:`run_partitioned` with private names (``v0``, ...),
+    but a caller of it with a variable of that name must not have its column hidden by
+    the lambda, or rows would go to the wrong cells and triangles be lost."""
+    e = power_law_graph(300, 2_000, seed=5)
+    df = _edges_df(spark, e)
+    want = triangle_count_numpy(e)
+    S = semirings.get("counting")
+    for a, b, c in (("__offset", "o", "x"), ("o", "__offset_", "__offset")):
+        bag = [((a, b), 2e3), ((b, c), 2e3), ((a, c), 2e3)]
+        shares = choose_shares(bag, (), tasks=2, cell_rows=2e3)
+        assert all(s > 1 for _, s in shares.shares)  # every input is spread over a share
+        frames = [
+            (vs, df.selectExpr(f"src AS `{vs[0]}`", f"dst AS `{vs[1]}`", "1L AS value"))
+            for vs, _ in bag
+        ]
+        out = run_partitioned(frames, shares, (a, b, c), (), S).collect()
+        assert sum(r.value for r in out) == want, (a, b, c)
 
 
 def test_routing_keys_send_each_cell_to_its_own_partition(spark):

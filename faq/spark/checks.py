@@ -19,11 +19,12 @@ from urllib.parse import unquote, urlparse
 from faq.kernel.stats import RelationStats
 from faq.rule import VALUE
 from faq.session import fixed_plans_for
+from faq.spark.ops import sql_name
 from semirings import Semiring
 from semirings import spark as sops
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from faq.source import Source
 
@@ -183,7 +184,7 @@ def spark_prepared_all(
         union = None
         for j in todo[at : at + CHECKS_PER_JOB]:
             frame, figures = _figures(checks[j], j)
-            one = frame.agg(*figures)  # one row: relation j's figures, over its rows only
+            one = frame.selectExpr(*figures)  # one row: relation j's figures, over its rows
             union = one if union is None else union.unionByName(one, allowMissingColumns=True)
         assert union is not None
         with fixed_plans_for([union]):  # else each relation's shuffle is a job of its own
@@ -200,31 +201,33 @@ def _col(j: int, i: int | str) -> str:
     return f"__r{j}_{i}"
 
 
-def _figures(c: Check, j: int) -> tuple[DataFrame, list[Column]]:
+def _figures(c: Check, j: int) -> tuple[DataFrame, list[str]]:
     """Relation ``j``'s rows with its own column names, and the aggregates of its figures
     (rows, nulls and distinct values per key column, its most frequent values, bad and
-    negative annotations), named for relation ``j``."""
+    negative annotations), named for relation ``j``, as SQL text (one Py4J call for all
+    of them, where ``Column`` functions take several each)."""
     from pyspark.sql import functions as F
 
     src, o = c.src, sops.ops(c.S)
     assert src.df is not None
-    cols = [F.col(k).alias(_col(j, i)) for i, k in enumerate(src.vars)]
+    cols = [f"{sql_name(k)} AS {_col(j, i)}" for i, k in enumerate(src.vars)]
     if src.has_value:
-        cols.append(F.col(VALUE).cast(o.type).alias(_col(j, "v")))
-    aggs = [F.count(F.lit(1)).alias(f"__rows{j}")]
+        cols.append(f"CAST({sql_name(VALUE)} AS {o.type}) AS {_col(j, 'v')}")
+    frame = src.df.selectExpr(*cols)
+    aggs = [f"count(1) AS __rows{j}"]
     for i in range(len(src.vars)):
-        k = F.col(_col(j, i))
-        aggs.append(F.count(F.when(k.isNull(), 1)).alias(f"__null{j}_{i}"))
-        aggs.append(F.approx_count_distinct(k).alias(f"__d{j}_{i}"))
-        top = f"approx_top_k(`{_col(j, i)}`, {TOP_K}, {TOP_TRACKED})"
-        aggs.append(F.expr(top).alias(f"__top{j}_{i}"))
-    if src.has_value and c.src.checked is not c.S:
-        bad = ~F.coalesce(o.valid(F.col(_col(j, "v"))), F.lit(False))
-        aggs.append(F.count(F.when(bad, 1)).alias(f"__bad{j}"))
+        k = _col(j, i)
+        aggs.append(f"count(CASE WHEN {k} IS NULL THEN 1 END) AS __null{j}_{i}")
+        aggs.append(f"approx_count_distinct({k}) AS __d{j}_{i}")
+        aggs.append(f"approx_top_k({k}, {TOP_K}, {TOP_TRACKED}) AS __top{j}_{i}")
+    v = _col(j, "v")
+    if src.has_value and c.src.checked is not c.S:  # the semiring's own test, a Column
+        bad = ~F.coalesce(o.valid(F.col(v)), F.lit(False))
+        frame = frame.withColumn(f"__isbad{j}", bad)
+        aggs.append(f"count(CASE WHEN __isbad{j} THEN 1 END) AS __bad{j}")
     if c.nonnegative and src.has_value:
-        v = F.col(_col(j, "v"))
-        aggs.append(F.min(F.when(v < 0, v)).alias(f"__neg{j}"))
-    return src.df.select(*cols), aggs
+        aggs.append(f"min(CASE WHEN {v} < 0 THEN {v} END) AS __neg{j}")
+    return frame, aggs
 
 
 def _finish(c: Check, j: int, row: Mapping[str, Any]) -> tuple[DataFrame, RelationStats, bool]:

@@ -29,7 +29,17 @@ __all__ = [
     "atom_frame",
     "binary_join",
     "materialize",
+    "sql_name",
 ]
+
+
+def sql_name(name: str) -> str:
+    """``name`` as a Spark SQL identifier (in backticks), for expressions given as text.
+
+    A plan built from SQL text (``selectExpr``) costs one Py4J call per expression;
+    built from ``Column`` functions it costs several per function.
+    """
+    return "`" + name.replace("`", "``") + "`"
 
 
 def small(df: DataFrame, rows: float) -> DataFrame:

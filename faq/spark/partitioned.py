@@ -46,6 +46,7 @@ from faq.kernel.pointers import back_pointers
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
+from faq.spark.ops import sql_name
 from faq.spark.tasks import arrow_type, marked, table_batch
 from semirings import Semiring
 from semirings import spark as sops
@@ -60,6 +61,7 @@ __all__ = ["murmur3_int", "route", "routing_keys", "run_partitioned", "run_point
 
 CELL = "__cell"
 REL = "__rel"
+OFFSET = "__offset"  # the lambda variable over a row's offsets (see _cells)
 
 
 def run_partitioned(
@@ -148,6 +150,10 @@ def route(
     The rows have the columns ``__cell`` (the cell's routing key), ``__rel`` (the
     index of the input), one per variable of the bag (null where the input lacks
     it; integer keys as ``bigint``) and ``value`` (of Spark type ``vtype``).
+
+    Each input's routing is one ``selectExpr`` of SQL expressions: building the same
+    plan from ``Column`` objects takes a Py4J round trip per function, and those round
+    trips were most of a small partitioned solve's time in the driver.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -158,26 +164,28 @@ def route(
             if v not in types:
                 dt = df.schema[v].dataType
                 types[v] = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
-    keys = F.array(*[F.lit(k) for k in routing_keys(shares.total)])
-    grids = [(shares, 0, None)]
+    keys = "array(" + ", ".join(str(k) for k in routing_keys(shares.total)) + ")"
+    grids: list[tuple[Shares, int, Column | None]] = [(shares, 0, None)]
     h = shares.heavy
     if h is not None:  # its rows in the grid of the heavy values, the others in the first
-        heavy = F.col(h.var).cast(types[h.var]).isin(list(h.values))
+        heavy = F.col(sql_name(h.var)).cast(types[h.var]).isin(list(h.values))
         grids = [(shares, 0, ~heavy), (h.shares, shares.cells, heavy)]
+    value = sql_name(VALUE)
+    if vtype in ("bigint", "double", "boolean", "string"):
+        value = f"CAST({value} AS {vtype})"
     parts = []
     for i, (vars_, df) in enumerate(frames):
         cols = [
-            F.col(v).cast(types[v]).alias(v) if v in vars_ else F.lit(None).cast(types[v]).alias(v)
+            f"CAST({sql_name(v) if v in vars_ else 'NULL'} AS {types[v]}) AS {sql_name(v)}"
             for v in types
         ]
-        value = F.col(VALUE)
-        if vtype in ("bigint", "double", "boolean", "string"):
-            value = value.cast(vtype)
         for grid, first, where in grids:
             part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
-            part, cells = _cells(part, vars_, grid, types, keys, first)
+            cell = _cells(vars_, grid, types, keys, first)
             parts.append(
-                part.select(cells.alias(CELL), F.lit(i).cast("int").alias(REL), *cols, value)
+                part.selectExpr(
+                    f"{cell} AS {CELL}", f"CAST({i} AS INT) AS {REL}", *cols, f"{value} AS {VALUE}"
+                )
             )
     rows = parts[0]
     for p in parts[1:]:
@@ -186,35 +194,33 @@ def route(
 
 
 def _cells(
-    df: DataFrame,
-    vars_: tuple[str, ...],
-    shares: Shares,
-    types: dict[str, str],
-    keys: Column,
-    first: int = 0,
-) -> tuple[DataFrame, Column]:
-    """``df`` with a row per cell its rows go to (``explode`` over the coordinates of the
-    variables it lacks), and the routing key of that cell: the row's own coordinate on
-    each of its variables, ``pmod(xxhash64(key), share)``, the grid's cells numbered
-    from ``first``."""
-    from pyspark.sql import functions as F
-
+    vars_: tuple[str, ...], shares: Shares, types: dict[str, str], keys: str, first: int = 0
+) -> str:
+    """The SQL expression of the routing key of every cell a row of an input over
+    ``vars_`` goes to: the row's own coordinate on each of its variables,
+    ``pmod(xxhash64(key), share)``, and every coordinate of the variables it lacks
+    (an ``explode``, a row per cell), the grid's cells numbered from ``first``."""
     stride = 1
-    cell: Column = F.lit(0)
+    terms: list[str] = []
     spread: list[list[int]] = []
     for v, s in reversed(shares.shares):
         if s > 1:
             if v in vars_:
-                h = F.pmod(F.xxhash64(F.col(v).cast(types[v])), F.lit(s))
-                cell = cell + h * F.lit(stride)
+                h = f"pmod(xxhash64(CAST({sql_name(v)} AS {types[v]})), {s})"
+                terms.append(h if stride == 1 else f"{h} * {stride}")
             else:
                 spread.append([c * stride for c in range(s)])
         stride *= s
     offsets = sorted(sum(c) for c in itertools.product(*spread))
-    if offsets != [0]:
-        df = df.select("*", F.explode(F.array(*[F.lit(o) for o in offsets])).alias("__offset"))
-        cell = cell + F.col("__offset")
-    return df, F.element_at(keys, (cell + F.lit(first + 1)).cast("int"))
+    base = " + ".join([*terms, str(first + 1)])
+    if offsets == [0]:
+        return f"element_at({keys}, CAST({base} AS INT))"
+    at = ", ".join(str(o) for o in offsets)
+    o = OFFSET
+    while o in types:  # the lambda's variable would hide a column of that name
+        o += "_"
+    each = f"element_at({keys}, CAST({base} + {o} AS INT))"
+    return f"explode(transform(array({at}), {o} -> {each}))"
 
 
 class _Cell:
