@@ -13,7 +13,10 @@ signature (a filter of ``IN`` lists, one plan), instead of one job per read.
 
 A rule with a longer path (an atom sharing no variable with a changed one), or
 with constants, has no such bound: :func:`reach` returns None and the tick
-reads as it did.
+reads as it did.  So does a tick whose rows are more than ``max_fetch_rows`` (a
+setting; :func:`fetch` stops there): its delta queries then read the relations
+in Spark (:func:`faq.solve_delta`, which moves them to Spark jobs past that
+setting too).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
 
 TAG = "__reach"
+ROW = "__row"
+_ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
 
 
 def reach(rule: Rule, deltas: Mapping[str, Sequence[np.ndarray]]) -> Reach | None:
@@ -72,10 +77,21 @@ def reach(rule: Rule, deltas: Mapping[str, Sequence[np.ndarray]]) -> Reach | Non
     }
 
 
-def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach) -> dict[str, Table]:
+def fetch(
+    rels: Mapping[str, RemoteKeyed], plan: Reach, most: int | None = None
+) -> dict[str, Table] | None:
     """The base rows of each relation of ``plan`` whose column ``c`` holds one of
     ``plan[rel][c]`` for some ``c`` (without the changed keys' overrides): one Spark job
-    for all relations of one key signature (key and value types)."""
+    for all relations of one key signature (key and value types).
+
+    With ``most``, None when they may be more than ``most`` rows: a change at a hub of a
+    large relation reaches rows the driver should not hold, and its tick reads another
+    way.  The bound is kept in the same job, with no shuffle (a ``limit`` would add one
+    to every tick): each of the job's P partitions (a relation's base is split into
+    ``ctx.partitions``) sends at most ``most // P + 1`` rows, and None means that one of
+    them had more.  So the driver holds at most about ``most + P`` rows; a hub's rows
+    (all in its key's partition) are refused past ``most // P``.
+    """
     from pyspark.sql import functions as F
 
     groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
@@ -94,7 +110,15 @@ def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach) -> dict[str, Table]:
         union = frames[0]
         for f in frames[1:]:
             union = union.unionByName(f)
-        at = union.toArrow()
+        if most is None:
+            at = union.toArrow()
+        else:
+            each = max(1, most // sum(rels[n].ctx.partitions for n in names))
+            row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
+            at = union.withColumn(ROW, row).filter(F.col(ROW) <= each).toArrow()
+            if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
+                return None
+            at = at.drop_columns([ROW])
         tags = at.column(TAG).to_numpy()
         for k, name in enumerate(names):
             part = at.filter(tags == k).drop_columns([TAG])

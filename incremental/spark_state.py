@@ -21,6 +21,7 @@ Spark's (not compensated); the ticks after are compensated as in the driver.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SparkState"]
 
+log = logging.getLogger("faq.incremental")
+
 
 @dataclass(frozen=True)
 class SparkState(Sizes):
@@ -66,13 +69,21 @@ class SparkState(Sizes):
         """The next state and the change of the output (see :meth:`Maintained.apply`).
 
         In the additive regimes, the rows the tick reads are fetched first, in one Spark
-        job per key signature, when the rule bounds them (:mod:`incremental.reach`); the
-        delta rule then runs in the driver over them.
+        job per key signature, when the rule bounds them (:mod:`incremental.reach`) and
+        they are at most ``max_fetch_rows`` (a setting); the delta rule then runs in the
+        driver over them.  Past that, the delta queries read the relations in Spark.
         """
         m = self.m.journaled()
         plan = self._reach(deltas, how)
-        if plan is not None:
-            rows = fetch(m.rels, plan)
+        rows = None if plan is None else fetch(m.rels, plan, settings().max_fetch_rows)
+        if plan is not None and rows is None:
+            log.info(
+                "a tick reaches over max_fetch_rows=%s rows of the state: its delta queries "
+                "read the relations in Spark",
+                f"{settings().max_fetch_rows:,}",
+            )
+            plan = None
+        if plan is not None and rows is not None:
             near = {n: r.with_near(rows[n], plan[n]) for n, r in m.rels.items() if n in plan}
             m = replace(m, rels={**m.rels, **near})
         m, change = m.apply(deltas, how, sets)

@@ -8,11 +8,14 @@ rules without that bound (a longer path) read as before.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import faq
 from faq import query
 from faq.rule import parse_rule
 from incremental import IncrementalView
@@ -111,3 +114,28 @@ def test_string_keys_with_quotes_and_backslashes_are_fetched(spark):
     delta = _frame([edges[-2], edges[-1], edges[0]], [1, 1, -1])
     assert remote.step(E=delta).to_dict() == driver.step(E=delta).to_dict()
     assert remote.result().to_dict() == driver.result().to_dict()
+
+
+def test_a_tick_reaching_past_max_fetch_rows_reads_the_state_in_spark(spark, caplog):
+    """A change at a hub reaches every row around it.  Past ``max_fetch_rows`` the tick
+    does not bring them into the driver (the fetch stops at one row more) and its delta
+    queries read the relations in Spark; the answers stay those of the driver state."""
+    hub = [(0, j) for j in range(1, 60)]
+    ring = [(j, j + 1) for j in range(1, 59)]
+    edges = sorted(set(hub + ring))
+    q = query("T() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    remote = IncrementalView(q, state="spark", E=spark.createDataFrame(_frame(edges)))
+    driver = IncrementalView(q, state="driver", E=_frame(edges))
+    # at the hub: triangles (0, j, j + 1) for j = 1..58; (0, 1, 2) and (0, 2, 3) go,
+    # (1, 2, 3) comes
+    delta = _frame([(0, 1), (0, 2), (1, 3), (0, 70)], [-1, -1, 1, 1])
+    with faq.settings(max_fetch_rows=20), caplog.at_level(logging.INFO, "faq.incremental"):
+        got = remote.step(E=delta)
+    assert "reaches over max_fetch_rows=20 rows" in caplog.text
+    assert got.to_dict() == driver.step(E=delta).to_dict()
+    assert remote.result().scalar() == driver.result().scalar() == 58 - 2 + 1
+    caplog.clear()  # within the bound: fetched as before
+    small = _frame([(30, 32)], [1])
+    with caplog.at_level(logging.INFO, "faq.incremental"):
+        assert remote.step(E=small).to_dict() == driver.step(E=small).to_dict()
+    assert "max_fetch_rows" not in caplog.text

@@ -76,7 +76,9 @@ class Settings:
         many rows runs in the driver, reading only the rows of the other
         relations that match it.
     max_fetch_rows : int
-        ... as long as those matching rows are at most this many.
+        ... as long as those matching rows are at most this many.  Also the rows a
+        Spark-resident view's tick brings into the driver (:mod:`incremental.reach`);
+        past it, the tick's delta queries read the state in Spark.
     max_literals : int
         Keys of a delta sent to Spark as a literal filter, at most; also the values a
         Spark-resident view's tick looks for in one fetch (:mod:`incremental.reach`).
