@@ -1,80 +1,237 @@
-"""The rows of a Spark-resident view that one tick reads, fetched in one Spark job.
+"""The rows of a Spark-resident view that one tick reads, fetched in a Spark job per hop.
 
 A tick of the additive regimes (rings, counting, boolean) reads its relations
 in two ways: each changed relation at the keys of its delta (to ⊕ the delta in),
-and every relation through the terms of the delta rule.  When every atom of the
-rule shares a variable with every atom of a changed relation ("one hop": a
-triangle, a clique, a star), each term reads only rows that agree with its delta
-on such a shared variable.  So the rows whose column holds one of the delta's
-values there, for every such pair of atoms, are all a tick reads:
-:func:`reach` names them (per relation, per column, the values) and
-:func:`fetch` collects them from the relations' bases in one Spark job per key
-signature (a filter of ``IN`` lists, one plan), instead of one job per read.
+and every relation through the terms of the delta rule.  A term of the delta
+rule joins one changed atom's delta with the other atoms; it reads only rows
+that join with the delta.  :func:`gather` fetches them hop by hop: the atoms
+sharing a variable with the changed one are read at the delta's values of it
+(round 1, one Spark job); the values their rows hold name the rows of the
+atoms one hop further (round 2, one more job); and so on until every atom of
+every term is read.  A triangle, a clique or a star takes one round; a path of
+three atoms from its end, two.  Each round is one Spark job per key signature
+(a filter of ``IN`` lists, one plan: :func:`fetch`), instead of a job per read.
 
-A rule with a longer path (an atom sharing no variable with a changed one), or
-with constants, has no such bound: :func:`reach` returns None and the tick
-reads as it did.  So does a tick whose rows are more than ``max_fetch_rows`` (a
-setting; :func:`fetch` stops there): its delta queries then read the relations
-in Spark (:func:`faq.solve_delta`, which moves them to Spark jobs past that
-setting too).
+A relation's fetched rows are kept with the values they cover (per column:
+every base row holding one of them is among the rows), so later lookups inside
+that cover need no job (:meth:`incremental.spark_keyed.RemoteKeyed.with_near`).
+
+A rule whose atoms are not all connected to a changed one, or with constants,
+has no such bound: :func:`gather` returns None and the tick reads as it did.
+So does a tick whose rows are more than ``max_fetch_rows`` (a setting;
+:func:`fetch` stops there), or whose round looks for more than ``max_literals``
+values: its delta queries then read the relations in Spark
+(:func:`faq.solve_delta`, which moves them to Spark jobs past that setting too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from faq import VALUE, Rule
-from faq.kernel import Table
-from incremental.tables import distinct_keys
+from faq.kernel import Table, match_keys
+from incremental.tables import concat, distinct_keys
 
 if TYPE_CHECKING:  # pragma: no cover
+    from incremental.deltas import Rows
     from incremental.spark_keyed import RemoteKeyed
 
-__all__ = ["Reach", "fetch", "reach"]
+__all__ = ["OUT", "Near", "Reach", "fetch", "gather"]
 
 Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
 
+Near = dict[str, tuple[Table, dict[int, np.ndarray]]]
+"""Per relation, the base rows a tick fetched and the values they cover, per column."""
+
+log = logging.getLogger("faq.incremental")
+
+OUT = "\0out"
+"""The name :func:`gather` gives the output's fetched rows (no relation has it)."""
 TAG = "__reach"
 ROW = "__row"
 _ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
 
 
-def reach(rule: Rule, deltas: Mapping[str, Sequence[np.ndarray]]) -> Reach | None:
-    """The rows of each relation that a tick with ``deltas`` (key columns per changed
-    relation) reads: for every atom of a changed relation and every atom of the rule, the
-    column of their first shared variable in the other atom, at the delta's values of it.
-    Each changed relation also gets its own delta's leading values at its column 0 (its
-    lookups at the delta's keys).  None when some atom shares no variable with a changed
-    one, or an atom has constants.
+@dataclass
+class _Term:
+    """One term of the delta rule: its changed atom, the atoms read so far, and the
+    values each variable can take in a row of the term's join (a superset)."""
+
+    atom: int
+    known: dict[str, np.ndarray]
+    read: set[int] = field(default_factory=set)
+    asked: bool = False  # for the output's rows (see gather)
+
+
+def gather(
+    rule: Rule,
+    deltas: Mapping[str, Rows],
+    rels: Mapping[str, RemoteKeyed],
+    most: int,
+    literals: int,
+    out: RemoteKeyed | None = None,
+) -> Near | None:
+    """The base rows of each relation that a tick with ``deltas`` reads, fetched round
+    by round (one Spark job per round and key signature), with the values they cover;
+    None when the rule bounds no such rows (an atom not connected to a changed one, a
+    constant), when they may be more than ``most`` rows, or a round looks for more than
+    ``literals`` values.  Each changed relation is also read at its delta's leading
+    values (its lookups at the delta's keys).
+
+    With ``out`` (the output, keyed by the head), its rows at the changed output keys
+    are fetched too, under the name :data:`OUT`: a changed key agrees with some term's
+    known values on every head variable, so each term asks for the output rows at the
+    first head variable it knows, in the round it knows it (a term learning its first
+    head variable in the last round leaves its keys to the output's own lookup).
     """
     if any(a.consts for a in rule.atoms):
         return None
-    out: dict[str, dict[int, list[np.ndarray]]] = {}
+    if out is not None and rule.head:
+        rels = {**rels, OUT: out}
+    else:
+        out = None
+    terms = [
+        _Term(i, _known(a.vars, deltas[a.relation].cols), {i})
+        for i, a in enumerate(rule.atoms)
+        if a.relation in deltas and deltas[a.relation].rows
+    ]
+    if not terms:
+        return None
+    ask: dict[str, dict[int, list[np.ndarray]]] = {}
+    for name, d in deltas.items():
+        if d.rows and d.cols:
+            ask.setdefault(name, {}).setdefault(0, []).append(d.cols[0])
+    near: dict[str, Table] = {}
+    cover: dict[str, dict[int, np.ndarray]] = {}
+    held = 0
+    while True:
+        steps = []  # (term, atom, column, values)
+        for t in terms:
+            for j, b in enumerate(rule.atoms):
+                if j not in t.read:
+                    shared = [v for v in b.vars if v in t.known]
+                    if shared:
+                        steps.append((t, j, b.vars.index(shared[0]), t.known[shared[0]]))
+                        ask.setdefault(b.relation, {}).setdefault(b.vars.index(shared[0]), [])
+                        ask[b.relation][b.vars.index(shared[0])].append(t.known[shared[0]])
+        if not steps and any(len(t.read) < len(rule.atoms) for t in terms):
+            return None  # an atom shares no variable with what the change reaches
+        if out is not None and steps:  # with a round's job: none of its own
+            for t in terms:
+                if not t.asked:
+                    at = [h for h, v in enumerate(rule.head) if v in t.known]
+                    if at:
+                        ask.setdefault(OUT, {}).setdefault(at[0], [])
+                        ask[OUT][at[0]].append(t.known[rule.head[at[0]]])
+                        t.asked = True
+        plan = _new_values(ask, cover)
+        values = sum(len(v) for cols in plan.values() for v in cols.values())
+        if values > literals:
+            log.info(
+                "a tick looks for %s values > max_literals=%s: its delta queries read the "
+                "relations in Spark",
+                f"{values:,}",
+                f"{literals:,}",
+            )
+            return None
+        if plan:
+            got = fetch(rels, plan, most - held)
+            if got is None:
+                log.info(
+                    "a tick reaches over max_fetch_rows=%s rows of the state: its delta "
+                    "queries read the relations in Spark",
+                    f"{most:,}",
+                )
+                return None
+            for name, rows in got.items():
+                held += rows.rows
+                _merge(near, cover, name, rows, plan[name])
+        if not steps:  # a relation only read at values no row holds: none of its rows
+            empty = {n: (rels[n].near_rows(()), {}) for n in rule.relations if n not in near}
+            return {**{n: (near[n], cover[n]) for n in near}, **empty}
+        ask = {}
+        for t, j, col, values in steps:
+            b = rule.atoms[j]
+            rows = _rows_at(b.relation, col, values, near, rels, deltas)
+            for k, v in enumerate(b.vars):
+                have = distinct_keys((rows[k],))[0]
+                t.known[v] = np.intersect1d(t.known[v], have) if v in t.known else have
+            t.read.add(j)
 
-    def add(rel: str, col: int, values: np.ndarray) -> None:
-        out.setdefault(rel, {}).setdefault(col, []).append(values)
 
-    for name, cols in deltas.items():
-        if not cols or not len(cols[0]):
-            continue
-        add(name, 0, cols[0])
-        for d in (a for a in rule.atoms if a.relation == name):
-            for other in rule.atoms:
-                if other is d:
-                    continue
-                shared = [v for v in d.vars if v in other.vars]
-                if not shared:
-                    return None
-                v = shared[0]
-                add(other.relation, other.vars.index(v), cols[d.vars.index(v)])
-    return {
-        rel: {c: _distinct(np.concatenate(vs)) for c, vs in by_col.items()}
-        for rel, by_col in out.items()
-    }
+def _known(vars_: tuple[str, ...], cols: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
+    """Each variable of a changed atom at the values its delta holds there."""
+    known: dict[str, np.ndarray] = {}
+    for v, c in zip(vars_, cols, strict=True):
+        have = distinct_keys((c,))[0]
+        known[v] = np.intersect1d(known[v], have) if v in known else have
+    return known
+
+
+def _new_values(ask: Mapping[str, Mapping[int, list[np.ndarray]]], cover: Reach) -> Reach:
+    """The values ``ask`` looks for that no fetch covered yet, per relation and column."""
+    plan: Reach = {}
+    for name, by_col in ask.items():
+        for c, vs in by_col.items():
+            values = distinct_keys((np.concatenate(vs),))[0]
+            had = cover.get(name, {}).get(c)
+            if had is not None and len(values):
+                values = values[~np.isin(values, had)]
+            if len(values):
+                plan.setdefault(name, {})[c] = values
+    return plan
+
+
+def _merge(
+    near: dict[str, Table],
+    cover: dict[str, dict[int, np.ndarray]],
+    name: str,
+    rows: Table,
+    covered: Mapping[int, np.ndarray],
+) -> None:
+    """Add a round's fetched ``rows`` of relation ``name`` (rows fetched before, which a
+    row matching two columns' values can be, are kept once) and what they cover."""
+    had = near.get(name)
+    if had is None:
+        near[name] = rows
+    elif rows.rows:
+        new = rows.take(np.flatnonzero(~match_keys(rows.cols, had.cols)[0]))
+        near[name] = concat(had, new) if new.rows else had
+    own = cover.setdefault(name, {})
+    for c, values in covered.items():
+        own[c] = values if c not in own else distinct_keys((np.concatenate([own[c], values]),))[0]
+
+
+def _rows_at(
+    name: str,
+    col: int,
+    values: np.ndarray,
+    near: Mapping[str, Table],
+    rels: Mapping[str, RemoteKeyed],
+    deltas: Mapping[str, Rows],
+) -> tuple[np.ndarray, ...]:
+    """The key columns of every row relation ``name`` can have during the tick whose
+    column ``col`` holds one of ``values``: its fetched base rows, its changed keys and
+    its delta (a superset: a key changed to zero or a delta row is kept too)."""
+    parts = [near[name].cols] if name in near else []
+    over = rels[name].over
+    if over.rows:
+        parts.append(over.cols)
+    if name in deltas and deltas[name].rows:
+        parts.append(deltas[name].cols)
+    out = []
+    for cols in parts:
+        hit = np.flatnonzero(np.isin(cols[col], values))
+        out.append(tuple(c[hit] for c in cols))
+    if not out:
+        return tuple(np.empty(0, values.dtype) for _ in rels[name].vars)
+    return tuple(np.concatenate([p[k] for p in out]) for k in range(len(out[0])))
 
 
 def fetch(
@@ -139,7 +296,3 @@ def _in_list(column: str, values: np.ndarray) -> str:
 def _string(v: str) -> str:
     """A SQL string literal of ``v`` (backslash escapes, as Spark parses them)."""
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    return distinct_keys((values,))[0]

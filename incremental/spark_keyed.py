@@ -233,9 +233,12 @@ class RemoteKeyed:
         """Base rows whose leading key columns take values in ``keys`` column by column (a
         superset of those at ``keys``): from ``near`` when it covers them, else one job."""
         if self.near is not None and self.cover is not None:
+            covered = np.zeros(len(keys[0]), dtype=bool)
             for c, values in self.cover.items():
-                if c < len(keys) and np.isin(keys[c], values).all():
-                    return self.near
+                if c < len(keys):  # the key's row, if any, is fetched when one column is
+                    covered |= np.isin(keys[c], values)
+            if covered.all():
+                return self.near
         return self._collect(self._near(keys))
 
     def with_near(self, rows: Table, cover: dict[int, np.ndarray]) -> RemoteKeyed:

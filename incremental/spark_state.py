@@ -6,11 +6,13 @@ every relation (and the output) as a :class:`incremental.spark_keyed.RemoteKeyed
 a materialised DataFrame hash-partitioned by its keys, plus the keys changed
 since it was written.  A tick runs the same regime code as the driver state
 (:mod:`incremental.regimes`): its deltas and the rows of the state they reach
-come to the driver (a semi-join per relation read, one Spark job each), the
-delta queries read the relations as DataFrames (:func:`faq.solve_delta`:
-small deltas in the driver, reading only the rows they reach; larger ones, or
-``view.local = False``, as Spark jobs), and only the changed keys are kept; so
-``step()`` and ``result()`` are those of the driver state.
+come to the driver (in the additive regimes, one Spark job per hop from the
+changed atoms: :mod:`incremental.reach`; otherwise a semi-join per relation
+read, one job each), the delta queries read those rows, or the relations as
+DataFrames (:func:`faq.solve_delta`: small deltas in the driver, reading only
+the rows they reach; larger ones, or ``view.local = False``, as Spark jobs),
+and only the changed keys are kept; so ``step()`` and ``result()`` are those of
+the driver state.
 
 Initial contents are loaded by Spark jobs (they need not fit in the driver):
 per relation one job to check and count them, one to materialise what is
@@ -21,7 +23,6 @@ Spark's (not compensated); the ticks after are compensated as in the driver.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
 from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
-from incremental.reach import Reach, fetch, reach
+from incremental.reach import OUT, Near, gather
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
@@ -50,8 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["SparkState"]
-
-log = logging.getLogger("faq.incremental")
 
 
 @dataclass(frozen=True)
@@ -68,43 +67,37 @@ class SparkState(Sizes):
     ) -> tuple[SparkState, Change]:
         """The next state and the change of the output (see :meth:`Maintained.apply`).
 
-        In the additive regimes, the rows the tick reads are fetched first, in one Spark
-        job per key signature, when the rule bounds them (:mod:`incremental.reach`) and
-        they are at most ``max_fetch_rows`` (a setting); the delta rule then runs in the
-        driver over them.  Past that, the delta queries read the relations in Spark.
+        In the additive regimes, the rows the tick reads are fetched first, one Spark
+        job per hop from the changed atoms, when the rule bounds them
+        (:mod:`incremental.reach`) and they are at most ``max_fetch_rows`` (a setting);
+        the delta rule then runs in the driver over them.  Otherwise the delta queries
+        read the relations in Spark.
         """
         m = self.m.journaled()
-        plan = self._reach(deltas, how)
-        rows = None if plan is None else fetch(m.rels, plan, settings().max_fetch_rows)
-        if plan is not None and rows is None:
-            log.info(
-                "a tick reaches over max_fetch_rows=%s rows of the state: its delta queries "
-                "read the relations in Spark",
-                f"{settings().max_fetch_rows:,}",
-            )
-            plan = None
-        if plan is not None and rows is not None:
-            near = {n: r.with_near(rows[n], plan[n]) for n, r in m.rels.items() if n in plan}
-            m = replace(m, rels={**m.rels, **near})
+        near = self._gather(deltas, how)
+        if near is not None:
+            rels = {n: r.with_near(*near[n]) for n, r in m.rels.items() if n in near}
+            out = m.out.with_near(*near[OUT]) if OUT in near else m.out
+            m = replace(m, rels={**m.rels, **rels}, out=out)
         m, change = m.apply(deltas, how, sets)
-        if plan is not None:
-            m = replace(m, rels={n: r.without_near() for n, r in m.rels.items()})
+        if near is not None:
+            rels = {n: r.without_near() for n, r in m.rels.items()}
+            m = replace(m, rels=rels, out=m.out.without_near())
         return replace(self, m=m), change
 
-    def _reach(self, deltas: Mapping[str, Rows], how: How) -> Reach | None:
-        """The rows a tick reads, when they can be fetched at once: an additive regime,
-        delta queries allowed in the driver (``how``), integer or string keys, and at
-        most ``max_literals`` values to look for (a setting)."""
+    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | None:
+        """The rows a tick reads, fetched hop by hop (:func:`incremental.reach.gather`),
+        when that applies: an additive regime, delta queries allowed in the driver
+        (``how``), integer or string keys, at most ``max_literals`` values to look for in
+        a round and at most ``max_fetch_rows`` rows (settings)."""
         m = self.m
         if m.regime == "general" or m.comp or not how[2]:
             return None
         if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):
             return None
-        plan = reach(m.rule, {n: d.cols for n, d in deltas.items() if d.rows})
-        if plan is None or not plan:
-            return None
-        values = sum(len(v) for cols in plan.values() for v in cols.values())
-        return plan if values <= settings().max_literals else None
+        st = settings()
+        changed = {n: d for n, d in deltas.items() if d.rows}
+        return gather(m.rule, changed, m.rels, st.max_fetch_rows, st.max_literals, m.out)
 
     def result(self) -> Factor:
         """The output in the view's semiring (a DataFrame over the state: no job)."""
