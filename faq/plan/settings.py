@@ -48,6 +48,10 @@ class Settings:
         ``sizeInBytes``; for files the file size) is at most this is read into
         the driver, at most ``local_rows + 1`` rows of it (more: it stays in
         Spark); a larger one stays in Spark unread.
+    footer_files : int
+        A Parquet scan of local files (under filters and projections only) gets a row
+        bound from its files' footers, read in the driver, when it has at most this
+        many files; with more, it has no row estimate (see ``local_bytes``).
     task_work : int
         Driver or tasks: a local step with at least this much estimated work
         (candidate rows) runs inside Spark tasks when the cluster has more cores
@@ -121,6 +125,7 @@ class Settings:
 
     local_rows: int = 20_000_000
     local_bytes: int = 512 * 2**20
+    footer_files: int = 256
     task_work: int = 8_000_000
     thread_work: int = 1_000_000
     task_slices: int = 2

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from faq.kernel.stats import RelationStats
+from faq.plan.settings import current
 from faq.rule import VALUE
 from faq.session import fixed_plans_for
 from faq.spark.ops import sql_name
@@ -82,7 +83,8 @@ _SCAN_NODES = re.compile(r"^[\s:+\-|]*(Project|Filter|Relation)\b")
 def _parquet_rows(df: DataFrame, text: str) -> float | None:
     """At least the rows of ``df`` when its optimized plan is one Parquet scan under
     filters and projections (nothing that adds rows), read from the files' footers
-    (local files only: no job, a few ms); None otherwise."""
+    (local files only, at most ``footer_files`` of them, a setting: no job, a few ms);
+    None otherwise."""
     plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
     lines = [ln for ln in plan.splitlines() if ln.strip()]
     scans = [ln for ln in lines if "Relation [" in ln]
@@ -96,7 +98,9 @@ def _parquet_rows(df: DataFrame, text: str) -> float | None:
         import pyarrow.parquet as pq
 
         urls = [urlparse(f) for f in df.inputFiles()]
-        if not urls or any(u.scheme not in ("", "file") for u in urls):
+        if not urls or len(urls) > current().footer_files:  # a footer read per file
+            return None
+        if any(u.scheme not in ("", "file") for u in urls):
             return None
         return float(sum(pq.read_metadata(unquote(u.path)).num_rows for u in urls))
     except Exception:  # a file gone, unreadable, not Parquet after all: no bound
