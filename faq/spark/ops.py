@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from faq.plan.settings import current
 from faq.rule import VALUE, Atom
+from faq.spark.tasks import is_connect
 from semirings import Semiring
 from semirings import spark as sops
 
@@ -117,18 +118,28 @@ def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
     """Compute ``df`` once, keep it on the executors, and cut its lineage.
 
     Returns the materialised DataFrame, its row count and the approximate
-    distinct count of each key column (one job after the checkpoint, so
-    results reused as inputs carry real statistics).  ``localCheckpoint``
-    rather than ``persist``: a later ``unpersist`` of an input would otherwise
-    drop the cached data of everything computed from it.
+    distinct count of each key column, so results reused as inputs carry real
+    statistics.  The counts are observed during the checkpoint's own job
+    (``DataFrame.observe``); over Spark Connect, where that is not relied on, they
+    take one job after it.  ``localCheckpoint`` rather than ``persist``: a later
+    ``unpersist`` of an input would otherwise drop the cached data of everything
+    computed from it.
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    keys = [c for c in df.columns if c != VALUE]
+    figures = [
+        F.count(F.lit(1)).alias("__rows"),
+        *[F.approx_count_distinct(k).alias(f"__d{i}") for i, k in enumerate(keys)],
+    ]
+    if not is_connect(df.sparkSession):
+        seen = Observation()
+        out = df.observe(seen, *figures).localCheckpoint(eager=True)
+        got = seen.get
+        return out, int(got["__rows"]), tuple(int(got[f"__d{i}"]) for i in range(len(keys)))
     out = df.localCheckpoint(eager=True)
-    keys = [c for c in out.columns if c != VALUE]
-    row = out.agg(
-        F.count(F.lit(1)).alias("__rows"), *[F.approx_count_distinct(k) for k in keys]
-    ).collect()[0]
+    row = out.agg(*figures).collect()[0]
     return out, int(row[0]), tuple(int(x) for x in row[1:])
 
 
