@@ -253,11 +253,15 @@ def test_a_chain_keeps_its_intermediates_in_spark(spark):
     dfs = {f"M{i}": f.df for i, f in enumerate(fs)}
     q = query("Q(x0, x4) :- M0(x0, x1), M1(x1, x2), M2(x2, x3), M3(x3, x4)", semiring="real")
     with faq.settings(local_rows=0):
-        run = q.run(**dfs)
+        run, jobs = spark_jobs(spark, lambda: q.run(**dfs))
     want = mats[0] @ mats[1] @ mats[2] @ mats[3]
     assert np.allclose(run.result.to_numpy(shape=want.shape), want)
     *middle, last = run.trace.steps
     assert middle and all(t.estimated for t in middle) and not last.estimated
+    # one job checks the matrices, one computes every step and keeps the answer, its
+    # counts observed on the way (they took a job of their own before)
+    assert jobs == 2, jobs
+    assert last.rows == np.count_nonzero(want) == run.result.stats.rows
     assert all(t.choice.shares is not None for t in run.trace.steps)
     assert "computed with the next step" in q.explain(run)
     assert not run.result.is_local  # the answer stays in Spark too
