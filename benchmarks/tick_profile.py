@@ -1,6 +1,7 @@
-"""Where a driver-state view's tick spends its time: cProfile over a run of ticks.
+"""Where a view's tick spends its time: cProfile over a run of ticks.
 
-A triangle-counting view (counting semiring, state in the driver) is built over a
+A triangle-counting view (counting semiring, state in the driver, or in Spark with
+``--state spark``) is built over a
 power-law graph of ``--edges`` edges; then ``--warmup`` ticks run unprofiled and
 ``--ticks`` ticks run under :mod:`cProfile`, each tick ``--delta`` edge changes
 (30% deletions of present edges, the rest insertions) given as ``--input``: a
@@ -16,6 +17,7 @@ Usage::
     python benchmarks/tick_profile.py                              # 1M edges, Δ=1000, pandas
     python benchmarks/tick_profile.py --delta 1 --input spark
     python benchmarks/tick_profile.py --delta 1 --durable
+    python benchmarks/tick_profile.py --state spark --ticks 5    # the Spark-resident state
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ def profile_ticks(
     top: int,
     seed: int = 0,
     state_dir: str | None = None,
+    state: str = "driver",
 ) -> tuple[float, str]:
     """The mean seconds per profiled tick and the profile's ``top`` lines (cumulative);
-    with ``state_dir``, of a view whose ticks are durable there."""
+    with ``state_dir``, of a view whose ticks are durable there; ``state`` is the
+    view's (``"driver"`` or ``"spark"``)."""
     from benchmarks.incremental import apply, delta_frame, make_delta
     from faq import query, testing
     from faq.io import edges_dataframe
@@ -69,7 +73,7 @@ def profile_ticks(
         apply(present, d)
         changes.append(d)
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir)
+    view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir, state=state)
     frames = [delta_frame(spark, d, kind) for d in changes]
     for f in frames[:warmup]:
         view.step(E=f)
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--durable", action="store_true", help="ticks journaled in a state_dir (a temp folder)"
     )
+    p.add_argument("--state", choices=["driver", "spark"], default="driver", help="the view's")
     args = p.parse_args(argv)
     if args.edges < 10 or args.delta < 1 or args.ticks < 1 or args.warmup < 0:
         p.error("--edges must be at least 10, --delta and --ticks positive, --warmup >= 0")
@@ -113,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tick_profile-") as tmp:
         per_tick, lines = profile_ticks(
             spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top,
-            args.seed, f"{tmp}/state" if args.durable else None,
+            args.seed, f"{tmp}/state" if args.durable else None, args.state,
         )  # fmt: skip
-    durable = ", durable" if args.durable else ""
+    durable = (", durable" if args.durable else "") + f", {args.state} state"
     print(
         f"# {' '.join(['python benchmarks/tick_profile.py', *(argv or sys.argv[1:])])}\n"
         f"{args.edges:,} edges, Δ={args.delta} ({args.input}{durable}): "

@@ -156,13 +156,16 @@ def gather(
             empty = {n: (rels[n].near_rows(()), {}) for n in rule.relations if n not in near}
             return {**{n: (near[n], cover[n]) for n in near}, **empty}
         ask = {}
+        for t, j, _, _ in steps:
+            t.read.add(j)
         for t, j, col, values in steps:
+            if len(t.read) == len(rule.atoms) and (out is None or t.asked):
+                continue  # no further hop and no output rows to ask for: values not needed
             b = rule.atoms[j]
             rows = _rows_at(b.relation, col, values, near, rels, deltas)
             for k, v in enumerate(b.vars):
                 have = distinct_keys((rows[k],))[0]
                 t.known[v] = np.intersect1d(t.known[v], have) if v in t.known else have
-            t.read.add(j)
 
 
 def _known(vars_: tuple[str, ...], cols: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
