@@ -197,6 +197,8 @@ def test_matrix_chain(connect):
         if backend == "spark":  # partitioned: one HyperCube shuffle, the kernel per cell
             assert is_connect(out.df) and not out.is_local
             assert all(s.choice.shares is not None for s in run.trace.steps)
+            # the answer's counts, observed with its checkpoint (or counted after it)
+            assert run.trace.steps[-1].rows == np.count_nonzero(A @ B @ C) == 18
 
 
 def test_triangle_count_both_join_methods(connect):
