@@ -28,6 +28,7 @@ RULES = [
     ("T() :- E(a, b), E(b, c), E(a, c)", "boolean"),
     ("T(a) :- E(a, b), F(b, c), E(c, d)", "counting"),  # a path: two hops from its ends
     ("T(a, e) :- E(a, b), F(b, c), E(c, d), F(d, e)", "integer"),  # three hops
+    ("T(d) :- E(a, b), F(b, c), E(c, d)", "counting"),  # a head variable of the last hop
     ("T() :- E(a, b), F(c, d)", "counting"),  # a product: not fetched, read as before
 ]
 
@@ -132,6 +133,11 @@ def test_string_keys_with_quotes_and_backslashes_are_fetched(spark):
     remote = IncrementalView(q, state="spark", E=spark.createDataFrame(_frame(edges[:-2])))
     driver = IncrementalView(q, state="driver", E=_frame(edges[:-2]))
     delta = _frame([edges[-2], edges[-1], edges[0]], [1, 1, -1])
+    assert remote.step(E=delta).to_dict() == driver.step(E=delta).to_dict()
+    assert remote.result().to_dict() == driver.result().to_dict()
+    path = query("T(a, d) :- E(a, b), E(b, c), E(c, d)", semiring="counting")  # two hops
+    remote = IncrementalView(path, state="spark", E=spark.createDataFrame(_frame(edges[:-2])))
+    driver = IncrementalView(path, state="driver", E=_frame(edges[:-2]))
     assert remote.step(E=delta).to_dict() == driver.step(E=delta).to_dict()
     assert remote.result().to_dict() == driver.result().to_dict()
 
