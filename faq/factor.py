@@ -53,6 +53,7 @@ from faq.read import collect, read
 from faq.rule import VALUE
 from faq.source import Source
 from faq.spark.convert import to_spark
+from faq.spark.ops import sql_name
 from semirings import Semiring
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -398,7 +399,7 @@ class Factor:
             return Factor.from_table(table, src.plain, self.name)
         from pyspark.sql import functions as F
 
-        cols = [F.col("`" + v.replace("`", "``") + "`") for v in src.vars]
+        cols = [F.col(sql_name(v)) for v in src.vars]
         df = self.df
         for i, c in equal.items():
             df = df.filter(cols[i] == F.lit(c))

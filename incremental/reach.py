@@ -35,7 +35,9 @@ import numpy as np
 
 from faq import VALUE, Rule
 from faq.kernel import Table, match_keys
-from incremental.tables import concat, distinct_keys
+from faq.spark.ops import sql_name
+from incremental.tables import concat
+from semirings.local import distinct
 
 if TYPE_CHECKING:  # pragma: no cover
     from incremental.deltas import Rows
@@ -106,7 +108,7 @@ def gather(
     ask: dict[str, dict[int, list[np.ndarray]]] = {}
     for name, d in deltas.items():
         if d.rows and d.cols:
-            ask.setdefault(name, {}).setdefault(0, []).append(d.cols[0])
+            _ask(ask, name, 0, d.cols[0])
     near: dict[str, Table] = {}
     cover: dict[str, dict[int, np.ndarray]] = {}
     held = 0
@@ -117,9 +119,9 @@ def gather(
                 if j not in t.read:
                     shared = [v for v in b.vars if v in t.known]
                     if shared:
-                        steps.append((t, j, b.vars.index(shared[0]), t.known[shared[0]]))
-                        ask.setdefault(b.relation, {}).setdefault(b.vars.index(shared[0]), [])
-                        ask[b.relation][b.vars.index(shared[0])].append(t.known[shared[0]])
+                        col = b.vars.index(shared[0])
+                        steps.append((t, j, col, t.known[shared[0]]))
+                        _ask(ask, b.relation, col, t.known[shared[0]])
         if not steps and any(len(t.read) < len(rule.atoms) for t in terms):
             return None  # an atom shares no variable with what the change reaches
         if out is not None and steps:  # with a round's job: none of its own
@@ -127,8 +129,7 @@ def gather(
                 if not t.asked:
                     at = [h for h, v in enumerate(rule.head) if v in t.known]
                     if at:
-                        ask.setdefault(OUT, {}).setdefault(at[0], [])
-                        ask[OUT][at[0]].append(t.known[rule.head[at[0]]])
+                        _ask(ask, OUT, at[0], t.known[rule.head[at[0]]])
                         t.asked = True
         plan = _new_values(ask, cover)
         values = sum(len(v) for cols in plan.values() for v in cols.values())
@@ -163,18 +164,29 @@ def gather(
                 continue  # no further hop and no output rows to ask for: values not needed
             b = rule.atoms[j]
             rows = _rows_at(b.relation, col, values, near, rels, deltas)
-            for k, v in enumerate(b.vars):
-                have = distinct_keys((rows[k],))[0]
-                t.known[v] = np.intersect1d(t.known[v], have) if v in t.known else have
+            for v, c in zip(b.vars, rows, strict=True):
+                _narrow(t.known, v, c)
 
 
 def _known(vars_: tuple[str, ...], cols: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
     """Each variable of a changed atom at the values its delta holds there."""
     known: dict[str, np.ndarray] = {}
     for v, c in zip(vars_, cols, strict=True):
-        have = distinct_keys((c,))[0]
-        known[v] = np.intersect1d(known[v], have) if v in known else have
+        _narrow(known, v, c)
     return known
+
+
+def _narrow(known: dict[str, np.ndarray], v: str, column: np.ndarray) -> None:
+    """Variable ``v`` can take only the values of ``column`` too (the distinct ones)."""
+    have = distinct(column)
+    known[v] = np.intersect1d(known[v], have) if v in known else have
+
+
+def _ask(
+    ask: dict[str, dict[int, list[np.ndarray]]], rel: str, col: int, values: np.ndarray
+) -> None:
+    """Look for the rows of ``rel`` whose column ``col`` holds one of ``values``."""
+    ask.setdefault(rel, {}).setdefault(col, []).append(values)
 
 
 def _new_values(ask: Mapping[str, Mapping[int, list[np.ndarray]]], cover: Reach) -> Reach:
@@ -182,7 +194,7 @@ def _new_values(ask: Mapping[str, Mapping[int, list[np.ndarray]]], cover: Reach)
     plan: Reach = {}
     for name, by_col in ask.items():
         for c, vs in by_col.items():
-            values = distinct_keys((np.concatenate(vs),))[0]
+            values = distinct(np.concatenate(vs))
             had = cover.get(name, {}).get(c)
             if had is not None and len(values):
                 values = values[~np.isin(values, had)]
@@ -208,7 +220,7 @@ def _merge(
         near[name] = concat(had, new) if new.rows else had
     own = cover.setdefault(name, {})
     for c, values in covered.items():
-        own[c] = values if c not in own else distinct_keys((np.concatenate([own[c], values]),))[0]
+        own[c] = values if c not in own else distinct(np.concatenate([own[c], values]))
 
 
 def _rows_at(
@@ -237,14 +249,12 @@ def _rows_at(
     return tuple(np.concatenate([p[k] for p in out]) for k in range(len(out[0])))
 
 
-def fetch(
-    rels: Mapping[str, RemoteKeyed], plan: Reach, most: int | None = None
-) -> dict[str, Table] | None:
+def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, Table] | None:
     """The base rows of each relation of ``plan`` whose column ``c`` holds one of
     ``plan[rel][c]`` for some ``c`` (without the changed keys' overrides): one Spark job
     for all relations of one key signature (key and value types).
 
-    With ``most``, None when they may be more than ``most`` rows: a change at a hub of a
+    None when they may be more than ``most`` rows: a change at a hub of a
     large relation reaches rows the driver should not hold, and its tick reads another
     way.  The bound is kept in the same job, with no shuffle (a ``limit`` would add one
     to every tick): each of the job's P partitions (a relation's base is split into
@@ -270,15 +280,12 @@ def fetch(
         union = frames[0]
         for f in frames[1:]:
             union = union.unionByName(f)
-        if most is None:
-            at = union.toArrow()
-        else:
-            each = max(1, most // sum(rels[n].ctx.partitions for n in names))
-            row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
-            at = union.withColumn(ROW, row).filter(F.col(ROW) <= each).toArrow()
-            if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-                return None
-            at = at.drop_columns([ROW])
+        each = max(1, most // sum(rels[n].ctx.partitions for n in names))
+        row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
+        at = union.withColumn(ROW, row).filter(F.col(ROW) <= each).toArrow()
+        if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
+            return None
+        at = at.drop_columns([ROW])
         tags = at.column(TAG).to_numpy()
         for k, name in enumerate(names):
             part = at.filter(tags == k).drop_columns([TAG])
@@ -293,7 +300,7 @@ def _in_list(column: str, values: np.ndarray) -> str:
         text = ", ".join(_string(str(v)) for v in values)
     else:
         text = ", ".join(str(int(v)) for v in values)
-    return "`" + column.replace("`", "``") + f"` IN ({text})"
+    return f"{sql_name(column)} IN ({text})"
 
 
 def _string(v: str) -> str:

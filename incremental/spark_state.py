@@ -96,8 +96,7 @@ class SparkState(Sizes):
         if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):
             return None
         st = settings()
-        changed = {n: d for n, d in deltas.items() if d.rows}
-        return gather(m.rule, changed, m.rels, st.max_fetch_rows, st.max_literals, m.out)
+        return gather(m.rule, deltas, m.rels, st.max_fetch_rows, st.max_literals, m.out)
 
     def result(self) -> Factor:
         """The output in the view's semiring (a DataFrame over the state: no job)."""
