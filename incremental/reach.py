@@ -35,7 +35,7 @@ import numpy as np
 
 from faq import VALUE, Rule
 from faq.kernel import Table, match_keys
-from faq.spark.ops import sql_name
+from faq.spark import sql_name
 from incremental.tables import concat
 from semirings.local import distinct
 

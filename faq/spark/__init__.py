@@ -13,6 +13,15 @@ decided.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark
+from faq.spark.ops import sql_name
 from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
 
-__all__ = ["TaskError", "arrow_to_table", "driver_cores", "is_connect", "parallelism", "to_spark"]
+__all__ = [
+    "TaskError",
+    "arrow_to_table",
+    "driver_cores",
+    "is_connect",
+    "parallelism",
+    "sql_name",
+    "to_spark",
+]
