@@ -36,8 +36,8 @@ from faq.plan.physical import Choice, InputInfo
 from faq.plan.report import StepTrace, Trace
 from faq.plan.settings import current
 from faq.rule import VALUE
+from faq.spark import fused, partitioned, tasks
 from faq.spark import ops as spark_ops
-from faq.spark import partitioned, tasks
 from faq.spark.convert import arrow_to_table, to_spark
 from semirings import Semiring
 from semirings import spark as sops
@@ -74,6 +74,11 @@ class Data:
     lazy: bool = False  # ``df`` not computed yet: ``rows`` and ``distinct`` are estimates
     consolidated: bool = True  # False: keys of ``df`` may repeat (⊕-combined by the reader)
     top: dict[str, tuple[tuple[Any, int], ...]] = field(default_factory=dict)  # heaviest values
+    # one-cell steps not run yet (``df`` is None until a reader needs it: faq.spark.fused)
+    pending: fused.Program | None = None
+    # ``df`` is the lazy output of a step of several cells or of a Spark aggregation: a
+    # one-cell reader shuffles it into its task rather than pulling those tasks into it
+    spread: bool = False
 
     def info(self) -> InputInfo:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct, self.top)
@@ -261,6 +266,8 @@ class Executor:
     def rows_frame(self, d: Data) -> DataFrame:
         """The rows of ``d`` as a Spark DataFrame whose keys may repeat (``d.consolidated``
         says): what a partitioned step reads, its cells ⊕-combining them."""
+        if d.pending is not None:  # its one-cell steps, run by whoever reads it
+            d.df, d.pending = fused.realise(d.pending), None
         if d.df is None:
             assert d.table is not None
             d.df = to_spark(d.table, self.S)
@@ -271,6 +278,11 @@ class Executor:
     ) -> tuple[Data, int | None]:
         keep = step.output.vars
         settle = last or self.trace
+        one_cell = choice.shares is not None and choice.shares.total == 1
+        if len(inputs) == 1 and inputs[0].pending is not None:
+            one_cell = True  # a one-cell step's output ⊕-aggregated: in the same task
+        if one_cell and self._fusing(inputs, S):
+            return self._one_cell(step, inputs, choice, S, settle), None
         if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
             frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
         else:
@@ -297,7 +309,15 @@ class Executor:
             # a lazy output: the next step reads it where it is (its size, estimated)
             est = dict(step.output.distinct)
             whole = len(frames) == 1 or combine or not choice.shares.combine
-            out = Data(keep, step.output.rows, df=df, distinct=est, lazy=True, consolidated=whole)
+            out = Data(
+                keep,
+                step.output.rows,
+                df=df,
+                distinct=est,
+                lazy=True,
+                consolidated=whole,
+                spread=True,
+            )
             return out, None
         ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
         joined = spark_ops.binary_join(ordered, self.S)
@@ -305,6 +325,41 @@ class Executor:
         out, rows, distinct = spark_ops.materialize(spark_ops.aggregate(joined, keep, S))
         dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
         return Data(keep, rows, df=out, distinct=dist), largest
+
+    def _fusing(self, inputs: list[Data], S: Semiring) -> bool:
+        """Whether a one-cell step over ``inputs`` runs as (part of) a program of one-cell
+        steps (:mod:`faq.spark.fused`): not when a witness hook or the trace looks at every
+        step's output.  A pending input that cannot take the step (another value type,
+        or over the per-cell budget together) is run first, on its own."""
+        if self.hook is not None or self.trace:
+            return False
+        rows = sum(d.rows for d in inputs if d.pending is None)
+        budget = self.settings.cell_rows
+        for d in inputs:
+            if d.pending is not None:
+                if fused.can_fuse(d.pending, S, rows, budget):
+                    rows += d.pending.rows
+                else:
+                    self.rows_frame(d)
+        return True
+
+    def _one_cell(
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, settle: bool
+    ) -> Data:
+        """A one-cell step added to the programs of its pending inputs (or starting one):
+        run now when ``settle``, else left pending for its reader."""
+        args: list[fused.Program | fused.Input] = [
+            d.pending
+            if d.pending is not None
+            else fused.Input(d.vars, self.rows_frame(d), d.rows, shuffled=d.spread)
+            for d in inputs
+        ]
+        keep = step.output.vars
+        program = fused.fuse(args, choice.order, keep, S)
+        if settle:
+            return self._settle(keep, fused.realise(program), S)
+        est = dict(step.output.distinct)
+        return Data(keep, step.output.rows, distinct=est, lazy=True, pending=program)
 
     def _settle(self, keep: tuple[str, ...], df: DataFrame, S: Semiring) -> Data:
         """A lazy step's output computed now: a scalar collected into the driver
@@ -363,7 +418,7 @@ def _where(c: Choice) -> str:
     if c.backend == "tasks":
         return f"{c.tasks} tasks"
     if c.shares is not None:
-        return f"spark ({c.shares.total} cells)"
+        return "spark (one task)" if c.shares.total == 1 else f"spark ({c.shares.total} cells)"
     return c.backend
 
 

@@ -148,7 +148,9 @@ def incremental(spark, folder: Path) -> None:
 
 def partitioned(spark) -> None:
     """The path past the driver (``local_rows=0``): every joining step is one HyperCube
-    shuffle and the compiled kernel in every cell, the cells spread over the executors."""
+    shuffle and the compiled kernel in every cell, the cells spread over the executors
+    (``cell_min_rows=0``: data this small would get one cell per step); then the chain
+    again with the default, its one-cell steps run one after the other in one task."""
     adj = karate_adjacency()
     edges = read_edge_list(KARATE, spark)
     want_tri = int(np.trace(adj @ adj @ adj)) // 6
@@ -164,10 +166,12 @@ def partitioned(spark) -> None:
         n: Factor.from_numpy(m, vars=v, semiring="real").df
         for n, m, v in zip("ABC", mats, (("i", "j"), ("j", "k"), ("k", "l")), strict=True)
     }
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=0):
         tri = query(TRIANGLE, semiring="counting").run(E=edges)
         four = query(NAMED_RULES["4-clique"], semiring="counting").run(E=edges)
         chain = query(CHAIN, semiring="real").run(**frames)
+    with faq.settings(local_rows=0):
+        fused = query(CHAIN, semiring="real").run(**frames)
     for name, run, want in (("triangles", tri, want_tri), ("4-cliques", four, want_four)):
         spark_steps(run)
         got = run.result.scalar()
@@ -177,7 +181,12 @@ def partitioned(spark) -> None:
     want = mats[0] @ mats[1] @ mats[2]
     got = chain.result.to_numpy(shape=want.shape)
     assert np.allclose(got, want), (got, want)
+    assert all(t.choice.shares.total > 1 for t in chain.trace.steps), chain.explain()
     ok("partitioned chain")
+    spark_steps(fused)
+    assert all(t.choice.shares.total == 1 for t in fused.trace.steps), fused.explain()
+    assert np.allclose(fused.result.to_numpy(shape=want.shape), want)
+    ok("partitioned chain, its one-cell steps in one task")
 
 
 def main(master: str, state_dir: str) -> None:

@@ -7,9 +7,12 @@ solved through one backend — the local kernel in the driver (one thread, or
 split over threads), the local kernel inside Spark tasks, Spark DataFrame
 joins, and partitioned (relations held in Spark with the ``local_rows``
 threshold at 0 rows: every join step is one HyperCube shuffle and the kernel
-in every cell) — with a join method drawn from auto, wcoj and binary, for
-every built-in semiring and a user-defined one.  Spark runs cost seconds each, so
-those backends draw fewer examples; ``HYPOTHESIS_PROFILE=long`` draws more.
+in every cell; these small relations make one cell per step, and consecutive
+one-cell steps run in one task, so ``cells`` also runs them with
+``cell_min_rows=0``, several cells per step) — with a join method drawn from
+auto, wcoj and binary, for every built-in semiring and a user-defined one.
+Spark runs cost seconds each, so those backends draw fewer examples;
+``HYPOTHESIS_PROFILE=long`` draws more.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from tests.helpers import assert_same, factors_from
 
 BOTTLENECK = Semiring(name="bottleneck", zero=-math.inf, one=math.inf, add=max, mul=min)
 ALL = [*semirings.BUILTINS, BOTTLENECK]
-EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2, "partitioned": 3}
+EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2, "partitioned": 2, "cells": 2}
 
 
 @pytest.mark.parametrize("backend", list(EXAMPLES))
@@ -37,8 +40,10 @@ EXAMPLES = {"driver": 6, "threads": 3, "tasks": 2, "spark": 2, "partitioned": 3}
 def test_random_plans_match_reference(spark, monkeypatch, S, backend):
     # "threads": every local step splits over the driver's threads
     thread_work = 0 if backend == "threads" else faq.settings().thread_work
-    forced = {"threads": "driver", "partitioned": "auto"}.get(backend, backend)
-    local_rows = 0 if backend == "partitioned" else faq.settings().local_rows
+    forced = {"threads": "driver", "partitioned": "auto", "cells": "auto"}.get(backend, backend)
+    past = backend in ("partitioned", "cells")
+    local_rows = 0 if past else faq.settings().local_rows
+    cell_min_rows = 0 if backend == "cells" else faq.settings().cell_min_rows
     scale = settings().max_examples / 10  # the "long" profile draws 20 times more
 
     @settings(max_examples=max(1, round(EXAMPLES[backend] * scale)))
@@ -54,13 +59,15 @@ def test_random_plans_match_reference(spark, monkeypatch, S, backend):
         want = reference_solve(rule, S, rels)
         q = query(str(rule), semiring=S)
         given = factors_from(rels, S)
-        if backend == "partitioned":  # held in Spark: the path past the driver
+        if past:  # held in Spark: the path past the driver
             given = {name: f.df for name, f in given.items()}
-        with faq.settings(thread_work=thread_work, local_rows=local_rows):
+        with faq.settings(
+            thread_work=thread_work, local_rows=local_rows, cell_min_rows=cell_min_rows
+        ):
             run = q.run(order=order, join=join, backend=forced, **given)
         assert_same(run.result.to_dict(), want, S, f"{rule} backend={backend} join={join}")
         for t, step in zip(run.trace.steps, run.plan.steps, strict=True):
-            if backend == "partitioned":
+            if past:
                 assert t.choice.backend == "spark"
                 joins = len(step.factors) > 1 and join != "binary"
                 assert (t.choice.shares is not None) == joins, (t.choice, join)

@@ -17,6 +17,7 @@ import math
 
 import pytest
 
+import faq
 import semirings
 from faq import Factor, query, reference_solve
 from faq.testing import NAMED_RULES, random_relations
@@ -94,6 +95,9 @@ def test_explain_names_the_method(spark):
     assert "binary (cyclic bag)" in q.explain(join="binary", **fs)
     assert "Spark DataFrame joins" in q.explain(backend="spark", join="binary", **fs)
     text = q.explain(backend="spark", join="wcoj", **fs)
+    assert "local kernel in one Spark task (one cell)" in text  # a small step: one cell
+    with faq.settings(cell_min_rows=0):
+        text = q.explain(backend="spark", join="wcoj", **fs)
     assert "cells partitioned over Spark" in text and "cells    shares" in text
     assert "in the driver" in q.explain(**fs)
 

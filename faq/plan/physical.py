@@ -169,6 +169,7 @@ def choose(
             parallelism * st.task_slices,
             st.cell_rows,
             top=[i.top for i in inputs],
+            min_rows=st.cell_min_rows,
         )
         tasks = shares.total
     return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)

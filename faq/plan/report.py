@@ -33,7 +33,7 @@ class Trace:
     options: tuple[tuple[str, str], ...] = ()
 
 
-DECIDING = ("local_rows", "task_work", "thread_work", "cell_rows")
+DECIDING = ("local_rows", "task_work", "thread_work", "cell_rows", "cell_min_rows")
 """The settings :func:`faq.plan.physical.choose` reads, shown at the top of every report."""
 
 _WHERE = {
@@ -67,6 +67,7 @@ def render(
     )
     lines.append(f"free variables: {', '.join(plan.rule.head) or '(none: scalar result)'}")
     lines.extend(_precedence(plan))
+    reader = {id(f): m for m, s in enumerate(plan.steps, 1) for f in s.factors}
     for n, s in enumerate(plan.steps, 1):
         c = choices[n - 1] if choices is not None else None
         what = f"eliminate {', '.join(s.vars)}" if s.vars else "multiply onto the head"
@@ -89,10 +90,17 @@ def render(
             where = _WHERE[c.backend].format(n=c.tasks)
             if c.backend == "driver" and c.tasks > 1:
                 where += f" ({c.tasks} threads)"
-            if c.shares is not None:
+            if c.shares is not None and c.shares.total == 1:
+                where = "local kernel in one Spark task (one cell)"
+                m = reader.get(id(s.output))
+                if choices is not None and m is not None and _one_cell(choices[m - 1], plan, m):
+                    where += f", with step {m}"
+            elif c.shares is not None:
                 where = f"local kernel in {c.shares.total} cells partitioned over Spark"
             lines.append(f"  runs on  {where}   [{c.why}]")
-            if c.shares is not None:
+            if c.shares is not None and c.shares.total == 1:
+                lines.append(f"  cells    one: ~{_fmt(c.shares.load)} rows, read where they are")
+            elif c.shares is not None:
                 lines.append(f"  cells    {c.shares.describe()}")
             if c.method == "wcoj":
                 lines.append(f"  binding  {', '.join(c.order)}")
@@ -121,6 +129,14 @@ def render(
     else:
         lines.append(f"total {trace.seconds:.2f} s")
     return "\n".join(lines)
+
+
+def _one_cell(c: Choice, plan: Plan, m: int) -> bool:
+    """Whether step ``m`` (choice ``c``) runs in the task of a one-cell step it reads
+    (:mod:`faq.spark.fused`): it has one cell too, or aggregates that step's output alone."""
+    if c.backend != "spark":
+        return False
+    return (c.shares is not None and c.shares.total == 1) or len(plan.steps[m - 1].factors) == 1
 
 
 def _precedence(plan: Plan) -> list[str]:

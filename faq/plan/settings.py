@@ -70,6 +70,13 @@ class Settings:
         share search doubles the cells until the rows one cell receives are at
         most this (16M rows of three 64-bit columns take about 400 MB, and the
         kernel's tries about as much again).
+    cell_min_rows : int
+        The fewest input rows worth a cell of their own: a partitioned step starts its
+        share search from ``ceil(rows / cell_min_rows)`` cells (at least one, at most
+        the cluster's task slots), so a small step runs in one cell instead of paying
+        a task's fixed cost (its Python worker, its Arrow batches) several times over.
+        Consecutive one-cell steps run in the same task (:mod:`faq.spark.fused`).
+        0 starts every step from the cluster's task slots.
     broadcast_rows : int
         Spark joins broadcast a side with at most this many rows.
     connect_payload : int
@@ -131,6 +138,7 @@ class Settings:
     task_slices: int = 2
     skew_factor: float = 8
     cell_rows: int = 16_000_000
+    cell_min_rows: int = 500_000
     broadcast_rows: int = 2_000_000
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000

@@ -130,10 +130,12 @@ def choose_shares(
     tasks: int,
     cell_rows: float,
     top: Sequence[Top] = (),
+    min_rows: float = 0,
 ) -> Shares:
     """The cheapest shares for a bag of ``relations`` (``(variables, rows)`` each).
 
-    Starts with ``tasks`` cells (at least one) and doubles the number of cells
+    Starts with ``tasks`` cells, or with ``ceil(rows / min_rows)`` when fewer (at least
+    one; ``rows`` all the relations' rows together), and doubles the number of cells
     while the cheapest vector's load per cell is above ``cell_rows`` (up to
     :data:`MAX_CELLS`).  Among vectors of equal load the one with fewer cells
     wins, then the one that cuts fewer eliminated variables (no combine).
@@ -153,6 +155,9 @@ def choose_shares(
     top : sequence of mappings, optional
         Per relation, per variable, its most frequent values and their rows
         (upper bounds are fine), most frequent first.
+    min_rows : float, optional
+        The fewest rows worth a cell of their own (the ``cell_min_rows`` setting); 0
+        starts from ``tasks``.
     """
     vars_: list[str] = []
     for vs, _ in relations:
@@ -160,6 +165,8 @@ def choose_shares(
     rels = [(frozenset(vs), max(float(rows), 0.0)) for vs, rows in relations]
     kept = set(keep)
     P = max(1, int(tasks))
+    if min_rows > 0:
+        P = min(P, max(1, math.ceil(sum(r for _, r in rels) / min_rows)))
     while True:
         best = _cheapest(vars_, rels, kept, P)
         if best[0] <= cell_rows or P >= MAX_CELLS:

@@ -57,7 +57,16 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["murmur3_int", "route", "routing_keys", "run_partitioned", "run_pointers"]
+__all__ = [
+    "kernel_table",
+    "murmur3_int",
+    "route",
+    "routing_keys",
+    "row_columns",
+    "run_partitioned",
+    "run_pointers",
+    "variable_types",
+]
 
 CELL = "__cell"
 REL = "__rel"
@@ -156,6 +165,30 @@ def route(
     trips were most of a small partitioned solve's time in the driver.
     """
     from pyspark.sql import functions as F
+
+    types = variable_types(frames)
+    keys = "array(" + ", ".join(str(k) for k in routing_keys(shares.total)) + ")"
+    grids: list[tuple[Shares, int, Column | None]] = [(shares, 0, None)]
+    h = shares.heavy
+    if h is not None:  # its rows in the grid of the heavy values, the others in the first
+        heavy = F.col(sql_name(h.var)).cast(types[h.var]).isin(list(h.values))
+        grids = [(shares, 0, ~heavy), (h.shares, shares.cells, heavy)]
+    parts = []
+    for i, (vars_, df) in enumerate(frames):
+        cols = row_columns(i, vars_, types, vtype)
+        for grid, first, where in grids:
+            part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
+            cell = _cells(vars_, grid, types, keys, first)
+            parts.append(part.selectExpr(f"{cell} AS {CELL}", *cols))
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+    return rows.repartition(shares.total, CELL), types
+
+
+def variable_types(frames: Sequence[tuple[tuple[str, ...], DataFrame]]) -> dict[str, str]:
+    """The Spark type of every variable of the inputs (integer keys as ``bigint``), in the
+    order they first appear."""
     from pyspark.sql import types as T
 
     types: dict[str, str] = {}
@@ -164,33 +197,20 @@ def route(
             if v not in types:
                 dt = df.schema[v].dataType
                 types[v] = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
-    keys = "array(" + ", ".join(str(k) for k in routing_keys(shares.total)) + ")"
-    grids: list[tuple[Shares, int, Column | None]] = [(shares, 0, None)]
-    h = shares.heavy
-    if h is not None:  # its rows in the grid of the heavy values, the others in the first
-        heavy = F.col(sql_name(h.var)).cast(types[h.var]).isin(list(h.values))
-        grids = [(shares, 0, ~heavy), (h.shares, shares.cells, heavy)]
+    return types
+
+
+def row_columns(i: int, vars_: tuple[str, ...], types: dict[str, str], vtype: str) -> list[str]:
+    """SQL text of input ``i``'s routed columns: ``__rel`` (``i``), every variable of
+    ``types`` (null where the input lacks it) and ``value`` (of Spark type ``vtype``)."""
     value = sql_name(VALUE)
     if vtype in ("bigint", "double", "boolean", "string"):
         value = f"CAST({value} AS {vtype})"
-    parts = []
-    for i, (vars_, df) in enumerate(frames):
-        cols = [
-            f"CAST({sql_name(v) if v in vars_ else 'NULL'} AS {types[v]}) AS {sql_name(v)}"
-            for v in types
-        ]
-        for grid, first, where in grids:
-            part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
-            cell = _cells(vars_, grid, types, keys, first)
-            parts.append(
-                part.selectExpr(
-                    f"{cell} AS {CELL}", f"CAST({i} AS INT) AS {REL}", *cols, f"{value} AS {VALUE}"
-                )
-            )
-    rows = parts[0]
-    for p in parts[1:]:
-        rows = rows.unionByName(p)
-    return rows.repartition(shares.total, CELL), types
+    cols = [
+        f"CAST({sql_name(v) if v in vars_ else 'NULL'} AS {types[v]}) AS {sql_name(v)}"
+        for v in types
+    ]
+    return [f"CAST({i} AS INT) AS {REL}", *cols, f"{value} AS {VALUE}"]
 
 
 def _cells(
@@ -259,7 +279,7 @@ class _Cell:
             here = cells == c
             try:
                 tables = [
-                    self._table(rows, np.flatnonzero(here & (rels == i)), vars_, ops)
+                    kernel_table(rows, np.flatnonzero(here & (rels == i)), vars_, self.vtype, ops)
                     for i, vars_ in enumerate(self.relations)
                 ]
                 if any(t.rows == 0 for t in tables):
@@ -273,22 +293,24 @@ class _Cell:
             if out.rows:
                 yield table_batch(out, ops, self.value_type)
 
-    def _table(
-        self, rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...], ops: LocalOps
-    ) -> Table:
-        """The rows ``idx`` of one relation as a kernel table (keys may repeat: the kernel's
-        index ⊕-combines them).  Nothing here needs a Spark session: it runs in a task."""
-        part = rows.select([*vars_, VALUE]).take(idx)
-        cols = []
-        for v in vars_:
-            a = part.column(v).to_numpy(zero_copy_only=False)
-            cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
-        raw = part.column(VALUE).to_numpy(zero_copy_only=False)
-        if ops.dtype is object:
-            values = typed_python_values(raw.astype(object), self.vtype)
-        else:
-            values = raw.astype(ops.dtype)
-        return Table(vars_, tuple(cols), values, unique=False)
+
+def kernel_table(
+    rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...], vtype: str, ops: LocalOps
+) -> Table:
+    """The rows ``idx`` of a task's routed rows, over ``vars_``, as a kernel table whose
+    keys may repeat (the kernel's index ⊕-combines them); values of Spark type ``vtype``.
+    Nothing here needs a Spark session: it runs in a task."""
+    part = rows.select([*vars_, VALUE]).take(idx)
+    cols = []
+    for v in vars_:
+        a = part.column(v).to_numpy(zero_copy_only=False)
+        cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+    raw = part.column(VALUE).to_numpy(zero_copy_only=False)
+    if ops.dtype is object:
+        values = typed_python_values(raw.astype(object), vtype)
+    else:
+        values = raw.astype(ops.dtype)
+    return Table(vars_, tuple(cols), values, unique=False)
 
 
 # -- routing: one cell per Spark partition -----------------------------------------------

@@ -1,0 +1,116 @@
+"""Small steps past the driver: one cell each, and consecutive one-cell steps in one task.
+
+A partitioned step whose inputs hold fewer than ``cell_min_rows`` rows gets one cell,
+and the steps after it that also have one cell run in the same Spark task
+(:mod:`faq.spark.fused`).  ``faq.settings(cell_min_rows=0)`` gives every step the
+cluster's task slots, as before; tests/test_conformance.py runs random rules both ways
+(backends ``partitioned`` and ``cells``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import faq
+import semirings
+from faq import Factor, query
+from faq.spark import fused
+from tests.helpers import spark_jobs
+
+CHAIN = "Q(x0, x4) :- M0(x0, x1), M1(x1, x2), M2(x2, x3), M3(x3, x4)"
+
+
+def _chain(seed: int = 3) -> tuple[list[np.ndarray], dict[str, object]]:
+    rng = np.random.default_rng(seed)
+    shapes = [(6, 5), (5, 7), (7, 4), (4, 6)]
+    mats = [np.where(m > 0.4, m, 0.0) for m in (rng.random(s) for s in shapes)]
+    fs = [
+        Factor.from_numpy(m, vars=(f"x{i}", f"x{i + 1}"), semiring="real")
+        for i, m in enumerate(mats)
+    ]
+    return mats, {f"M{i}": f.df for i, f in enumerate(fs)}
+
+
+def _stages_of_last_job(spark, group_fn):
+    """``group_fn()`` and the number of stages of the last Spark job it ran."""
+    from benchmarks._common import job_group, new_job_group
+
+    sc = spark.sparkContext
+    with job_group(sc, new_job_group("test-stages"), "stages") as group:
+        out = group_fn()
+    tracker = sc.statusTracker()
+    last = max(tracker.getJobIdsForGroup(group))
+    info = tracker.getJobInfo(last)
+    return out, len(info.stageIds)
+
+
+def test_a_small_chain_runs_its_steps_in_one_task(spark):
+    """Three one-cell steps of a chain: one stage, no shuffle, where each step took a
+    shuffle of its own before (and still does with ``cell_min_rows=0``); the answers
+    agree, and ``explain()`` says which steps share a task."""
+    mats, dfs = _chain()
+    want = mats[0] @ mats[1] @ mats[2] @ mats[3]
+    q = query(CHAIN, semiring="real")
+    with faq.settings(local_rows=0):
+        (run, jobs) = spark_jobs(spark, lambda: q.run(**dfs))
+        _, stages = _stages_of_last_job(spark, lambda: q.solve(**dfs))
+        text = q.explain(**dfs)
+    with faq.settings(local_rows=0, cell_min_rows=0):
+        spread, spread_stages = _stages_of_last_job(spark, lambda: q.solve(**dfs))
+    assert np.allclose(run.result.to_numpy(shape=want.shape), want)
+    assert np.allclose(spread.to_numpy(shape=want.shape), want)
+    assert jobs == 2, jobs  # the check, then every step and the answer's counts
+    assert stages == 1, stages  # the three steps read their inputs in one task
+    assert spread_stages > 3, spread_stages  # a shuffle per step (and the answer's)
+    assert all(t.choice.shares.total == 1 for t in run.trace.steps)
+    assert "local kernel in one Spark task (one cell), with step 2" in text
+    assert "local kernel in one Spark task (one cell), with step 3" in text
+
+
+@pytest.mark.parametrize("S", ["real", "min-plus", "boolean"])
+def test_a_bushy_plan_merges_two_tasks_programs(spark, S):
+    """Step 3 reads the outputs of steps 1 and 2, each a one-cell program: their ops
+    and inputs are merged into one task, the references renumbered (a wrong number
+    would join the wrong tables)."""
+    rng = np.random.default_rng(11)
+    semiring = semirings.registry.get(S)
+    rows = {}
+    for name in "ABCD":
+        keys = rng.integers(0, 4, size=(12, 2))
+        vals = rng.random(12) if S != "boolean" else np.ones(12, dtype=bool)
+        rows[name] = [(int(a), int(b), v.item()) for (a, b), v in zip(keys, vals, strict=True)]
+    dfs = {n: spark.createDataFrame(r, ["l", "r", "value"]) for n, r in rows.items()}
+    rule = "Q(a, c) :- A(a, x), B(x, b), C(b, y), D(y, c)"
+    q = query(rule, semiring=semiring)
+    order = ["x", "y", "b"]
+    want = q.solve(order=order, **dfs).to_dict()  # the driver's answer
+    with faq.settings(local_rows=0):
+        run = q.run(order=order, **dfs)
+        text = q.explain(order=order, **dfs)
+    assert "with step 3" in text
+    got = run.result.to_dict()
+    assert set(got) == set(want)
+    assert all(np.isclose(float(got[k]), float(want[k])) for k in want)
+
+
+def test_programs_merge_by_renumbering_their_references():
+    """``fuse`` appends a program's inputs and ops after those already taken, so a
+    reference keeps naming the same table."""
+    real = semirings.registry.get("real")
+    fake = object()  # fuse never looks inside a DataFrame
+    a = fused.fuse([fused.Input(("x",), fake, 5), fused.Input(("x", "y"), fake, 7)],
+                   ("x", "y"), ("y",), real)  # fmt: skip
+    b = fused.fuse([fused.Input(("z",), fake, 2)], ("z",), ("z",), real)
+    c = fused.fuse([b, a, fused.Input(("y", "z"), fake, 3)], ("y", "z"), (), real)
+    assert [i.rows for i in c.inputs] == [2, 5, 7, 3] and c.rows == 17
+    assert [op.args for op in c.ops] == [
+        (("in", 0),),  # b's op
+        (("in", 1), ("in", 2)),  # a's op, its inputs moved past b's
+        (("op", 0), ("op", 1), ("in", 3)),
+    ]
+    assert c.keep == ()
+    assert fused.can_fuse(c, real, 3, 20) and not fused.can_fuse(c, real, 4, 20)
+    assert not fused.can_fuse(c, semirings.registry.get("counting"), 0, 20)  # bigint values
+    with pytest.raises(ValueError, match="cannot feed a step of bigint"):
+        fused.fuse([c], (), (), semirings.registry.get("counting"))
