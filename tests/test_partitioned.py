@@ -144,6 +144,7 @@ def test_routing_keys_send_each_cell_to_its_own_partition(spark):
 
 # -- queries on the path ------------------------------------------------------------------
 def test_triangles_and_4_cliques_in_a_few_jobs(spark):
+    """Several cells (``cell_min_rows=0``: these 3,000 edges would get one cell)."""
     e = power_law_graph(400, 3_000, seed=2)
     df = _edges_df(spark, e)
     tri = query(TRIANGLE, semiring="counting")
@@ -152,14 +153,14 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
     adaptive = spark.conf.get(key)
     spark.conf.set(key, "true")  # as a default session has it (the tests' one: off)
     try:
-        with faq.settings(local_rows=0):
+        with faq.settings(local_rows=0, cell_min_rows=0):
             run, jobs = spark_jobs(spark, lambda: tri.run(E=df))
             assert spark.conf.get(key) == "true"  # given back
             with faq.settings(spark_adaptive=True):
                 again, again_jobs = spark_jobs(spark, lambda: tri.run(E=_edges_df(spark, e)))
     finally:
         spark.conf.set(key, adaptive)
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=0):
         assert run.result.scalar() == triangle_count_numpy(e)
         (step,) = run.trace.steps
         assert step.choice.backend == "spark" and step.choice.shares is not None
@@ -267,33 +268,35 @@ def test_a_chain_keeps_its_intermediates_in_spark(spark):
     assert not run.result.is_local  # the answer stays in Spark too
 
 
-def test_string_keys_user_semiring_and_aggregates_on_the_path(spark):
+@pytest.mark.parametrize("cell_min_rows", [500_000, 0], ids=["one-cell", "cells"])
+def test_string_keys_user_semiring_and_aggregates_on_the_path(spark, cell_min_rows):
     rows = [("a", "b", 2.0), ("b", "c", 3.0), ("a", "c", 5.0), ("c", "d", 1.0), ("b", "d", 4.0)]
     df = spark.createDataFrame(rows, "x string, y string, value double")
     widest = Semiring(name="widest-test", zero=0.0, one=math.inf, add=max, mul=min)
     for S in ("min-plus", "max-product", widest):
         q = query("Q(a) :- E(a, b), E(b, c), E(a, c)", semiring=S)
-        with faq.settings(local_rows=0):
+        with faq.settings(local_rows=0, cell_min_rows=cell_min_rows):
             far = q.solve(E=df).to_dict()
         assert far == q.solve(E=df).to_dict() and far
     q = query("Q(a) :- E(a, b), E(b, c)", semiring="real", aggregates={"b": "max"})
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=cell_min_rows):
         far = q.solve(E=df).to_dict()
     assert far == pytest.approx(q.solve(E=df).to_dict())
 
 
-def test_witnesses_and_provenance_on_the_path(spark):
+@pytest.mark.parametrize("cell_min_rows", [500_000, 0], ids=["one-cell", "cells"])
+def test_witnesses_and_provenance_on_the_path(spark, cell_min_rows):
     rows = [(0, 1, 0.5), (1, 2, 0.25), (0, 2, 0.125), (2, 3, 0.5), (1, 3, 1.0)]
     df = spark.createDataFrame(rows, "a bigint, b bigint, value double")
     q = query("Q(a) :- E(a, b), E(b, c)", semiring="max-product")
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=cell_min_rows):
         far = q.solve(E=df, witness=True)
     near = q.solve(E=df, witness=True)
     assert far.to_dict() == near.to_dict() and far.witnesses() == near.witnesses()
     tagged = [(0, 1, "e0_1"), (1, 2, "e1_2"), (0, 2, "e0_2"), (2, 3, "e2_3"), (1, 3, "e1_3")]
     E = Factor.tagged(spark.createDataFrame(tagged, "a bigint, b bigint, tag string"), name="E")
     p = query("Q(a) :- E(a, b), E(b, c), E(a, c)", "provenance")
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=cell_min_rows):
         got = p.solve(E=E).to_dict()
     assert got == {(0,): "e0_1*e0_2*e1_2", (1,): "e1_2*e1_3*e2_3"}
 
@@ -382,12 +385,14 @@ def test_repeated_keys_are_combined_in_the_cells(spark):
     assert got == {(0, 1): 3.0, (1, 2): 0.5, (0, 2): 4.0, (1, 3): 3.0, (0, 3): 2.0}
 
 
-def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark):
+def test_relations_are_checked_a_few_per_job_and_errors_name_theirs(spark, monkeypatch):
     """CHECKS_PER_JOB + 2 relations kept in Spark: checked CHECKS_PER_JOB at a time, so
     the one with a null key in the second job is named, and a clean chain gets its
-    answer."""
-    from faq.spark.checks import CHECKS_PER_JOB
+    answer (CHECKS_PER_JOB set to 4 here: a chain of 66 atoms would take long)."""
+    from faq.spark import checks
 
+    monkeypatch.setattr(checks, "CHECKS_PER_JOB", 4)
+    CHECKS_PER_JOB = checks.CHECKS_PER_JOB
     names = "ABCDEFGHIJKLMNOP"[: CHECKS_PER_JOB + 2]
     rule = "Q(x0, x6) :- " + ", ".join(f"{n}(x{i}, x{i + 1})" for i, n in enumerate(names))
     rows = [(0, 0, 2), (0, 1, 3)]

@@ -3,7 +3,7 @@
 :func:`spark_prepared` checks a DataFrame (null keys, annotations outside the
 semiring, negative annotations where a query needs non-negative ones) and
 gathers its row and distinct counts and each key column's most frequent values
-in a single aggregation job (:func:`spark_prepared_all`: one job for up to eight
+in a single aggregation job (:func:`spark_prepared_all`: one job for up to 64
 relations of a query);
 :func:`size_hint` reads Spark's own size estimate without running anything.
 """
@@ -21,6 +21,7 @@ from faq.plan.settings import current
 from faq.rule import VALUE
 from faq.session import fixed_plans_for
 from faq.spark.ops import sql_name
+from faq.spark.tasks import parallelism
 from semirings import Semiring
 from semirings import spark as sops
 
@@ -31,12 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Check", "check_value_type", "size_hint", "spark_prepared", "spark_prepared_all"]
 
-CHECKS_PER_JOB = 8
-"""Relations checked together by one job.  Each relation is aggregated over its own rows
-and the one-row results are unioned, so a job's work grows with its relations' rows, but
-Spark still plans a union of many aggregates slowly, so a query with many relations
-takes one job per this many (see docs/partitioned.md, "Spark jobs", for the benchmark
-figures of the change)."""
+CHECKS_PER_JOB = 64
+"""Relations checked together by one job: one aggregation, grouped by relation, of the
+union of their rows (:func:`_figures`).  A query with more takes one job per this many,
+so that no one plan unions too many scans (see docs/partitioned.md, "Spark jobs")."""
 
 TOP_K = 8
 """The most frequent values per key column the check job reports (``approx_top_k``)."""
@@ -184,54 +183,106 @@ def spark_prepared_all(
         if c.src.checked is not c.S or c.src.stats is None:
             todo.append(j)
     row: dict[str, Any] = {}
-    for at in range(0, len(todo), CHECKS_PER_JOB):
-        union = None
-        for j in todo[at : at + CHECKS_PER_JOB]:
-            frame, figures = _figures(checks[j], j)
-            one = frame.selectExpr(*figures)  # one row: relation j's figures, over its rows
-            union = one if union is None else union.unionByName(one, allowMissingColumns=True)
-        assert union is not None
-        with fixed_plans_for([union]):  # else each relation's shuffle is a job of its own
-            figures = union.collect()
-        for r in figures:
-            for k, v in r.asDict().items():
-                if v is not None or k not in row:  # another relation's row holds null here
-                    row[k] = v
+    by_semiring: dict[int, list[int]] = {}
+    for j in todo:
+        by_semiring.setdefault(id(checks[j].S), []).append(j)
+    for group in by_semiring.values():
+        for at in range(0, len(group), CHECKS_PER_JOB):
+            row.update(_figures([(j, checks[j]) for j in group[at : at + CHECKS_PER_JOB]]))
     return [_finish(c, j, row) for j, c in enumerate(checks)]
 
 
-def _col(j: int, i: int | str) -> str:
-    """The union's column of relation ``j``'s key ``i`` (or its value, ``i="v"``)."""
-    return f"__r{j}_{i}"
+def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
+    """The figures of relations ``(j, check)`` (all in one semiring), computed by one
+    Spark job: rows, nulls and distinct values per key column, its most frequent values,
+    bad and negative annotations, named for relation ``j`` (``__rows{j}``, ...).
 
-
-def _figures(c: Check, j: int) -> tuple[DataFrame, list[str]]:
-    """Relation ``j``'s rows with its own column names, and the aggregates of its figures
-    (rows, nulls and distinct values per key column, its most frequent values, bad and
-    negative annotations), named for relation ``j``, as SQL text (one Py4J call for all
-    of them, where ``Column`` functions take several each)."""
+    Every relation's rows are tagged with ``j`` and unioned, one column per *slot*: a
+    relation's ``i``-th key column of Spark type ``t`` goes to slot ``(t, n)`` when it is
+    its ``n``-th key of that type, so relations of different arities and key types share
+    columns (null where a relation has no key for a slot); the figures are one
+    aggregation grouped by ``j``.  So all the relations are read in one stage and
+    combined in one more, where an aggregation per relation took a stage and a shuffle
+    each; and the relations' partitions are coalesced into as many as there are task
+    slots, so many small relations do not make as many tiny tasks.  The plan is SQL text
+    (one Py4J call per relation), except the semiring's own ``valid`` test, a ``Column``.
+    """
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    src, o = c.src, sops.ops(c.S)
-    assert src.df is not None
-    cols = [f"{sql_name(k)} AS {_col(j, i)}" for i, k in enumerate(src.vars)]
-    if src.has_value:
-        cols.append(f"CAST({sql_name(VALUE)} AS {o.type}) AS {_col(j, 'v')}")
-    frame = src.df.selectExpr(*cols)
-    aggs = [f"count(1) AS __rows{j}"]
-    for i in range(len(src.vars)):
-        k = _col(j, i)
-        aggs.append(f"count(CASE WHEN {k} IS NULL THEN 1 END) AS __null{j}_{i}")
-        aggs.append(f"approx_count_distinct({k}) AS __d{j}_{i}")
-        aggs.append(f"approx_top_k({k}, {TOP_K}, {TOP_TRACKED}) AS __top{j}_{i}")
-    v = _col(j, "v")
-    if src.has_value and c.src.checked is not c.S:  # the semiring's own test, a Column
-        bad = ~F.coalesce(o.valid(F.col(v)), F.lit(False))
-        frame = frame.withColumn(f"__isbad{j}", bad)
-        aggs.append(f"count(CASE WHEN __isbad{j} THEN 1 END) AS __bad{j}")
-    if c.nonnegative and src.has_value:
-        aggs.append(f"min(CASE WHEN {v} < 0 THEN {v} END) AS __neg{j}")
-    return frame, aggs
+    S = checks[0][1].S
+    o = sops.ops(S)
+    slots: dict[tuple[str, int], str] = {}  # (type, n) -> the union's column
+    where: dict[int, list[str]] = {}  # j -> the slot of each key column
+    types: dict[str, str] = {}
+    for j, c in checks:
+        df = c.src.df
+        assert df is not None
+        seen: dict[str, int] = {}
+        where[j] = []
+        for k in c.src.vars:
+            dt = df.schema[k].dataType
+            t = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
+            n = seen[t] = seen.get(t, -1) + 1
+            col = slots.setdefault((t, n), f"__k{len(slots)}")
+            types[col] = t
+            where[j].append(col)
+    parts = []
+    for j, c in checks:
+        df = c.src.df
+        assert df is not None
+        mine = dict(zip(where[j], c.src.vars, strict=True))
+        cols = [
+            f"CAST({sql_name(mine[col]) if col in mine else 'NULL'} AS {t}) AS {col}"
+            for col, t in types.items()
+        ]
+        value = f"CAST({sql_name(VALUE)} AS {o.type})" if c.src.has_value else "NULL"
+        valid = c.src.has_value and c.src.checked is not S  # the semiring's own test
+        parts.append(
+            df.selectExpr(
+                f"CAST({j} AS INT) AS __j",
+                *cols,
+                f"CAST({value} AS {o.type}) AS __v",
+                f"{str(valid).upper()} AS __test",
+            )
+        )
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    union = union.withColumn(
+        "__bad", F.col("__test") & ~F.coalesce(o.valid(F.col("__v")), F.lit(False))
+    )
+    aggs = ["count(1) AS __rows", "count(CASE WHEN __bad THEN 1 END) AS __bad"]
+    for col in types:
+        aggs.append(f"count(CASE WHEN {col} IS NULL THEN 1 END) AS __null{col}")
+        aggs.append(f"approx_count_distinct({col}) AS __d{col}")
+        aggs.append(f"approx_top_k({col}, {TOP_K}, {TOP_TRACKED}) AS __top{col}")
+    if any(c.nonnegative for _, c in checks):
+        aggs.append("min(CASE WHEN __v < 0 THEN __v END) AS __neg")
+    # as many partitions as tasks run at once: a small relation is a task's worth of work
+    # at most, and a task costs a fixed price (tens of ms) whatever its rows
+    slots = parallelism(union.sparkSession) * current().task_slices
+    grouped = union.coalesce(max(1, slots)).groupBy("__j")
+    with fixed_plans_for([union]):  # else the shuffle is a job of its own
+        got = grouped.agg(*[F.expr(a) for a in aggs]).collect()
+    row: dict[str, Any] = {}
+    for r in got:
+        j = r["__j"]
+        c = next(c for k, c in checks if k == j)
+        row[f"__rows{j}"] = r["__rows"]
+        row[f"__bad{j}"] = r["__bad"]
+        if c.nonnegative:
+            row[f"__neg{j}"] = r["__neg"]
+        for i, col in enumerate(where[j]):
+            row[f"__null{j}_{i}"] = r[f"__null{col}"]
+            row[f"__d{j}_{i}"] = r[f"__d{col}"]
+            row[f"__top{j}_{i}"] = r[f"__top{col}"]
+    for j, c in checks:  # no rows at all: no group
+        if f"__rows{j}" not in row:
+            row[f"__rows{j}"] = 0
+            for i in range(len(c.src.vars)):
+                row[f"__null{j}_{i}"], row[f"__d{j}_{i}"] = 0, 0
+    return row
 
 
 def _finish(c: Check, j: int, row: Mapping[str, Any]) -> tuple[DataFrame, RelationStats, bool]:
