@@ -40,6 +40,9 @@ Contenders (``--contenders``):
 * ``adaptive``: ``engine`` with Spark's adaptive query execution left on
   (``faq.settings(spark_adaptive=True)``), which runs every shuffle as a job of its own;
   not run unless asked for;
+* ``cells``: ``engine`` with ``faq.settings(cell_min_rows=0)``: every step starts its
+  cells from the cluster's task slots, however small (before small steps got one cell
+  and consecutive one-cell steps one task); not run unless asked for;
 * ``driver``: the same call with the default settings (relations that fit are read into
   the driver and joined there); not run unless asked for;
 * ``sql``: Spark SQL, ``count(*)`` of the self-join (graphs); for the chain, left to
@@ -116,11 +119,13 @@ from benchmarks.triangles import (
 )
 from faq.testing import power_law_graph
 
-CONTENDERS = ("engine", "adaptive", "driver", "sql", "graphframes", "mllib")
+ENGINES = ("engine", "adaptive", "cells", "driver")
+CONTENDERS = (*ENGINES, "sql", "graphframes", "mllib")
 DEFAULT_CONTENDERS = ("engine", "sql", "graphframes", "mllib")
 LABELS = {
     "engine": "engine (local_rows=0)",
     "adaptive": "engine (local_rows=0, Spark AQE on)",
+    "cells": "engine (local_rows=0, cell_min_rows=0)",
     "driver": "engine (driver)",
     "sql": "Spark SQL",
     "graphframes": "GraphFrames algorithm",
@@ -128,9 +133,9 @@ LABELS = {
 }
 PEERS = frozenset({"sql", "graphframes", "mllib"})
 KINDS = {  # which contenders a kind of workload has
-    "graph": ("engine", "adaptive", "driver", "sql", "graphframes"),
-    "chain": ("engine", "adaptive", "driver", "sql", "mllib"),
-    "bn": ("engine", "adaptive", "driver"),
+    "graph": (*ENGINES, "sql", "graphframes"),
+    "chain": (*ENGINES, "sql", "mllib"),
+    "bn": ENGINES,
 }
 BASELINE = LABELS["engine"]
 
@@ -152,12 +157,15 @@ def write_parquet(columns: dict[str, np.ndarray], path: Path, files: int = 4) ->
 
 def engine_scope(name: str) -> contextlib.AbstractContextManager[Any]:
     """The settings a run of ``name`` solves under: ``local_rows=0`` for ``engine``, and
-    Spark's adaptive execution on as well for ``adaptive``.
+    Spark's adaptive execution on as well for ``adaptive``, or ``cell_min_rows=0`` for
+    ``cells``.
 
     Called inside the run (``faq.settings`` changes the settings when it is called).
     """
     if name == "adaptive":
         return faq.settings(local_rows=0, spark_adaptive=True)
+    if name == "cells":
+        return faq.settings(local_rows=0, cell_min_rows=0)
     return faq.settings(local_rows=0) if name == "engine" else contextlib.nullcontext()
 
 
@@ -249,9 +257,7 @@ class Bench:
                     return int(faq.query(QUERIES[query], semiring="counting").solve(E=df).scalar())
 
             fns: dict[str, Callable[[], int]] = {
-                "engine": engine,
-                "adaptive": lambda engine=engine: engine("adaptive"),
-                "driver": lambda engine=engine: engine("driver"),
+                **{n: lambda n=n, engine=engine: engine(n) for n in ENGINES},
                 "sql": lambda query=query: int(self.spark.sql(SQL[query]).collect()[0][0]),
                 "graphframes": lambda: graphframes_triangle_count(df),
             }
@@ -293,9 +299,7 @@ class Bench:
                 return _chains.factor_checksum(faq.einsum(spec, *frames, semiring=semiring))
 
         fns: dict[str, Callable[[], _chains.Checksum]] = {
-            "engine": engine,
-            "adaptive": lambda: engine("adaptive"),
-            "driver": lambda: engine("driver"),
+            **{n: lambda n=n: engine(n) for n in ENGINES},
             "sql": lambda: _chains.sql_chain(frames, semiring),
             "mllib": lambda: _chains.mllib_chain(frames, dims, a.mllib_block),
         }
@@ -334,11 +338,7 @@ class Bench:
                 return None
             return f"P({target}) = {got.tolist()}, reference {ref.tolist()}"
 
-        fns = {
-            "engine": engine,
-            "adaptive": lambda: engine("adaptive"),
-            "driver": lambda: engine("driver"),
-        }
+        fns = {n: lambda n=n: engine(n) for n in ENGINES}
         for n in self.names("bn"):
             self.cell(net.name, f"P({target})", n, fns[n], check, family="bn")
 
