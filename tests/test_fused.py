@@ -114,3 +114,17 @@ def test_programs_merge_by_renumbering_their_references():
     assert not fused.can_fuse(c, semirings.registry.get("counting"), 0, 20)  # bigint values
     with pytest.raises(ValueError, match="cannot feed a step of bigint"):
         fused.fuse([c], (), (), semirings.registry.get("counting"))
+
+
+def test_cells_of_a_small_step_come_in_whole_waves():
+    """A step starts from ``ceil(rows / cell_min_rows)`` cells when that is fewer than the
+    task slots; above the cores it is rounded down to a multiple of them (3 cells on 2
+    cores would take two waves, as 4 do)."""
+    from faq.plan.shares import choose_shares
+
+    tri = [(("a", "b"), 400.0), (("b", "c"), 400.0), (("a", "c"), 400.0)]
+    cells = {
+        m: choose_shares(tri, (), tasks=8, cell_rows=1e9, min_rows=m, cores=2).cells
+        for m in (2000, 1200, 600, 400, 250, 100, 0)
+    }
+    assert cells == {2000: 1, 1200: 1, 600: 2, 400: 2, 250: 4, 100: 8, 0: 8}, cells

@@ -170,6 +170,7 @@ def choose(
             st.cell_rows,
             top=[i.top for i in inputs],
             min_rows=st.cell_min_rows,
+            cores=parallelism,
         )
         tasks = shares.total
     return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)

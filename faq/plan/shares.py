@@ -131,11 +131,13 @@ def choose_shares(
     cell_rows: float,
     top: Sequence[Top] = (),
     min_rows: float = 0,
+    cores: int = 1,
 ) -> Shares:
     """The cheapest shares for a bag of ``relations`` (``(variables, rows)`` each).
 
-    Starts with ``tasks`` cells, or with ``ceil(rows / min_rows)`` when fewer (at least
-    one; ``rows`` all the relations' rows together), and doubles the number of cells
+    Starts with ``tasks`` cells, or with ``n = ceil(rows / min_rows)`` when fewer (``rows``
+    all the relations' rows together; more than ``cores`` rounded down to a multiple of
+    ``cores``, so that the cells run in whole waves), and doubles the number of cells
     while the cheapest vector's load per cell is above ``cell_rows`` (up to
     :data:`MAX_CELLS`).  Among vectors of equal load the one with fewer cells
     wins, then the one that cuts fewer eliminated variables (no combine).
@@ -158,6 +160,8 @@ def choose_shares(
     min_rows : float, optional
         The fewest rows worth a cell of their own (the ``cell_min_rows`` setting); 0
         starts from ``tasks``.
+    cores : int, optional
+        The tasks that run at once (the cluster's cores).
     """
     vars_: list[str] = []
     for vs, _ in relations:
@@ -166,7 +170,9 @@ def choose_shares(
     kept = set(keep)
     P = max(1, int(tasks))
     if min_rows > 0:
-        P = min(P, max(1, math.ceil(sum(r for _, r in rels) / min_rows)))
+        n = max(1, math.ceil(sum(r for _, r in rels) / min_rows))
+        if n < P:  # 3 cells on 2 cores take as long as 4: two waves
+            P = n if n <= cores else n - n % max(1, cores)
     while True:
         best = _cheapest(vars_, rels, kept, P)
         if best[0] <= cell_rows or P >= MAX_CELLS:
