@@ -128,3 +128,17 @@ def test_cells_of_a_small_step_come_in_whole_waves():
         for m in (2000, 1200, 600, 400, 250, 100, 0)
     }
     assert cells == {2000: 1, 1200: 1, 600: 2, 400: 2, 250: 4, 100: 8, 0: 8}, cells
+
+
+def test_an_empty_relation_checked_with_others_and_run_in_one_task(spark):
+    """An empty relation has no group in the check job's aggregation: it gets zero rows
+    (not another relation's figures), and the one-cell step over it gives no rows."""
+    a = spark.createDataFrame([(0, 1, 2), (1, 2, 3)], "x bigint, y bigint, value bigint")
+    empty = spark.createDataFrame([], "y bigint, z bigint, value bigint")
+    q = query("Q(x, z) :- A(x, y), B(y, z)", semiring="counting")
+    total = query("Q() :- A(x, y), B(y, z)", semiring="counting")
+    with faq.settings(local_rows=0):
+        run = q.run(A=a, B=empty)
+        scalar = total.solve(A=a, B=empty).to_dict()
+    assert run.result.to_dict() == {} and scalar in ({}, {(): 0}), scalar
+    assert sorted(f.rows for f in run.plan.atoms) == [0, 2]
