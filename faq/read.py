@@ -11,7 +11,7 @@ size for files).  Without a row estimate, a relation whose size is at most
 ``local_rows + 1`` rows, so the driver never holds more than ``local_rows`` rows of
 it; ``local_rows=0`` reads nothing into the driver.
 Larger relations stay in Spark; one Spark job checks them and gathers their
-statistics, one job for up to eight relations of a query (:func:`read_all`,
+statistics, one job for up to 64 relations of a query (:func:`read_all`,
 :func:`faq.spark.checks.spark_prepared_all`).
 
 Everything here works on a factor's :class:`faq.source.Source` record, never
