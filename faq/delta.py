@@ -37,6 +37,7 @@ from faq.plan.physical import check_options
 from faq.plan.settings import current
 from faq.query import Query
 from faq.rule import VALUE, Atom, Rule
+from faq.spark.ops import union_all
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import distinct, group_starts, local_ops
@@ -469,11 +470,7 @@ def _spark(
     if not parts:
         change = Factor.from_table(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
     else:
-        union = parts[0]
-        for p in parts[1:]:
-            union = union.unionByName(p)
-
-        summed = sops.consolidate(S, union, list(head), VALUE)
+        summed = sops.consolidate(S, union_all(parts), list(head), VALUE)
         change = Factor.from_source(
             Source.spark(summed.localCheckpoint(eager=True), head, S, checked=True),
             f"Δ{q.rule.name}",

@@ -35,7 +35,7 @@ import numpy as np
 
 from faq import VALUE, Rule
 from faq.kernel import Table, match_keys
-from faq.spark import sql_name
+from faq.spark import sql_name, union_all
 from incremental.tables import concat
 from semirings.local import distinct
 
@@ -277,9 +277,7 @@ def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, 
             cond = " OR ".join(_in_list(r.vars[c], vals) for c, vals in plan[name].items())
             cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(r.vars)]
             frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, F.lit(k).alias(TAG)))
-        union = frames[0]
-        for f in frames[1:]:
-            union = union.unionByName(f)
+        union = union_all(frames)
         each = max(1, most // sum(rels[n].ctx.partitions for n in names))
         row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
         at = union.withColumn(ROW, row).filter(F.col(ROW) <= each).toArrow()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import semirings
 from faq import VALUE
+from faq.spark import union_all
 from semirings import Semiring
 from semirings import spark as sops
 
@@ -266,7 +267,4 @@ def join_delta(
     """
     terms = [join(da, db, semiring, on), join(a, db, semiring, on), join(da, b, semiring, on)]
     cols = terms[0].columns
-    out = terms[0]
-    for t in terms[1:]:
-        out = out.unionByName(t.select(*cols))
-    return consolidate(out, semiring)
+    return consolidate(union_all([t.select(*cols) for t in terms]), semiring)

@@ -13,7 +13,7 @@ decided.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark
-from faq.spark.ops import sql_name
+from faq.spark.ops import sql_name, union_all
 from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "parallelism",
     "sql_name",
     "to_spark",
+    "union_all",
 ]

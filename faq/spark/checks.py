@@ -20,7 +20,7 @@ from faq.kernel.stats import RelationStats
 from faq.plan.settings import current
 from faq.rule import VALUE
 from faq.session import fixed_plans_for
-from faq.spark.ops import sql_name
+from faq.spark.ops import key_type, sql_name, union_all
 from faq.spark.tasks import parallelism
 from semirings import Semiring
 from semirings import spark as sops
@@ -208,7 +208,6 @@ def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
     (one Py4J call per relation), except the semiring's own ``valid`` test, a ``Column``.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     S = checks[0][1].S
     o = sops.ops(S)
@@ -221,8 +220,7 @@ def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
         seen: dict[str, int] = {}
         where[j] = []
         for k in c.src.vars:
-            dt = df.schema[k].dataType
-            t = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
+            t = key_type(df.schema[k].dataType)
             n = seen[t] = seen.get(t, -1) + 1
             col = slots.setdefault((t, n), f"__k{len(slots)}")
             types[col] = t
@@ -236,7 +234,7 @@ def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
             f"CAST({sql_name(mine[col]) if col in mine else 'NULL'} AS {t}) AS {col}"
             for col, t in types.items()
         ]
-        value = f"CAST({sql_name(VALUE)} AS {o.type})" if c.src.has_value else "NULL"
+        value = sql_name(VALUE) if c.src.has_value else "NULL"
         valid = c.src.has_value and c.src.checked is not S  # the semiring's own test
         parts.append(
             df.selectExpr(
@@ -246,10 +244,7 @@ def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
                 f"{str(valid).upper()} AS __test",
             )
         )
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p)
-    union = union.withColumn(
+    union = union_all(parts).withColumn(
         "__bad", F.col("__test") & ~F.coalesce(o.valid(F.col("__v")), F.lit(False))
     )
     aggs = ["count(1) AS __rows", "count(CASE WHEN __bad THEN 1 END) AS __bad"]
@@ -261,14 +256,15 @@ def _figures(checks: Sequence[tuple[int, Check]]) -> dict[str, Any]:
         aggs.append("min(CASE WHEN __v < 0 THEN __v END) AS __neg")
     # as many partitions as tasks run at once: a small relation is a task's worth of work
     # at most, and a task costs a fixed price (tens of ms) whatever its rows
-    slots = parallelism(union.sparkSession) * current().task_slices
-    grouped = union.coalesce(max(1, slots)).groupBy("__j")
+    tasks = parallelism(union.sparkSession) * current().task_slices
+    grouped = union.coalesce(max(1, tasks)).groupBy("__j")
     with fixed_plans_for([union]):  # else the shuffle is a job of its own
         got = grouped.agg(*[F.expr(a) for a in aggs]).collect()
     row: dict[str, Any] = {}
+    by_j = dict(checks)
     for r in got:
         j = r["__j"]
-        c = next(c for k, c in checks if k == j)
+        c = by_j[j]
         row[f"__rows{j}"] = r["__rows"]
         row[f"__bad{j}"] = r["__bad"]
         if c.nonnegative:

@@ -35,6 +35,7 @@ import numpy as np
 from faq.kernel.join import generic_join
 from faq.kernel.table import Table
 from faq.rule import VALUE
+from faq.spark.ops import union_all
 from faq.spark.partitioned import REL, kernel_table, row_columns, variable_types
 from faq.spark.tasks import arrow_type, marked, table_batch
 from semirings import Semiring
@@ -145,9 +146,7 @@ def realise(p: Program) -> DataFrame:
     for k, i in enumerate(p.inputs):
         df = i.df.repartition(1) if i.shuffled else i.df
         parts.append(df.selectExpr(*row_columns(k, i.vars, types, p.vtype)))
-    rows = parts[0]
-    for q in parts[1:]:
-        rows = rows.unionByName(q)
+    rows = union_all(parts)
     keep = p.keep
     schema = ", ".join([f"`{v}` {types[v]}" for v in keep] + [f"`{VALUE}` {p.vtype}"])
     task = _Task(tuple(i.vars for i in p.inputs), p.ops, p.vtype)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from faq.plan.settings import current
 from faq.rule import VALUE, Atom
@@ -29,8 +29,10 @@ __all__ = [
     "aggregate",
     "atom_frame",
     "binary_join",
+    "key_type",
     "materialize",
     "sql_name",
+    "union_all",
 ]
 
 
@@ -41,6 +43,23 @@ def sql_name(name: str) -> str:
     built from ``Column`` functions it costs several per function.
     """
     return "`" + name.replace("`", "``") + "`"
+
+
+def key_type(dt: Any) -> str:
+    """The Spark SQL type a key column of type ``dt`` is read as: every integer type as
+    ``bigint`` (so keys of one variable, or of one column of a check, agree), any other
+    type as it is."""
+    from pyspark.sql import types as T
+
+    return "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    """The rows of every DataFrame of ``frames`` (at least one; columns matched by name)."""
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
 
 
 def small(df: DataFrame, rows: float) -> DataFrame:

@@ -46,7 +46,7 @@ from faq.kernel.pointers import back_pointers
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
-from faq.spark.ops import sql_name
+from faq.spark.ops import key_type, sql_name, union_all
 from faq.spark.tasks import arrow_type, marked, table_batch
 from semirings import Semiring
 from semirings import spark as sops
@@ -180,23 +180,17 @@ def route(
             part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
             cell = _cells(vars_, grid, types, keys, first)
             parts.append(part.selectExpr(f"{cell} AS {CELL}", *cols))
-    rows = parts[0]
-    for p in parts[1:]:
-        rows = rows.unionByName(p)
-    return rows.repartition(shares.total, CELL), types
+    return union_all(parts).repartition(shares.total, CELL), types
 
 
 def variable_types(frames: Sequence[tuple[tuple[str, ...], DataFrame]]) -> dict[str, str]:
     """The Spark type of every variable of the inputs (integer keys as ``bigint``), in the
     order they first appear."""
-    from pyspark.sql import types as T
-
     types: dict[str, str] = {}
     for vars_, df in frames:
         for v in vars_:
             if v not in types:
-                dt = df.schema[v].dataType
-                types[v] = "bigint" if isinstance(dt, T.IntegralType) else dt.simpleString()
+                types[v] = key_type(df.schema[v].dataType)
     return types
 
 
