@@ -278,10 +278,9 @@ class Executor:
     ) -> tuple[Data, int | None]:
         keep = step.output.vars
         settle = last or self.trace
-        one_cell = choice.shares is not None and choice.shares.total == 1
-        if len(inputs) == 1 and inputs[0].pending is not None:
-            one_cell = True  # a one-cell step's output ⊕-aggregated: in the same task
-        if one_cell and self._fusing(inputs, S):
+        # a one-cell step, or a one-cell step's output ⊕-aggregated alone: in its task
+        one_cell = choice.one_cell or (len(inputs) == 1 and inputs[0].pending is not None)
+        if one_cell and self.hook is None and not self.trace:  # these look at every step
             return self._one_cell(step, inputs, choice, S, settle), None
         if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
             frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
@@ -326,28 +325,20 @@ class Executor:
         dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
         return Data(keep, rows, df=out, distinct=dist), largest
 
-    def _fusing(self, inputs: list[Data], S: Semiring) -> bool:
-        """Whether a one-cell step over ``inputs`` runs as (part of) a program of one-cell
-        steps (:mod:`faq.spark.fused`): not when a witness hook or the trace looks at every
-        step's output.  A pending input that cannot take the step (another value type,
-        or over the per-cell budget together) is run first, on its own."""
-        if self.hook is not None or self.trace:
-            return False
-        rows = sum(d.rows for d in inputs if d.pending is None)
-        budget = self.settings.cell_rows
-        for d in inputs:
-            if d.pending is not None:
-                if fused.can_fuse(d.pending, S, rows, budget):
-                    rows += d.pending.rows
-                else:
-                    self.rows_frame(d)
-        return True
-
     def _one_cell(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, settle: bool
     ) -> Data:
         """A one-cell step added to the programs of its pending inputs (or starting one):
-        run now when ``settle``, else left pending for its reader."""
+        run now when ``settle``, else left pending for its reader (:mod:`faq.spark.fused`).
+        A pending input that cannot take the step (another value type, or over the
+        per-cell budget together) is run first, on its own."""
+        rows = sum(d.rows for d in inputs if d.pending is None)
+        for d in inputs:
+            if d.pending is not None:
+                if fused.can_fuse(d.pending, S, rows, self.settings.cell_rows):
+                    rows += d.pending.rows
+                else:
+                    self.rows_frame(d)  # d.pending is None from here
         args: list[fused.Program | fused.Input] = [
             d.pending
             if d.pending is not None
@@ -418,7 +409,7 @@ def _where(c: Choice) -> str:
     if c.backend == "tasks":
         return f"{c.tasks} tasks"
     if c.shares is not None:
-        return "spark (one task)" if c.shares.total == 1 else f"spark ({c.shares.total} cells)"
+        return "spark (one task)" if c.one_cell else f"spark ({c.shares.total} cells)"
     return c.backend
 
 

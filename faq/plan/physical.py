@@ -89,6 +89,12 @@ class Choice:
     why: str = ""
     shares: Shares | None = None
 
+    @property
+    def one_cell(self) -> bool:
+        """Partitioned into one cell: a small step, read where its inputs are and run
+        with the one-cell steps next to it in one task (:mod:`faq.spark.fused`)."""
+        return self.shares is not None and self.shares.total == 1
+
 
 def check_options(join: str, backend: str) -> None:
     """ValueError for an unknown join method or backend, listing the valid ones."""

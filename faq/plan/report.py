@@ -90,7 +90,7 @@ def render(
             where = _WHERE[c.backend].format(n=c.tasks)
             if c.backend == "driver" and c.tasks > 1:
                 where += f" ({c.tasks} threads)"
-            if c.shares is not None and c.shares.total == 1:
+            if c.one_cell:
                 where = "local kernel in one Spark task (one cell)"
                 m = reader.get(id(s.output))
                 if choices is not None and m is not None and _one_cell(choices[m - 1], plan, m):
@@ -98,7 +98,7 @@ def render(
             elif c.shares is not None:
                 where = f"local kernel in {c.shares.total} cells partitioned over Spark"
             lines.append(f"  runs on  {where}   [{c.why}]")
-            if c.shares is not None and c.shares.total == 1:
+            if c.shares is not None and c.one_cell:
                 lines.append(f"  cells    one: ~{_fmt(c.shares.load)} rows, read where they are")
             elif c.shares is not None:
                 lines.append(f"  cells    {c.shares.describe()}")
@@ -134,9 +134,7 @@ def render(
 def _one_cell(c: Choice, plan: Plan, m: int) -> bool:
     """Whether step ``m`` (choice ``c``) runs in the task of a one-cell step it reads
     (:mod:`faq.spark.fused`): it has one cell too, or aggregates that step's output alone."""
-    if c.backend != "spark":
-        return False
-    return (c.shares is not None and c.shares.total == 1) or len(plan.steps[m - 1].factors) == 1
+    return c.backend == "spark" and (c.one_cell or len(plan.steps[m - 1].factors) == 1)
 
 
 def _precedence(plan: Plan) -> list[str]:
