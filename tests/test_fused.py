@@ -32,8 +32,8 @@ def _chain(seed: int = 3) -> tuple[list[np.ndarray], dict[str, object]]:
     return mats, {f"M{i}": f.df for i, f in enumerate(fs)}
 
 
-def _stages_of_last_job(spark, group_fn):
-    """``group_fn()`` and the number of stages of the last Spark job it ran."""
+def _stage_tasks_of_last_job(spark, group_fn):
+    """``group_fn()`` and the tasks of each stage of the last Spark job it ran."""
     from benchmarks._common import job_group, new_job_group
 
     sc = spark.sparkContext
@@ -41,8 +41,14 @@ def _stages_of_last_job(spark, group_fn):
         out = group_fn()
     tracker = sc.statusTracker()
     last = max(tracker.getJobIdsForGroup(group))
-    info = tracker.getJobInfo(last)
-    return out, len(info.stageIds)
+    stages = sorted(tracker.getJobInfo(last).stageIds)
+    return out, [tracker.getStageInfo(s).numTasks for s in stages]
+
+
+def _stages_of_last_job(spark, group_fn):
+    """``group_fn()`` and the number of stages of the last Spark job it ran."""
+    out, tasks = _stage_tasks_of_last_job(spark, group_fn)
+    return out, len(tasks)
 
 
 def test_a_small_chain_runs_its_steps_in_one_task(spark):
@@ -142,3 +148,58 @@ def test_an_empty_relation_checked_with_others_and_run_in_one_task(spark):
         scalar = total.solve(A=a, B=empty).to_dict()
     assert run.result.to_dict() == {} and scalar in ({}, {(): 0}), scalar
     assert sorted(f.rows for f in run.plan.atoms) == [0, 2]
+
+
+def test_a_one_cell_step_leaves_the_cells_it_reads_in_their_own_tasks(spark):
+    """Step 1 (600 input rows, ``cell_min_rows=250``) has 2 cells; step 2 reads its
+    output (at most 16 rows) and a 5-row matrix: one cell.  Step 1's output is shuffled
+    into step 2's task, not coalesced into it, so step 1's cells still run as 2 tasks
+    (coalesced, the whole job after step 1's routing would be one task)."""
+    rng = np.random.default_rng(4)
+
+    def rel(n, left, right):
+        keys = zip(rng.integers(0, left, n), rng.integers(0, right, n), strict=True)
+        return [(int(a), int(b), float(v)) for (a, b), v in zip(keys, rng.random(n), strict=True)]
+
+    dfs = {
+        n: spark.createDataFrame(r, "l bigint, r bigint, value double")
+        for n, r in (("A", rel(300, 4, 100)), ("B", rel(300, 100, 4)), ("C", rel(5, 4, 4)))
+    }
+    q = query("Q(x0, x3) :- A(x0, x1), B(x1, x2), C(x2, x3)", semiring="real")
+    order = ["x1", "x2"]
+    want = q.solve(order=order, **dfs).to_dict()
+    with faq.settings(local_rows=0, cell_min_rows=250):
+        run, tasks = _stage_tasks_of_last_job(spark, lambda: q.run(order=order, **dfs))
+    assert [t.choice.shares.total for t in run.trace.steps] == [2, 1]
+    got = run.result.to_dict()
+    assert set(got) == set(want) and all(np.isclose(got[k], want[k]) for k in want)
+    assert tasks[-1] == 1 and 2 in tasks[:-1], tasks  # the program; step 1's two cells
+
+
+def test_the_check_job_reads_all_relations_in_one_coalesced_stage(spark):
+    """Four relations of 3 partitions each, checked together: one job of two stages (the
+    relations read and aggregated by relation, then combined), the 12 partitions
+    coalesced into the task slots; each relation keeps its own figures."""
+    from faq.source import Source
+    from faq.spark.checks import Check, spark_prepared_all
+    from faq.spark.tasks import parallelism
+
+    S = semirings.registry.get("counting")
+    checks = [
+        Check(
+            Source.spark(
+                spark.range(0, 10 * (k + 1), 1, 3).selectExpr(
+                    "id AS x", f"id % {k + 2} AS y", "CAST(1 AS BIGINT) AS value"
+                ),
+                ("x", "y"),
+                S,
+            ),
+            S,
+            f"relation R{k}",
+        )
+        for k in range(4)
+    ]
+    got, tasks = _stage_tasks_of_last_job(spark, lambda: spark_prepared_all(checks))
+    slots = parallelism(spark) * faq.settings().task_slices
+    assert len(tasks) == 2 and tasks[0] <= slots < 12, (tasks, slots)
+    assert [(st.rows, st.distinct[1]) for _, st, _ in got] == [(10, 2), (20, 3), (30, 4), (40, 5)]
