@@ -329,7 +329,9 @@ def bench_graph(
         row["durable"] = dtimes
         row["paired_plain"] = ptimes
     if args.spark_state:
-        row["spark_state"] = bench_spark_state(spark, label, edges_np, current, seq, tri, expected)
+        row["spark_state"] = bench_spark_state(
+            spark, label, edges_np, current, seq, tri, expected, args.spark_fetch_rows
+        )
     row["recompute"], count, row["recompute_jobs"] = timed_jobs(
         sc,
         lambda: tri.solve(E=edges_dataframe(current, spark)).scalar(),
@@ -347,11 +349,20 @@ def bench_graph(
 
 
 def bench_spark_state(
-    spark, label: str, edges_np: np.ndarray, current: np.ndarray, seq, tri, expected: int
+    spark,
+    label: str,
+    edges_np: np.ndarray,
+    current: np.ndarray,
+    seq,
+    tri,
+    expected: int,
+    fetch_rows: int | None = None,
 ) -> dict[str, Any]:
     """The same ticks (pandas deltas) on a view with ``state="spark"``, and the recompute
     it is measured against: the query on Spark (``local_rows=0``), as a user with a state
-    past the driver would run it."""
+    past the driver would run it.  With ``fetch_rows``, the ticks run under
+    ``max_fetch_rows=fetch_rows`` (0: every tick's delta queries run as Spark jobs, as a
+    tick reaching past the bound does)."""
     import faq
     from benchmarks._cells import PeakRss
     from faq.io import edges_dataframe
@@ -365,7 +376,9 @@ def bench_spark_state(
             f"spark state build {label}",
         )
         pandas_seq = [(d, "pandas", x) for d, _, x in seq]
-        times, jobs = run_ticks(spark, view, pandas_seq, label, None)
+        bound = {} if fetch_rows is None else {"max_fetch_rows": fetch_rows}
+        with faq.settings(**bound):
+            times, jobs = run_ticks(spark, view, pandas_seq, label, None)
     got = view.result().scalar()
     if got != expected:
         raise AssertionError(f"{label}: the Spark-state view counts {got}, numpy {expected}")
@@ -387,12 +400,16 @@ def bench_spark_state(
         "ticks": {d: times[(d, "pandas")] for d in sizes},
         "jobs": {d: jobs[(d, "pandas")] for d in sizes},
         "peak_mb": None if mem.peak is None else mem.peak / 1e6,
+        "fetch_rows": fetch_rows,
     }
 
 
 def print_spark_state(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> None:
     """The table of the ``state="spark"`` rows (``--spark-state``)."""
     print(f'\n## The Spark-resident state (`state="spark"`, median of {ticks} ticks)\n')
+    bounds = {r["spark_state"]["fetch_rows"] for r in rows if r.get("spark_state")}
+    for bound in sorted(b for b in bounds if b is not None):
+        print(f"Ticks under max_fetch_rows={bound:,}.\n")
     print(
         "| graph | edges | initial build | recompute on Spark (local_rows=0) | "
         + " | ".join(f"step Δ={d} | ratio" for d in deltas)
@@ -625,7 +642,12 @@ def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> lis
                         times=times,
                         spark_jobs=st["jobs"][d],
                         note='state="spark", pandas input; ratio against the full recompute',
-                        extra={"delta": d, "where": "spark", "peak_mb": st["peak_mb"]},
+                        extra={
+                            "delta": d,
+                            "where": "spark",
+                            "peak_mb": st["peak_mb"],
+                            "max_fetch_rows": st["fetch_rows"],
+                        },
                         **common,
                     )
                 )
@@ -689,6 +711,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help='also run the ticks (pandas deltas) on a view with state="spark", against the '
         "query recomputed on Spark (local_rows=0)",
+    )
+    parser.add_argument(
+        "--spark-fetch-rows",
+        type=int,
+        default=None,
+        help="with --spark-state: its ticks under max_fetch_rows=N (0: every tick's delta "
+        "queries run as Spark jobs, as one reaching past the bound does)",
     )
     parser.add_argument("--ticks", type=int, default=3, help="ticks per delta size (median)")
     parser.add_argument("--graph", choices=["random", "power-law"], default="power-law")

@@ -35,15 +35,18 @@ from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.physical import check_options
 from faq.plan.settings import current
-from faq.query import Query
+from faq.query import Query, deferred_run
 from faq.rule import VALUE, Atom, Rule
-from faq.spark.ops import union_all
+from faq.session import fixed_plans_for, quiet_spark_errors
+from faq.spark.convert import arrow_to_table
+from faq.spark.ops import all_of, isin_literals, union_all
+from faq.spark.tasks import query_error
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import distinct, group_starts, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "DeltaResult",
@@ -154,7 +157,9 @@ def solve_delta(
     order, join
         As for :meth:`faq.Query.solve`.
     local : bool, default True
-        Try the driver path first (small changes); False always uses Spark.
+        Try the driver path first (small changes); False always uses Spark: each
+        term as a Spark query over the rows its change can reach, all terms'
+        ⊕ computed in one action.
 
     Returns
     -------
@@ -401,7 +406,7 @@ class _Driver:
         types = [df.schema[k].dataType.simpleString() for k in f.vars]
         cond = None
         for c in conds:
-            part = _all([_isin(f.vars[k], types[k], v) for k, v in c.items()])
+            part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in c.items()])
             cond = part if cond is None else cond | part
         most = current().max_fetch_rows
         at = df.filter(cond).limit(most + 1).toArrow()
@@ -409,7 +414,6 @@ class _Driver:
             raise NeedsSpark(
                 f"lookups of relation {name!r} reach over max_fetch_rows={most:,} rows"
             )
-        from faq.spark.convert import arrow_to_table
 
         unique = f.source.consolidated
         return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
@@ -440,29 +444,34 @@ def _spark(
     join: str,
     S: Semiring,
 ) -> DeltaResult:
-    """Each term as a Spark query (``backend="spark"``), their ⊕ as one DataFrame."""
+    """Each term as a Spark query (``backend="spark"``) over the rows its change can reach
+    (:func:`_reached`), left uncomputed (:func:`faq.query.deferred_run`); the ⊕ of all of
+    them computed in one Spark action."""
     split, names = split_rule(q.rule)
     sq = Query(split, S)
     parts: list[DataFrame] = []
     report = []
+    held: list[object] = [f.source.df for f in (*relations.values(), *deltas.values())]
     for i, a in enumerate(q.rule.atoms):
         if a.relation not in deltas:
             continue
         bindings: dict[str, Factor] = {}
         empty = False
+        change = deltas[a.relation]
         for j, (b, label) in enumerate(zip(q.rule.atoms, names, strict=True)):
             if j == i:
-                bindings[label] = deltas[b.relation]
-            elif j < i and b.relation in deltas:
-                bindings[label] = _plus(relations[b.relation], deltas[b.relation], S)
+                bindings[label] = change
+                continue
+            if j < i and b.relation in deltas:
+                f = _plus(relations[b.relation], deltas[b.relation], S)
             else:
                 f = relations[b.relation]
                 empty = empty or (f.stats is not None and f.stats.rows == 0)
-                bindings[label] = f
+            bindings[label] = _reached(f, b, change, a, S)
         if empty:
             report.append(TermReport(i, skipped=True))
             continue
-        run = sq.run(order=order, join=join, backend="spark", **bindings)
+        run = deferred_run(sq, order, join, "spark", bindings)
         parts.append(run.result.df.select(*q.rule.head, VALUE))
         methods = tuple(s.choice.method for s in run.trace.steps)
         report.append(TermReport(i, False, "spark", tuple(run.plan.order), methods))
@@ -471,11 +480,55 @@ def _spark(
         change = Factor.from_table(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
     else:
         summed = sops.consolidate(S, union_all(parts), list(head), VALUE)
-        change = Factor.from_source(
-            Source.spark(summed.localCheckpoint(eager=True), head, S, checked=True),
-            f"Δ{q.rule.name}",
-        )
+        name = f"Δ{q.rule.name}"
+        with quiet_spark_errors(), fixed_plans_for(held):
+            try:  # every term's cells in one action; a scalar read in the same job
+                done = summed.localCheckpoint(eager=True) if head else summed.toArrow()
+            except Exception as exc:
+                raise query_error(exc, q.rule, S) from exc
+        if head:
+            change = Factor.from_source(Source.spark(done, head, S, checked=True), name)
+        else:
+            t = arrow_to_table(done, head, S, "change", check=False, unique=True)
+            change = Factor.from_table(t, S, name)
     return DeltaResult(change, "spark", tuple(report), {})
+
+
+def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor:
+    """``f`` (read by atom ``b``) without rows no row of ``change`` (read by atom ``a``)
+    can join: filtered, on each variable the two atoms share, to the change's values of
+    it.  A change in the driver gives ``IN`` lists (up to ``max_literals`` values: no
+    job), any other a left semi-join with its columns broadcast.  A factor in the driver,
+    or sharing no variable with the change, is returned as it is.  Its statistics stay,
+    as upper bounds."""
+    if f.is_local:
+        return f
+    shared = [(k, a.vars.index(v)) for k, v in enumerate(b.vars) if v in a.vars]
+    if not shared:
+        return f
+    from pyspark.sql import functions as F
+
+    rows = f.df.select(*f.vars, VALUE)
+    t = change.local_table()
+    values = None if t is None else [distinct(t.cols[ka]) for _, ka in shared]
+    if values is not None and sum(len(v) for v in values) <= current().max_literals:
+        schema = rows.schema
+        conds = [
+            isin_literals(f.vars[kb], schema[f.vars[kb]].dataType.simpleString(), v)
+            for (kb, _), v in zip(shared, values, strict=True)
+        ]
+        reduced = rows.filter(all_of(conds))
+    else:
+        given = change.df
+        seeds = [f"__seed{n}" for n in range(len(shared))]
+        pairs = list(zip(shared, seeds, strict=True))
+        keys = given.select(*(F.col(given.columns[ka]).alias(s) for (_, ka), s in pairs))
+        on = all_of([F.col(f.vars[kb]) == F.col(s) for (kb, _), s in pairs])
+        reduced = rows.join(F.broadcast(keys), on=on, how="left_semi")
+    bound = None if f.stats is None else replace(f.stats, exact=False)
+    kept = f.source.consolidated
+    src = Source.spark(reduced, f.vars, S, checked=True, consolidated=kept, stats=bound)
+    return Factor.from_source(src, f.name)
 
 
 def _plus(old: Factor, delta: Factor, S: Semiring) -> Factor:
@@ -543,20 +596,3 @@ def _at_keys(rows: Table, keys: Table) -> Table:
 
 def _empty(vars_: tuple[str, ...], ops: Any) -> Table:
     return Table(vars_, tuple(np.empty(0, dtype=np.int64) for _ in vars_), np.empty(0, ops.dtype))
-
-
-def _isin(col: str, spark_type: str, values: np.ndarray) -> Column:
-    """``col IN values``.  Integer keys go over as one SQL string: building the literals one
-    by one costs a round trip to the JVM each."""
-    from pyspark.sql import functions as F
-
-    if spark_type in ("bigint", "int", "smallint", "tinyint") and len(values):
-        return F.expr(f"`{col}` IN ({', '.join(str(int(v)) for v in values)})")
-    return F.col(f"`{col}`").isin([v.item() if hasattr(v, "item") else v for v in values])
-
-
-def _all(conds: list[Column]) -> Column:
-    out = conds[0]
-    for c in conds[1:]:
-        out = out & c
-    return out

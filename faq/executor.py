@@ -114,6 +114,9 @@ class Executor:
         # every step in the query's semiring (no per-variable aggregates): a lazy output may
         # then leave repeated keys for its reader to ⊕-combine (see _spark_step)
         self.uniform = False
+        # the last step left lazy in Spark too, for a caller that reads several answers in
+        # one job (faq.delta's terms); its rows are then estimated
+        self.defer_last = False
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -160,7 +163,8 @@ class Executor:
             if self.hook is not None:
                 self.hook.record(self, step, inputs, choice)
             if choice.backend == "spark":
-                out, largest = self._spark_step(step, inputs, choice, S, last=k == n)
+                last = k == n and not self.defer_last
+                out, largest = self._spark_step(step, inputs, choice, S, last=last)
                 proposed = None
             else:
                 out, proposed = self._local_step(step, inputs, choice, S)

@@ -36,6 +36,7 @@ from faq.session import (
     is_spark_dataframe,
     quiet_spark_errors,
 )
+from faq.spark.tasks import query_error
 from faq.witness import WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
@@ -382,6 +383,7 @@ class Query:
         backend: str,
         witness: bool,
         relations: dict[str, Any],
+        defer: bool = False,
     ) -> Run:
         physical.check_options(join, backend)
         rec = None
@@ -397,10 +399,13 @@ class Query:
         ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
         ex.hook = rec
         ex.names = self._back
+        ex.defer_last = defer
         try:
             result, run = ex.run(rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
+            if result.table is None:
+                ex.rows_frame(result)  # one-cell steps left pending: their program, not run
         except Exception as exc:
-            raise query_error(exc, self) from exc
+            raise query_error(exc, self.rule, self.semiring) from exc
         run = replace(
             run,
             steps=tuple(replace(s, choice=_choice_names(s.choice, self._back)) for s in run.steps),
@@ -556,6 +561,18 @@ def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choic
     return replace(c, order=tuple(back.get(v, v) for v in c.order), shares=shares)
 
 
+def deferred_run(
+    q: Query, order: str | Sequence[str], join: str, backend: str, relations: dict[str, Any]
+) -> Run:
+    """:meth:`Query.run` with an answer computed in Spark left uncomputed: its DataFrame's
+    plan, with estimated sizes (``result.stats.exact`` is False), whose keys may repeat
+    (``result.source.consolidated``).  For a caller in ``faq`` that ⊕-combines several
+    answers in one Spark job (:func:`faq.solve_delta`'s terms); its errors are raised by
+    that job, not here (see :func:`faq.spark.tasks.query_error`)."""
+    with quiet_spark_errors():
+        return q._run(order, join, False, backend, False, relations, defer=True)
+
+
 def _factor(
     d: Data, rule: Rule, to: Mapping[str, str], back: Mapping[str, str], S: Semiring
 ) -> Factor:
@@ -570,31 +587,7 @@ def _factor(
     from pyspark.sql import functions as F
 
     df = d.df.select(*[F.col(to[v]).alias(v) for v in head], F.col(VALUE))
-    stats = RelationStats(int(d.rows), tuple(int(d.distinct.get(to[v], d.rows)) for v in head))
-    return Factor.from_source(Source.spark(df, head, S, checked=True, stats=stats), rule.name)
-
-
-def query_error(exc: Exception, q: Query) -> Exception:
-    """The error a failed solve raises: overflow (local or Spark's ANSI mode) as an
-    OverflowError naming the semiring; everything else as it is."""
-    from faq.spark.tasks import task_error
-    from semirings.core import SemiringFunctionError, function_error
-
-    if isinstance(exc, SemiringFunctionError):
-        return exc
-    failed = function_error(str(exc))
-    if failed is not None:  # a user function raised in a Spark worker: one line, not a trace
-        return failed
-    exc = task_error(exc)  # type: ignore[assignment]
-    text = str(exc)
-    overflow = (
-        isinstance(exc, OverflowError)
-        or "ARITHMETIC_OVERFLOW" in text
-        or ("overflow" in text.lower() and "Arithmetic" in type(exc).__name__)
-    )
-    if overflow:
-        return OverflowError(
-            f"query {q.rule}: a {q.semiring.name!r} annotation overflowed 64-bit integers "
-            "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."
-        )
-    return exc
+    distinct = tuple(int(d.distinct.get(to[v], d.rows)) for v in head)
+    stats = RelationStats(int(d.rows), distinct, exact=not d.lazy)  # a deferred one: estimates
+    src = Source.spark(df, head, S, checked=True, consolidated=d.consolidated, stats=stats)
+    return Factor.from_source(src, rule.name)

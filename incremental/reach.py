@@ -18,10 +18,11 @@ that cover need no job (:meth:`incremental.spark_keyed.RemoteKeyed.with_near`).
 
 A rule whose atoms are not all connected to a changed one, or with constants,
 has no such bound: :func:`gather` returns None and the tick reads as it did.
-So does a tick whose rows are more than ``max_fetch_rows`` (a setting;
-:func:`fetch` stops there), or whose round looks for more than ``max_literals``
-values: its delta queries then read the relations in Spark
-(:func:`faq.solve_delta`, which moves them to Spark jobs past that setting too).
+A tick whose rows are more than ``max_fetch_rows`` (a setting; :func:`fetch`
+stops there), or whose round looks for more than ``max_literals`` values, gets
+:data:`BEYOND`: its delta queries then run as Spark jobs
+(:func:`faq.solve_delta` with ``local=False``), with no lookups of their own
+that would meet the same bound.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from incremental.deltas import Rows
     from incremental.spark_keyed import RemoteKeyed
 
-__all__ = ["OUT", "Near", "Reach", "fetch", "gather"]
+__all__ = ["BEYOND", "OUT", "Near", "Reach", "fetch", "gather"]
 
 Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
@@ -54,6 +55,10 @@ Near = dict[str, tuple[Table, dict[int, np.ndarray]]]
 log = logging.getLogger("faq.incremental")
 
 OUT = "\0out"
+
+BEYOND = "beyond"
+"""What :func:`gather` returns when a tick reaches more rows or values than the settings
+let the driver look for (``max_fetch_rows``, ``max_literals``)."""
 """The name :func:`gather` gives the output's fetched rows (no relation has it)."""
 TAG = "__reach"
 ROW = "__row"
@@ -78,13 +83,13 @@ def gather(
     most: int,
     literals: int,
     out: RemoteKeyed | None = None,
-) -> Near | None:
+) -> Near | str | None:
     """The base rows of each relation that a tick with ``deltas`` reads, fetched round
     by round (one Spark job per round and key signature), with the values they cover;
     None when the rule bounds no such rows (an atom not connected to a changed one, a
-    constant), when they may be more than ``most`` rows, or a round looks for more than
-    ``literals`` values.  Each changed relation is also read at its delta's leading
-    values (its lookups at the delta's keys).
+    constant); :data:`BEYOND` when they may be more than ``most`` rows, or a round
+    looks for more than ``literals`` values.  Each changed relation is also read at its
+    delta's leading values (its lookups at the delta's keys).
 
     With ``out`` (the output, keyed by the head), its rows at the changed output keys
     are fetched too, under the name :data:`OUT`: a changed key agrees with some term's
@@ -140,7 +145,7 @@ def gather(
                 f"{values:,}",
                 f"{literals:,}",
             )
-            return None
+            return BEYOND
         if plan:
             got = fetch(rels, plan, most - held)
             if got is None:
@@ -149,7 +154,7 @@ def gather(
                     "queries read the relations in Spark",
                     f"{most:,}",
                 )
-                return None
+                return BEYOND
             for name, rows in got.items():
                 held += rows.rows
                 _merge(near, cover, name, rows, plan[name])

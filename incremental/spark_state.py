@@ -37,7 +37,7 @@ from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
 from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
-from incremental.reach import OUT, Near, gather
+from incremental.reach import BEYOND, OUT, Near, gather
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
@@ -71,10 +71,13 @@ class SparkState(Sizes):
         job per hop from the changed atoms, when the rule bounds them
         (:mod:`incremental.reach`) and they are at most ``max_fetch_rows`` (a setting);
         the delta rule then runs in the driver over them.  Otherwise the delta queries
-        read the relations in Spark.
+        read the relations in Spark; when those rows are more than the bound, as Spark
+        jobs from the start (:func:`faq.solve_delta` with ``local=False``).
         """
         m = self.m.journaled()
         near = self._gather(deltas, how)
+        if near == BEYOND:  # the driver's own lookups would meet the same bound
+            how, near = (how[0], how[1], False), None
         if near is not None:
             rels = {n: r.with_near(*near[n]) for n, r in m.rels.items() if n in near}
             out = m.out.with_near(*near[OUT]) if OUT in near else m.out
@@ -85,7 +88,7 @@ class SparkState(Sizes):
             m = replace(m, rels=rels, out=m.out.without_near())
         return replace(self, m=m), change
 
-    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | None:
+    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | str | None:
         """The rows a tick reads, fetched hop by hop (:func:`incremental.reach.gather`),
         when that applies: an additive regime, delta queries allowed in the driver
         (``how``), integer or string keys, at most ``max_literals`` values to look for in

@@ -238,11 +238,12 @@ def test_incremental_script_runs_as_a_file(tmp_path):
     cmd = [
         *(sys.executable, str(ROOT / "benchmarks" / "incremental.py")),
         *("--sizes", "300", "--deltas", "1", "5", "--ticks", "1", "--input", "pandas"),
-        *("--out", str(tmp_path)),
+        *("--spark-state", "--spark-fetch-rows", "0", "--out", str(tmp_path)),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "step Δ=5 (pandas)" in proc.stdout and (tmp_path / "incremental.json").is_file()
+    assert "Ticks under max_fetch_rows=0." in proc.stdout  # the Spark state's delta queries
 
 
 # -- plots -----------------------------------------------------------------------------------

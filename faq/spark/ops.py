@@ -22,13 +22,16 @@ from semirings import Semiring
 from semirings import spark as sops
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    import numpy as np
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "Frame",
     "aggregate",
+    "all_of",
     "atom_frame",
     "binary_join",
+    "isin_literals",
     "key_type",
     "materialize",
     "sql_name",
@@ -171,3 +174,21 @@ def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
     """The largest row count among the pairwise joins of ``frames`` joined in the order
     given (counted: one Spark job per join)."""
     return max(binary_join(frames[:k], S).df.count() for k in range(2, len(frames) + 1))
+
+
+def isin_literals(col: str, spark_type: str, values: np.ndarray) -> Column:
+    """``col IN values``.  Integer keys go over as one SQL string: building the literals one
+    by one costs a round trip to the JVM each."""
+    from pyspark.sql import functions as F
+
+    if spark_type in ("bigint", "int", "smallint", "tinyint") and len(values):
+        return F.expr(f"`{col}` IN ({', '.join(str(int(v)) for v in values)})")
+    return F.col(f"`{col}`").isin([v.item() if hasattr(v, "item") else v for v in values])
+
+
+def all_of(conds: list[Column]) -> Column:
+    """The conjunction of ``conds`` (at least one)."""
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out

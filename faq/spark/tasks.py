@@ -44,6 +44,7 @@ __all__ = [
     "arrow_type",
     "marked",
     "parallelism",
+    "query_error",
     "run_in_tasks",
     "table_batch",
     "task_error",
@@ -251,3 +252,29 @@ def task_error(exc: BaseException) -> BaseException:
     if kind == "OverflowError":
         return OverflowError(message)
     return TaskError(line)
+
+
+def query_error(exc: Exception, rule: object, S: Semiring) -> Exception:
+    """The error a failed solve of ``rule`` over ``S`` raises: overflow (local or Spark's
+    ANSI mode) as an OverflowError naming the semiring, a user function's failure in a
+    worker as one line; everything else as it is (a failed cell's as its own error)."""
+    from semirings.core import SemiringFunctionError, function_error
+
+    if isinstance(exc, SemiringFunctionError):
+        return exc
+    failed = function_error(str(exc))
+    if failed is not None:  # a user function raised in a Spark worker: one line, not a trace
+        return failed
+    exc = task_error(exc)  # type: ignore[assignment]
+    text = str(exc)
+    overflow = (
+        isinstance(exc, OverflowError)
+        or "ARITHMETIC_OVERFLOW" in text
+        or ("overflow" in text.lower() and "Arithmetic" in type(exc).__name__)
+    )
+    if overflow:
+        return OverflowError(
+            f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers "
+            "(Spark ANSI mode). Use the 'real' semiring for an approximate answer."
+        )
+    return exc
