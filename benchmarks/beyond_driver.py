@@ -52,7 +52,10 @@ Contenders (``--contenders``):
   (:func:`benchmarks.triangles.graphframes_triangle_count`; triangles only);
 * ``mllib``: ``CoordinateMatrix → toBlockMatrix → multiply``, left to right (chain,
   real only).  ``multiply`` makes dense result blocks: a chain whose dense product would
-  take more than ``--mllib-max-mb`` is skipped with a note.
+  take more than ``--mllib-max-mb`` is skipped with a note;
+* ``floor`` (graphs): one job that reads the edges into one Python task and counts them
+  (:func:`floor_job`), joining nothing: the least a solve whose kernel runs in a Python
+  task pays.  Not a peer; the summary sets the best peer's time against it.
 
 Methodology: one ``local[2]`` session (``--master``, ``spark.driver.memory=4g``).  Each
 workload's relations are written once to Parquet in a temporary folder (pyarrow, a few
@@ -120,7 +123,7 @@ from benchmarks.triangles import (
 from faq.testing import power_law_graph
 
 ENGINES = ("engine", "adaptive", "cells", "driver")
-CONTENDERS = (*ENGINES, "sql", "graphframes", "mllib")
+CONTENDERS = (*ENGINES, "sql", "graphframes", "mllib", "floor")
 DEFAULT_CONTENDERS = ("engine", "sql", "graphframes", "mllib")
 LABELS = {
     "engine": "engine (local_rows=0)",
@@ -130,14 +133,30 @@ LABELS = {
     "sql": "Spark SQL",
     "graphframes": "GraphFrames algorithm",
     "mllib": "MLlib BlockMatrix",
+    "floor": "floor (one job: the edges into one Python task, no join)",
 }
 PEERS = frozenset({"sql", "graphframes", "mllib"})
 KINDS = {  # which contenders a kind of workload has
-    "graph": (*ENGINES, "sql", "graphframes"),
+    "graph": (*ENGINES, "sql", "graphframes", "floor"),
     "chain": (*ENGINES, "sql", "mllib"),
     "bn": ENGINES,
 }
 BASELINE = LABELS["engine"]
+
+
+def floor_job(df: Any) -> int:
+    """The rows of ``df`` counted in one Python task (``coalesce(1)``, ``mapInArrow``): one
+    Spark job that reads the input into Arrow batches in a Python worker and joins
+    nothing, the least an engine whose kernel runs in Python tasks pays per solve."""
+    import pyarrow as pa
+
+    def count(batches: Any) -> Any:
+        n = 0
+        for b in batches:
+            n += b.num_rows
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    return int(df.coalesce(1).mapInArrow(count, "n long").collect()[0][0])
 
 
 # -- Parquet ---------------------------------------------------------------------------------
@@ -260,16 +279,21 @@ class Bench:
                 **{n: lambda n=n, engine=engine: engine(n) for n in ENGINES},
                 "sql": lambda query=query: int(self.spark.sql(SQL[query]).collect()[0][0]),
                 "graphframes": lambda: graphframes_triangle_count(df),
+                "floor": lambda: floor_job(df),
             }
             want = w.truth[query]
 
             def check(got: int, want: int = want) -> str | None:
                 return None if got == want else f"counted {got:,}, reference {want:,}"
 
+            def read_all(got: int, m: int = w.m) -> str | None:
+                return None if got == m else f"read {got:,} rows of {m:,}"
+
             for name in self.names("graph"):
                 skip = "triangles only" if name == "graphframes" and query != "triangle" else None
+                test = read_all if name == "floor" else check
                 self.cell(
-                    w.name, query, name, fns[name], check, w.m, skip, family=w.family, expected=want
+                    w.name, query, name, fns[name], test, w.m, skip, family=w.family, expected=want
                 )
 
     # chains
@@ -380,7 +404,11 @@ def peer_summary(cells: list[Result]) -> str:
         return f"engine {eng.status if eng else 'not run'}"
     if done:
         best = min(done, key=lambda r: r.median_s or 0.0)
-        return f"engine vs best Spark peer: {best.median_s / eng.median_s:.1f}x ({best.contender})"
+        text = f"engine vs best Spark peer: {best.median_s / eng.median_s:.1f}x ({best.contender})"
+        floor = next((r for r in cells if r.contender == LABELS["floor"]), None)
+        if floor is not None and floor.status == "ok" and floor.median_s:
+            text += f"; best peer ÷ floor: {best.median_s / floor.median_s:.1f}x"
+        return text
     timed_out = [r for r in peers if r.status == "timeout"]
     if timed_out:
         bound = timed_out[0].extra["timeout_s"] / eng.median_s

@@ -524,3 +524,21 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     assert "journal.py" in lines and "(append)" in lines, lines
     _, lines = profile_ticks(spark, 2000, 20, "pandas", 2, 1, 80, state="spark")
     assert "spark_state.py" in lines and "reach.py" in lines and "(gather)" in lines, lines
+
+
+def test_beyond_driver_floor_reads_every_edge_in_one_job(spark, tmp_path, capsys):
+    """The ``floor`` contender (one job, the edges into one Python task, no join) counts
+    the rows it read, checked against the graph's edges, and the summary line sets the
+    best peer against it."""
+    argv = ("--query", "triangle", "--contenders", "engine,sql,floor", str(KARATE))
+    status, by = run_beyond_driver(tmp_path, *argv)
+    assert status == 0
+    r = by[("karate", "triangle", beyond_floor_label())]
+    assert r["correct"] == "True" and r["spark_jobs"] == "1", r
+    assert "best peer ÷ floor" in capsys.readouterr().out
+
+
+def beyond_floor_label() -> str:
+    from benchmarks import beyond_driver
+
+    return beyond_driver.LABELS["floor"]
