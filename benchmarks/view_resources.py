@@ -254,10 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--nodes", type=int, default=2000, help="nodes of the random graph")
     p.add_argument("--edges", type=int, default=10000, help="edges of the random graph")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of the session (repeatable), e.g. spark.ui.retainedJobs=50",
+    )
     add_out_argument(p)
     args = p.parse_args(argv)
     if args.ticks < 1 or args.every < 1 or args.spark_ticks < 0:
         p.error("--ticks and --every must be positive, --spark-ticks at least 0")
+    bad = [c for c in args.conf if "=" not in c]
+    if bad:
+        p.error(f"--conf takes KEY=VALUE, got {bad}")
+    conf = dict(c.split("=", 1) for c in args.conf)
 
     from faq.session import local_session
 
@@ -267,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         f"load {info['load_average_at_start']})"
     )
     local_dir = tempfile.mkdtemp(prefix="view-resources-")
-    spark = local_session("local[2]", **{"spark.local.dir": local_dir})
+    spark = local_session("local[2]", **{"spark.local.dir": local_dir, **conf})
     files, size = _files(local_dir)
     print(
         f"\nsession at start: {_settled(spark.sparkContext)} cached blocks, "

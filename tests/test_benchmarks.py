@@ -218,6 +218,15 @@ def test_view_resources_rows_and_restored_engine(spark, tmp_path):
     assert spark_keyed.free_checkpoints is free and spark_keyed.SparkContext.settle is settle
 
 
+def test_view_resources_refuses_a_setting_without_a_value(capsys):
+    from benchmarks import view_resources
+
+    with pytest.raises(SystemExit) as exc:
+        view_resources.main(["--conf", "spark.ui.retainedJobs"])
+    assert exc.value.code == 2
+    assert "--conf takes KEY=VALUE" in capsys.readouterr().err
+
+
 def test_script_runs_as_a_file(tmp_path):
     """``python benchmarks/triangles.py`` finds ``benchmarks._common`` (no Spark contender)."""
     cmd = [
