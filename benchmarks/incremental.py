@@ -291,7 +291,8 @@ def bench_graph(
             f"incremental build {label}",
         )
         view.local = not args.spark_delta
-        times, jobs = run_ticks(spark, view, seq, label, recorder)
+        collects: dict[int, list[float]] = {}
+        times, jobs = run_ticks(spark, view, seq, label, recorder, collects)
     row: dict[str, Any] = {
         "graph": label,
         "edges": n_edges,
@@ -300,6 +301,7 @@ def bench_graph(
         "peak_mb": None if mem.peak is None else mem.peak / 1e6,
         "by_input": {k: {d: times[(d, k)] for d in sizes} for k in args.input},
         "jobs_by_input": {k: {d: jobs[(d, k)] for d in sizes} for k in args.input},
+        "collect_s": collects,
     }
     first = args.input[0]
     row["step_times"] = row["by_input"][first]
@@ -435,9 +437,16 @@ def print_spark_state(rows: list[dict[str, Any]], deltas: list[int], ticks: int)
 
 
 def run_ticks(
-    spark, view, seq: list[tuple[int, str, np.ndarray]], label: str, recorder
+    spark,
+    view,
+    seq: list[tuple[int, str, np.ndarray]],
+    label: str,
+    recorder,
+    collects: dict[int, list[float]] | None = None,
 ) -> tuple[dict[tuple[int, str], list[float]], dict[tuple[int, str], int]]:
-    """Step ``view`` through ``seq``: each tick's seconds and Spark jobs, by (size, input)."""
+    """Step ``view`` through ``seq``: each tick's seconds and Spark jobs, by (size, input).
+    With ``collects``, each Spark DataFrame tick also times ``collect()`` of a fresh
+    DataFrame of the same rows, apart from the step, into ``collects[size]``."""
     sc = spark.sparkContext
     times: dict[tuple[int, str], list[float]] = {}
     jobs: dict[tuple[int, str], list[int]] = {}
@@ -452,6 +461,11 @@ def run_ticks(
             secs, _, n_jobs = timed_jobs(sc, lambda df=df: view.step(E=df), what)
         times.setdefault((size, kind), []).append(secs)
         jobs.setdefault((size, kind), []).append(n_jobs)
+        if kind == "spark" and collects is not None:  # the delta's own read, timed apart
+            fresh = delta_frame(spark, d, kind)
+            t0 = time.perf_counter()
+            fresh.collect()
+            collects.setdefault(size, []).append(time.perf_counter() - t0)
     return times, {k: int(statistics.median(v)) for k, v in jobs.items()}
 
 
@@ -833,6 +847,19 @@ def main(argv: list[str] | None = None) -> int:
         "process's resident memory at its peak during the build and the ticks (the JVM "
         "is another process)."
     )
+    for r in rows:
+        got = r.get("collect_s") or {}
+        if got:
+            parts = ", ".join(
+                f"Δ={d}: {fmt(statistics.median(v))} "
+                f"({r['recompute'] / statistics.median(v):.0f}× under the recompute)"
+                for d, v in sorted(got.items())
+            )
+            print(
+                f"\n{r['graph']}: `collect()` of a fresh Spark DataFrame of a tick's rows "
+                f"alone, timed apart from the step: {parts}.  A Spark DataFrame tick cannot "
+                "be faster than this read."
+            )
     if durable:
         print(
             "\nDurable: a tick appends one frame to the view's journal; a checkpoint "

@@ -246,13 +246,14 @@ def test_incremental_script_runs_as_a_file(tmp_path):
     defined before ``main`` runs (``where_of`` once sat below the ``__main__`` block)."""
     cmd = [
         *(sys.executable, str(ROOT / "benchmarks" / "incremental.py")),
-        *("--sizes", "300", "--deltas", "1", "5", "--ticks", "1", "--input", "pandas"),
+        *("--sizes", "300", "--deltas", "1", "5", "--ticks", "1", "--input", "pandas", "spark"),
         *("--spark-state", "--spark-fetch-rows", "0", "--out", str(tmp_path)),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "step Δ=5 (pandas)" in proc.stdout and (tmp_path / "incremental.json").is_file()
     assert "Ticks under max_fetch_rows=0." in proc.stdout  # the Spark state's delta queries
+    assert "`collect()` of a fresh Spark DataFrame of a tick's rows alone" in proc.stdout
 
 
 # -- plots -----------------------------------------------------------------------------------
