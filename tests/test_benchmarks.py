@@ -536,16 +536,18 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     assert "spark_state.py" in lines and "reach.py" in lines and "(gather)" in lines, lines
 
 
-def test_beyond_driver_floor_reads_every_edge_in_one_job(spark, tmp_path, capsys):
-    """The ``floor`` contender (one job, the edges into one Python task, no join) counts
-    the rows it read, checked against the graph's edges, and the summary line sets the
-    best peer against it."""
-    argv = ("--query", "triangle", "--contenders", "engine,sql,floor", str(KARATE))
-    status, by = run_beyond_driver(tmp_path, *argv)
+def test_beyond_driver_floor_reads_every_row_in_one_job(spark, tmp_path, capsys):
+    """The ``floor`` contender (one job, the input into one Python task, no join) counts
+    the rows it read, checked against the graph's edges and the chain's non-zeros, and
+    the summary line sets the best peer against it."""
+    argv = ("--query", "triangle", "--chain", "--chain-n", "300", "--semirings", "real")
+    status, by = run_beyond_driver(tmp_path, *argv, "--contenders", "engine,sql,floor", str(KARATE))
     assert status == 0
-    r = by[("karate", "triangle", beyond_floor_label())]
-    assert r["correct"] == "True" and r["spark_jobs"] == "1", r
-    assert "best peer ÷ floor" in capsys.readouterr().out
+    floor = beyond_floor_label()
+    chain = next(k for k in by if k[0].startswith("chain") and k[2] == floor)
+    for r in (by[("karate", "triangle", floor)], by[chain]):
+        assert r["correct"] == "True" and r["spark_jobs"] == "1", r
+    assert capsys.readouterr().out.count("best peer ÷ floor") == 2
 
 
 def beyond_floor_label() -> str:
