@@ -12,6 +12,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +179,34 @@ def test_a_tick_reaching_past_max_fetch_rows_reads_the_state_in_spark(spark, cap
     with caplog.at_level(logging.INFO, "faq.incremental"):
         assert remote.step(E=small).to_dict() == driver.step(E=small).to_dict()
     assert "max_fetch_rows" not in caplog.text
+
+
+def test_spark_delta_terms_run_in_one_action_raise_the_semiring_error(spark):
+    """Spark delta queries are computed in one action after they are planned: a user
+    function failing in their cells still comes out as its own one-line error, and an
+    integer overflow as an OverflowError naming the semiring."""
+    from faq import Factor, solve_delta
+    from semirings import Semiring
+
+    def bad_mul(x: float, y: float) -> float:
+        raise ZeroDivisionError("this semiring cannot multiply")
+
+    S = Semiring(name="fails-in-delta-cells", zero=0.0, one=1.0, add=max, mul=bad_mul)
+    rows = [(1, 2, 0.5), (1, 4, 0.5), (2, 3, 0.5)]
+    E = Factor.trusted(
+        spark.createDataFrame(rows, "a long, b long, value double"), ("a", "b"), S, rows=3
+    )
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring=S)
+    change = Factor.from_dict({(2, 4): 0.5}, ("a", "b"), S)  # closes the triangle (1, 2, 4)
+    with pytest.raises(Exception, match="cannot multiply") as info:
+        solve_delta(q, {"E": E}, {"E": change}, local=False)
+    assert "Py4J" not in type(info.value).__name__ and "Traceback" not in str(info.value)
+    big = 2**62
+    rows = [(1, 2, big), (1, 4, big), (2, 3, 1)]
+    E = Factor.trusted(
+        spark.createDataFrame(rows, "a long, b long, value long"), ("a", "b"), "counting", rows=3
+    )
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    change = Factor.from_dict({(2, 4): 4}, ("a", "b"), "counting")
+    with pytest.raises(OverflowError, match="counting"):
+        solve_delta(q, {"E": E}, {"E": change}, local=False)
