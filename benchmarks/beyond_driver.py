@@ -150,6 +150,11 @@ def _entries(c: _chains.Checksum) -> int:
     return c.entries
 
 
+def read_all(got: int, rows: int) -> str | None:
+    """What is wrong with the floor's count ``got`` of an input of ``rows`` rows, or None."""
+    return None if got == rows else f"read {got:,} rows of {rows:,}"
+
+
 def floor_job(df: Any) -> int:
     """The rows of ``df`` counted in one Python task (``coalesce(1)``, ``mapInArrow``): one
     Spark job that reads the input into Arrow batches in a Python worker and joins
@@ -292,12 +297,9 @@ class Bench:
             def check(got: int, want: int = want) -> str | None:
                 return None if got == want else f"counted {got:,}, reference {want:,}"
 
-            def read_all(got: int, m: int = w.m) -> str | None:
-                return None if got == m else f"read {got:,} rows of {m:,}"
-
             for name in self.names("graph"):
                 skip = "triangles only" if name == "graphframes" and query != "triangle" else None
-                test = read_all if name == "floor" else check
+                test = functools.partial(read_all, rows=w.m) if name == "floor" else check
                 self.cell(
                     w.name, query, name, fns[name], test, w.m, skip, family=w.family, expected=want
                 )
@@ -336,9 +338,6 @@ class Bench:
         }
         dense_mb = _chains.dense_bytes(dims) / 1e6
 
-        def read_all(got: int) -> str | None:
-            return None if got == nnz else f"read {got:,} rows of {nnz:,}"
-
         for n in self.names("chain"):
             skip = None
             if n == "mllib" and semiring != "real":
@@ -347,7 +346,9 @@ class Bench:
                 skip = (
                     f"dense result blocks of {dense_mb:,.0f} MB > --mllib-max-mb {a.mllib_max_mb:,}"
                 )
-            test, count = (read_all, None) if n == "floor" else (ref.differs, _entries)
+            floor = n == "floor"
+            test = functools.partial(read_all, rows=nnz) if floor else ref.differs
+            count = None if floor else _entries
             self.cell(
                 name, semiring, n, fns[n], test, nnz, skip, count,
                 family="chain", dims=list(dims), expected=ref.entries,

@@ -403,7 +403,7 @@ class _Driver:
                 f"{literals:,} lookup keys for relation {name!r} > max_literals={most:,}"
             )
         df = f.df
-        types = [df.schema[k].dataType.simpleString() for k in f.vars]
+        types = f.key_types
         cond = None
         for c in conds:
             part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in c.items()])
@@ -512,9 +512,9 @@ def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor
     t = change.local_table()
     values = None if t is None else [distinct(t.cols[ka]) for _, ka in shared]
     if values is not None and sum(len(v) for v in values) <= current().max_literals:
-        schema = rows.schema
+        types = f.key_types
         conds = [
-            isin_literals(f.vars[kb], schema[f.vars[kb]].dataType.simpleString(), v)
+            isin_literals(f.vars[kb], types[kb], v)
             for (kb, _), v in zip(shared, values, strict=True)
         ]
         reduced = rows.filter(all_of(conds))

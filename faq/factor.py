@@ -53,6 +53,7 @@ from faq.read import collect, read
 from faq.rule import VALUE
 from faq.source import Source
 from faq.spark.convert import to_spark
+from faq.spark.ops import key_type as spark_key_type
 from faq.spark.ops import sql_name
 from semirings import Semiring
 
@@ -444,15 +445,8 @@ class Factor:
         t = self.local_table()
         if t is not None:
             return tuple(key_type(c) for c in t.cols)
-        from pyspark.sql import types as T
-
         schema = self.df.schema
-        return tuple(
-            "bigint"
-            if isinstance(schema[v].dataType, T.IntegralType)
-            else schema[v].dataType.simpleString()
-            for v in self.vars
-        )
+        return tuple(spark_key_type(schema[v].dataType) for v in self.vars)
 
     @property
     def semiring(self) -> Semiring | None:

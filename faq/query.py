@@ -370,10 +370,7 @@ class Query:
         ``q.explain(run)`` (or ``run.explain()``) the report as text.  Nothing is
         kept on the query: two runs never share state.
         """
-        # errors re-raised as one line; fixed Spark plans (a job per action, not per shuffle)
-        held = [r.source.df if isinstance(r, Factor) else r for r in relations.values()]
-        with quiet_spark_errors(), fixed_plans_for(held):
-            return self._run(order, join, trace, backend, witness, relations)
+        return self._run(order, join, trace, backend, witness, relations)
 
     def _run(
         self,
@@ -385,6 +382,15 @@ class Query:
         relations: dict[str, Any],
         defer: bool = False,
     ) -> Run:
+        # errors re-raised as one line; fixed Spark plans (a job per action, not per shuffle)
+        held = [r.source.df if isinstance(r, Factor) else r for r in relations.values()]
+        with quiet_spark_errors(), fixed_plans_for(held):
+            return self._planned_run(order, join, trace, backend, witness, relations, defer)
+
+    def _planned_run(
+        self, order: Any, join: str, trace: bool, backend: str, witness: bool, relations: Any,
+        defer: bool,
+    ) -> Run:  # fmt: skip
         physical.check_options(join, backend)
         rec = None
         if witness:
@@ -564,13 +570,10 @@ def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choic
 def deferred_run(
     q: Query, order: str | Sequence[str], join: str, backend: str, relations: dict[str, Any]
 ) -> Run:
-    """:meth:`Query.run` with an answer computed in Spark left uncomputed: its DataFrame's
-    plan, with estimated sizes (``result.stats.exact`` is False), whose keys may repeat
-    (``result.source.consolidated``).  For a caller in ``faq`` that ⊕-combines several
-    answers in one Spark job (:func:`faq.solve_delta`'s terms); its errors are raised by
-    that job, not here (see :func:`faq.spark.tasks.query_error`)."""
-    with quiet_spark_errors():
-        return q._run(order, join, False, backend, False, relations, defer=True)
+    """:meth:`Query.run` with an answer computed in Spark left as a plan (estimated sizes,
+    keys that may repeat), for a caller in ``faq`` that ⊕-combines several in one job
+    (:func:`faq.solve_delta`'s terms) and raises its errors (``spark.tasks.query_error``)."""
+    return q._run(order, join, False, backend, False, relations, defer=True)
 
 
 def _factor(

@@ -36,7 +36,7 @@ import numpy as np
 
 from faq import VALUE, Rule
 from faq.kernel import Table, match_keys
-from faq.spark import sql_name, union_all
+from faq.spark import in_list, union_all
 from incremental.tables import concat
 from semirings.local import distinct
 
@@ -55,11 +55,10 @@ Near = dict[str, tuple[Table, dict[int, np.ndarray]]]
 log = logging.getLogger("faq.incremental")
 
 OUT = "\0out"
-
+"""The name :func:`gather` gives the output's fetched rows (no relation has it)."""
 BEYOND = "beyond"
 """What :func:`gather` returns when a tick reaches more rows or values than the settings
 let the driver look for (``max_fetch_rows``, ``max_literals``)."""
-"""The name :func:`gather` gives the output's fetched rows (no relation has it)."""
 TAG = "__reach"
 ROW = "__row"
 _ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
@@ -279,7 +278,7 @@ def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, 
         frames = []
         for k, name in enumerate(names):
             r = rels[name]
-            cond = " OR ".join(_in_list(r.vars[c], vals) for c, vals in plan[name].items())
+            cond = " OR ".join(in_list(r.vars[c], vals) for c, vals in plan[name].items())
             cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(r.vars)]
             frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, F.lit(k).alias(TAG)))
         union = union_all(frames)
@@ -294,18 +293,3 @@ def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, 
             part = at.filter(tags == k).drop_columns([TAG])
             out[name] = rels[name].near_rows(part)
     return out
-
-
-def _in_list(column: str, values: np.ndarray) -> str:
-    """``column IN (v1, v2, ...)`` as SQL text, for integer or string values (a parsed IN
-    list costs one call; literals built one by one cost one each)."""
-    if values.dtype == object:
-        text = ", ".join(_string(str(v)) for v in values)
-    else:
-        text = ", ".join(str(int(v)) for v in values)
-    return f"{sql_name(column)} IN ({text})"
-
-
-def _string(v: str) -> str:
-    """A SQL string literal of ``v`` (backslash escapes, as Spark parses them)."""
-    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"

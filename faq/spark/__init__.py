@@ -13,13 +13,14 @@ decided.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark
-from faq.spark.ops import sql_name, union_all
+from faq.spark.ops import in_list, sql_name, union_all
 from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
 
 __all__ = [
     "TaskError",
     "arrow_to_table",
     "driver_cores",
+    "in_list",
     "is_connect",
     "parallelism",
     "sql_name",

@@ -31,6 +31,7 @@ __all__ = [
     "all_of",
     "atom_frame",
     "binary_join",
+    "in_list",
     "isin_literals",
     "key_type",
     "materialize",
@@ -176,14 +177,36 @@ def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
     return max(binary_join(frames[:k], S).df.count() for k in range(2, len(frames) + 1))
 
 
+def in_list(column: str, values: np.ndarray) -> str:
+    """``column IN (v1, v2, ...)`` as SQL text, for integer values or (an object array)
+    strings: a parsed list costs one call to the JVM, literals built one by one one
+    each."""
+    if values.dtype == object:
+        text = ", ".join(_string(str(v)) for v in values)
+    else:
+        text = ", ".join(str(int(v)) for v in values)
+    return f"{sql_name(column)} IN ({text})"
+
+
 def isin_literals(col: str, spark_type: str, values: np.ndarray) -> Column:
-    """``col IN values``.  Integer keys go over as one SQL string: building the literals one
-    by one costs a round trip to the JVM each."""
+    """``col IN values`` for a key column of Spark type ``spark_type``: integer and string
+    keys as one parsed list (:func:`in_list`), others as literals."""
+    import numpy as np
     from pyspark.sql import functions as F
 
-    if spark_type in ("bigint", "int", "smallint", "tinyint") and len(values):
-        return F.expr(f"`{col}` IN ({', '.join(str(int(v)) for v in values)})")
-    return F.col(f"`{col}`").isin([v.item() if hasattr(v, "item") else v for v in values])
+    if len(values) and spark_type in _INTEGERS:
+        return F.expr(in_list(col, np.asarray(values, dtype=np.int64)))
+    if len(values) and spark_type == "string":
+        return F.expr(in_list(col, values))
+    return F.col(sql_name(col)).isin([v.item() if hasattr(v, "item") else v for v in values])
+
+
+_INTEGERS = frozenset({"bigint", "int", "smallint", "tinyint"})
+
+
+def _string(v: str) -> str:
+    """A SQL string literal of ``v`` (backslash escapes, as Spark parses them)."""
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def all_of(conds: list[Column]) -> Column:
