@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import VALUE, Factor, settings
-from faq.kernel import KeyedTable, Table, match_keys, scalar_value, spark_type
+from faq.kernel import KeyedTable, Table, match_keys, spark_type
 from faq.session import checkpoint_ids, fixed_plans, free_checkpoints, release_unreferenced
-from faq.spark import arrow_to_table
+from faq.spark import all_of, arrow_to_table, isin_literals
 from incremental import zset
 from incremental.store import Store
 from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
@@ -277,16 +277,17 @@ class RemoteKeyed:
         """The base rows whose leading key columns take values in ``keys`` column by column
         (a superset of the rows at ``keys``): a filter of literals for few keys, a
         semi-join with the keys otherwise."""
-        from pyspark.sql import functions as F
-
         k = len(keys)
-        values = [np.unique(c) if c.dtype != object else sorted(set(c.tolist())) for c in keys]
+        values = [
+            np.unique(c) if c.dtype != object else np.array(sorted(set(c.tolist())), dtype=object)
+            for c in keys
+        ]
         if max(len(v) for v in values) <= settings().filter_values:
-            cond = None
-            for v, col in zip(values, self.vars[:k], strict=True):
-                c = F.col(col).isin([scalar_value(x) for x in v])
-                cond = c if cond is None else cond & c
-            return self.base.filter(cond)
+            conds = [
+                isin_literals(col, ty, v)
+                for v, col, ty in zip(values, self.vars[:k], self.types[:k], strict=True)
+            ]
+            return self.base.filter(all_of(conds))
         probe = Table(self.vars[:k], keys, np.ones(len(keys[0]), dtype=bool))
         frame = self.ctx.frame(probe, self.types[:k], "boolean").select(*self.vars[:k])
         return self.base.join(frame.hint("broadcast"), on=list(self.vars[:k]), how="left_semi")

@@ -13,15 +13,17 @@ decided.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark
-from faq.spark.ops import in_list, sql_name, union_all
+from faq.spark.ops import all_of, in_list, isin_literals, sql_name, union_all
 from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
 
 __all__ = [
     "TaskError",
+    "all_of",
     "arrow_to_table",
     "driver_cores",
     "in_list",
     "is_connect",
+    "isin_literals",
     "parallelism",
     "sql_name",
     "to_spark",
