@@ -31,6 +31,7 @@ import numpy as np
 from faq.executor import Data, Executor
 from faq.factor import Factor, Source
 from faq.kernel.seeded import seeded_delta
+from faq.kernel.stats import filtered_stats
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.physical import check_options
@@ -499,8 +500,8 @@ def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor
     can join: filtered, on each variable the two atoms share, to the change's values of
     it.  A change in the driver gives ``IN`` lists (up to ``max_literals`` values: no
     job), any other a left semi-join with its columns broadcast.  A factor in the driver,
-    or sharing no variable with the change, is returned as it is.  Its statistics stay,
-    as upper bounds."""
+    or sharing no variable with the change, is returned as it is.  Its statistics are
+    estimates (:func:`faq.kernel.stats.filtered_stats`, which also marks it scanned)."""
     if f.is_local:
         return f
     shared = [(k, a.vars.index(v)) for k, v in enumerate(b.vars) if v in a.vars]
@@ -525,9 +526,10 @@ def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor
         keys = given.select(*(F.col(given.columns[ka]).alias(s) for (_, ka), s in pairs))
         on = all_of([F.col(f.vars[kb]) == F.col(s) for (kb, _), s in pairs])
         reduced = rows.join(F.broadcast(keys), on=on, how="left_semi")
-    bound = None if f.stats is None else replace(f.stats, exact=False)
     kept = f.source.consolidated
-    src = Source.spark(reduced, f.vars, S, checked=True, consolidated=kept, stats=bound)
+    at = None if values is None else {kb: len(v) for (kb, _), v in zip(shared, values, strict=True)}
+    stats = None if f.stats is None else filtered_stats(f.stats, at)
+    src = Source.spark(reduced, f.vars, S, checked=True, consolidated=kept, stats=stats)
     return Factor.from_source(src, f.name)
 
 

@@ -526,6 +526,7 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
         distinct=dist,
         consolidated=rel.consolidated,
         top=top,
+        spread=rel.stats.scanned > rel.stats.rows,
     )
 
 

@@ -203,3 +203,45 @@ def test_the_check_job_reads_all_relations_in_one_coalesced_stage(spark):
     slots = parallelism(spark) * faq.settings().task_slices
     assert len(tasks) == 2 and tasks[0] <= slots < 12, (tasks, slots)
     assert [(st.rows, st.distinct[1]) for _, st, _ in got] == [(10, 2), (20, 3), (30, 4), (40, 5)]
+
+
+def test_a_delta_term_scans_its_filtered_relation_in_parallel(spark):
+    """A Spark delta term (past ``max_fetch_rows``) reads each other atom's rows at the
+    change's values: a filter over the whole relation.  Planned from the estimate of the
+    rows it keeps (:func:`faq.kernel.stats.filtered_stats`), the term has one cell, and the
+    filtered relation is shuffled into that cell's task, so the scan runs in the relation's
+    own 4 partitions (before, planned from the whole relation's rows, no stage had 4
+    tasks: [2, 2, 2, 2, 1])."""
+    from faq import solve_delta
+
+    rng = np.random.default_rng(5)
+    edges = sorted({tuple(e) for e in rng.integers(0, 300, size=(3000, 2)).tolist()})
+    rows = [(int(a), int(b), 1) for a, b in edges]
+    df = spark.createDataFrame(rows, "a long, b long, value long").repartition(4)
+    E = Factor.trusted(df, ("a", "b"), "counting", rows=len(rows), distinct=(300, 300))
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    change = Factor.from_dict({(3, 7): 1, (11, 5): 1}, ("a", "b"), "counting")
+    want = solve_delta(q, {"E": E}, {"E": change}).change.scalar()
+    res, tasks = _stage_tasks_of_last_job(
+        spark, lambda: solve_delta(q, {"E": E}, {"E": change}, local=False)
+    )
+    assert res.where == "spark" and res.change.scalar() == want
+    assert 4 in tasks, tasks  # the filtered scans, in the relation's partitions
+
+
+def test_filtered_stats_estimate_the_rows_at_given_values():
+    from faq.kernel.stats import RelationStats, filtered_stats
+
+    whole = RelationStats(1_000_000, (200_000, 100_000))
+    est = filtered_stats(whole, {0: 1_000})  # 0.5% of the first column's values
+    assert (est.rows, est.distinct, est.exact, est.scanned) == (
+        5_000,
+        (1_000, 5_000),
+        False,
+        1_000_000,
+    )
+    both = filtered_stats(whole, {0: 20_000, 1: 50_000})  # 10% of one, 50% of the other
+    assert both.rows == 50_000 and both.distinct == (20_000, 50_000)
+    assert filtered_stats(whole, {0: 10**9}).rows == whole.rows  # never more than the whole
+    assert filtered_stats(whole, None).rows == whole.rows  # values not known: the whole
+    assert filtered_stats(RelationStats(0, (0, 0)), {0: 3}).rows == 1  # at least one row

@@ -22,7 +22,7 @@ RelationStats(rows=3, distinct=(2, 2), exact=True)
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "RelationStats",
     "degrees",
+    "filtered_stats",
     "pair_join_size",
     "table_stats",
 ]
@@ -50,12 +51,17 @@ class RelationStats:
     ``top`` is, per key column when known, its most frequent values with their
     (approximate) row counts, most frequent first: what a partitioned step reads
     to find the values too heavy for one cell (:mod:`faq.plan.shares`).
+    ``scanned`` is, when more than ``rows``, the rows the relation's DataFrame reads
+    to produce its rows (a filter over a larger relation): a one-cell step shuffles
+    such a relation into its task, so that the scan runs in parallel, rather than
+    pulling the scan into its one task (:mod:`faq.spark.fused`).
     """
 
     rows: int
     distinct: tuple[int, ...]
     exact: bool = True
     top: tuple[tuple[tuple[Any, int], ...], ...] = field(default=(), repr=False)
+    scanned: int = 0
 
 
 def table_stats(t: Table) -> RelationStats:
@@ -63,6 +69,25 @@ def table_stats(t: Table) -> RelationStats:
     ``rows`` an upper bound when keys may repeat."""
     distinct = tuple(len(degrees(t, (v,))[1]) for v in t.vars)
     return RelationStats(t.rows, distinct, t.unique)
+
+
+def filtered_stats(whole: RelationStats, values: Mapping[int, int] | None) -> RelationStats:
+    """Estimated statistics of a relation's rows whose column ``c`` takes one of
+    ``values[c]`` given values, for each ``c`` of ``values`` (None: not known).
+
+    The rows are the whole relation's times, per such column, the fraction of its
+    distinct values given (as if rows spread evenly over them: values of a higher
+    degree than the average make it an underestimate); without ``values``, the whole
+    relation's figures.  ``scanned`` is the whole relation's rows: what a filter
+    producing them reads.  Not exact."""
+    rows, distinct = float(whole.rows), list(whole.distinct)
+    for c, n in (values or {}).items():
+        if c < len(distinct):
+            rows *= min(1.0, n / max(1, whole.distinct[c]))
+            distinct[c] = min(distinct[c], n)
+    est = max(1, min(whole.rows, int(rows)))
+    kept = tuple(min(d, est) for d in distinct)
+    return RelationStats(est, kept, exact=False, scanned=max(whole.scanned, whole.rows))
 
 
 _DEGREES: dict[tuple[int, ...], tuple[Any, list[np.ndarray], np.ndarray]] = {}
