@@ -18,6 +18,7 @@ Usage::
     python benchmarks/tick_profile.py --delta 1 --input spark
     python benchmarks/tick_profile.py --delta 1 --durable
     python benchmarks/tick_profile.py --state spark --ticks 5    # the Spark-resident state
+    python benchmarks/tick_profile.py --state spark --fetch-rows 0  # ... past the fetch bound
 """
 
 from __future__ import annotations
@@ -54,10 +55,13 @@ def profile_ticks(
     seed: int = 0,
     state_dir: str | None = None,
     state: str = "driver",
+    fetch_rows: int | None = None,
 ) -> tuple[float, str]:
     """The mean seconds per profiled tick and the profile's ``top`` lines (cumulative);
     with ``state_dir``, of a view whose ticks are durable there; ``state`` is the
-    view's (``"driver"`` or ``"spark"``)."""
+    view's (``"driver"`` or ``"spark"``); with ``fetch_rows``, the ticks run under
+    ``max_fetch_rows=fetch_rows`` (0: a Spark state's ticks all read past the bound)."""
+    import faq
     from benchmarks.incremental import apply, delta_frame, make_delta
     from faq import query, testing
     from faq.io import edges_dataframe
@@ -75,15 +79,17 @@ def profile_ticks(
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir, state=state)
     frames = [delta_frame(spark, d, kind) for d in changes]
-    for f in frames[:warmup]:
-        view.step(E=f)
-    gc.collect()
-    prof = cProfile.Profile()
-    t = time.perf_counter()
-    prof.enable()
-    for f in frames[warmup:]:
-        view.step(E=f)
-    prof.disable()
+    bound = {} if fetch_rows is None else {"max_fetch_rows": fetch_rows}
+    with faq.settings(**bound):
+        for f in frames[:warmup]:
+            view.step(E=f)
+        gc.collect()
+        prof = cProfile.Profile()
+        t = time.perf_counter()
+        prof.enable()
+        for f in frames[warmup:]:
+            view.step(E=f)
+        prof.disable()
     per_tick = (time.perf_counter() - t) / max(ticks, 1)
     final = np.asarray(sorted(present), dtype=np.int64).reshape(-1, 2)
     got, want = view.result().scalar(), testing.triangle_count_numpy(final)
@@ -108,9 +114,19 @@ def main(argv: list[str] | None = None) -> int:
         "--durable", action="store_true", help="ticks journaled in a state_dir (a temp folder)"
     )
     p.add_argument("--state", choices=["driver", "spark"], default="driver", help="the view's")
+    p.add_argument(
+        "--fetch-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the ticks under max_fetch_rows=N (with --state spark, 0: every tick reads "
+        "past the bound, its delta queries run as Spark jobs)",
+    )
     args = p.parse_args(argv)
     if args.edges < 10 or args.delta < 1 or args.ticks < 1 or args.warmup < 0:
         p.error("--edges must be at least 10, --delta and --ticks positive, --warmup >= 0")
+    if args.fetch_rows is not None and args.fetch_rows < 0:
+        p.error("--fetch-rows must be >= 0")
 
     from faq.session import local_session
 
@@ -118,9 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tick_profile-") as tmp:
         per_tick, lines = profile_ticks(
             spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top,
-            args.seed, f"{tmp}/state" if args.durable else None, args.state,
+            args.seed, f"{tmp}/state" if args.durable else None, args.state, args.fetch_rows,
         )  # fmt: skip
     durable = (", durable" if args.durable else "") + f", {args.state} state"
+    if args.fetch_rows is not None:
+        durable += f", max_fetch_rows={args.fetch_rows:,}"
     print(
         f"# {' '.join(['python benchmarks/tick_profile.py', *(argv or sys.argv[1:])])}\n"
         f"{args.edges:,} edges, Δ={args.delta} ({args.input}{durable}): "

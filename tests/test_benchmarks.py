@@ -522,7 +522,8 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     """benchmarks/tick_profile.py on a small graph: the profile shows the tick's own
     functions (the view's step and its delta rule), for pandas and Spark deltas; with a
     state_dir (``--durable``), also the journal's append; with the Spark-resident state
-    (``--state spark``), its fetch of the rows a tick reads."""
+    (``--state spark``), its fetch of the rows a tick reads, and past the fetch bound
+    (``--fetch-rows 0``) the delta queries run in Spark."""
     from benchmarks.tick_profile import profile_ticks
 
     for kind in ("pandas", "spark"):
@@ -534,6 +535,9 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     assert "journal.py" in lines and "(append)" in lines, lines
     _, lines = profile_ticks(spark, 2000, 20, "pandas", 2, 1, 80, state="spark")
     assert "spark_state.py" in lines and "reach.py" in lines and "(gather)" in lines, lines
+    # past the fetch bound: the delta queries run as Spark jobs (faq.delta's Spark path)
+    _, lines = profile_ticks(spark, 2000, 20, "pandas", 2, 1, 120, state="spark", fetch_rows=0)
+    assert "delta.py" in lines and "(_spark)" in lines, lines
 
 
 def test_beyond_driver_floor_reads_every_row_in_one_job(spark, tmp_path, capsys):
