@@ -20,9 +20,11 @@ A rule whose atoms are not all connected to a changed one, or with constants,
 has no such bound: :func:`gather` returns None and the tick reads as it did.
 A tick whose rows are more than ``max_fetch_rows`` (a setting; :func:`fetch`
 stops there), or whose round looks for more than ``max_literals`` values, gets
-:data:`BEYOND`: its delta queries then run as Spark jobs
+a :class:`Beyond`: its delta queries then run as Spark jobs
 (:func:`faq.solve_delta` with ``local=False``), with no lookups of their own
-that would meet the same bound.
+that would meet the same bound.  The first round's job also returns, whatever
+the bound, each changed relation's rows at its delta's keys (at most a row a
+key), so that a tick past the bound needs no job of its own for them.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from incremental.deltas import Rows
     from incremental.spark_keyed import RemoteKeyed
 
-__all__ = ["BEYOND", "OUT", "Near", "Reach", "fetch", "gather"]
+__all__ = ["OUT", "Beyond", "Near", "Reach", "fetch", "gather"]
 
 Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
@@ -56,11 +58,21 @@ log = logging.getLogger("faq.incremental")
 
 OUT = "\0out"
 """The name :func:`gather` gives the output's fetched rows (no relation has it)."""
-BEYOND = "beyond"
-"""What :func:`gather` returns when a tick reaches more rows or values than the settings
-let the driver look for (``max_fetch_rows``, ``max_literals``)."""
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """What :func:`gather` returns when a tick reaches more rows or values than the
+    settings let the driver look for (``max_fetch_rows``, ``max_literals``): per changed
+    relation, the base rows at (a superset of) its delta's keys, when the job that met
+    the bound fetched them."""
+
+    at_keys: dict[str, Table] = field(default_factory=dict)
+
+
 TAG = "__reach"
 ROW = "__row"
+KEY = "__key"
 _ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
 
 
@@ -82,13 +94,14 @@ def gather(
     most: int,
     literals: int,
     out: RemoteKeyed | None = None,
-) -> Near | str | None:
+) -> Near | Beyond | None:
     """The base rows of each relation that a tick with ``deltas`` reads, fetched round
     by round (one Spark job per round and key signature), with the values they cover;
     None when the rule bounds no such rows (an atom not connected to a changed one, a
-    constant); :data:`BEYOND` when they may be more than ``most`` rows, or a round
+    constant); a :class:`Beyond` when they may be more than ``most`` rows, or a round
     looks for more than ``literals`` values.  Each changed relation is also read at its
-    delta's leading values (its lookups at the delta's keys).
+    delta's leading values (its lookups at the delta's keys); past the bound, the
+    first round's rows at those keys come in the :class:`Beyond`.
 
     With ``out`` (the output, keyed by the head), its rows at the changed output keys
     are fetched too, under the name :data:`OUT`: a changed key agrees with some term's
@@ -116,6 +129,7 @@ def gather(
     near: dict[str, Table] = {}
     cover: dict[str, dict[int, np.ndarray]] = {}
     held = 0
+    keys = {n: d.cols for n, d in deltas.items() if d.rows and d.cols}  # the first round's
     while True:
         steps = []  # (term, atom, column, values)
         for t in terms:
@@ -144,16 +158,17 @@ def gather(
                 f"{values:,}",
                 f"{literals:,}",
             )
-            return BEYOND
+            return Beyond()
         if plan:
-            got = fetch(rels, plan, most - held)
+            got, at_keys = fetch(rels, plan, most - held, keys)
+            keys = {}
             if got is None:
                 log.info(
                     "a tick reaches over max_fetch_rows=%s rows of the state: its delta "
                     "queries read the relations in Spark",
                     f"{most:,}",
                 )
-                return BEYOND
+                return Beyond(at_keys)
             for name, rows in got.items():
                 held += rows.rows
                 _merge(near, cover, name, rows, plan[name])
@@ -253,15 +268,23 @@ def _rows_at(
     return tuple(np.concatenate([p[k] for p in out]) for k in range(len(out[0])))
 
 
-def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, Table] | None:
+def fetch(
+    rels: Mapping[str, RemoteKeyed],
+    plan: Reach,
+    most: int,
+    keys: Mapping[str, tuple[np.ndarray, ...]] | None = None,
+) -> tuple[dict[str, Table] | None, dict[str, Table]]:
     """The base rows of each relation of ``plan`` whose column ``c`` holds one of
     ``plan[rel][c]`` for some ``c`` (without the changed keys' overrides): one Spark job
-    for all relations of one key signature (key and value types).
+    for all relations of one key signature (key and value types).  Also, per relation
+    of ``keys`` (its changed keys; their rows must be among those of ``plan``), the
+    rows whose column ``c`` holds a value of ``keys[rel][c]`` for every ``c`` (a
+    superset of its rows at those keys), fetched whatever the bound.
 
-    None when they may be more than ``most`` rows: a change at a hub of a
-    large relation reaches rows the driver should not hold, and its tick reads another
-    way.  The bound is kept in the same job, with no shuffle (a ``limit`` would add one
-    to every tick): each of the job's P partitions (a relation's base is split into
+    None (with the rows at ``keys``) when they may be more than ``most`` rows: a change
+    at a hub of a large relation reaches rows the driver should not hold, and its tick
+    reads another way.  The bound is kept in the same job, with no shuffle (a ``limit``
+    would add one to every tick): each of the job's P partitions (a relation's base is split into
     ``ctx.partitions``) sends at most ``most // P + 1`` rows, and None means that one of
     them had more.  So the driver holds at most about ``most + P`` rows; a hub's rows
     (all in its key's partition) are refused past ``most // P``.
@@ -273,23 +296,38 @@ def fetch(rels: Mapping[str, RemoteKeyed], plan: Reach, most: int) -> dict[str, 
         r = rels[name]
         if r.rows:
             groups.setdefault((r.types, r.vtype), []).append(name)
-    out = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
+    keys = keys or {}
+    out: dict[str, Table] | None = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
+    at_keys: dict[str, Table] = {}
     for names in groups.values():
         frames = []
         for k, name in enumerate(names):
             r = rels[name]
             cond = " OR ".join(in_list(r.vars[c], vals) for c, vals in plan[name].items())
             cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(r.vars)]
-            frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, F.lit(k).alias(TAG)))
+            mine = keys.get(name)
+            key = "false"
+            if mine is not None:
+                pairs = zip(r.vars, mine, strict=True)
+                key = " AND ".join(in_list(v, distinct(c)) for v, c in pairs)
+            tagged = [F.lit(k).alias(TAG), F.expr(key).alias(KEY)]
+            frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, *tagged))
         union = union_all(frames)
         each = max(1, most // sum(rels[n].ctx.partitions for n in names))
         row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
-        at = union.withColumn(ROW, row).filter(F.col(ROW) <= each).toArrow()
-        if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-            return None
-        at = at.drop_columns([ROW])
+        at = union.withColumn(ROW, row).filter((F.col(ROW) <= each) | F.col(KEY)).toArrow()
         tags = at.column(TAG).to_numpy()
+        if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
+            out = None
+        if out is None:  # past the bound: only the rows at the changed keys
+            hit = at.column(KEY).to_numpy(zero_copy_only=False)
+            for k, name in enumerate(names):
+                if name in keys:
+                    part = at.filter(hit & (tags == k)).drop_columns([TAG, KEY, ROW])
+                    at_keys[name] = rels[name].near_rows(part)
+            continue
+        at = at.drop_columns([ROW, KEY])
         for k, name in enumerate(names):
             part = at.filter(tags == k).drop_columns([TAG])
             out[name] = rels[name].near_rows(part)
-    return out
+    return out, at_keys

@@ -107,7 +107,10 @@ class RemoteKeyed:
     may choose.  During a tick, ``near`` may hold the base rows the tick reads, fetched
     at once (:mod:`incremental.reach`): those whose column ``c`` holds one of
     ``cover[c]``; reads they answer run no job, and :meth:`factor` is then a local factor
-    over them (the delta rule reads nothing else).  ``origin`` and ``changes`` are the
+    over them (the delta rule reads nothing else).  A tick that reaches past the bound
+    may instead hold in ``at_rows`` base rows fetched at (a superset of) its changed keys
+    ``at_keys``: lookups at those keys read them, and the relation stays in Spark for
+    the delta queries.  ``origin`` and ``changes`` are the
     journal's (:class:`incremental.protocol.Part`): a relation made by :meth:`journaled`
     records every table :meth:`replace` puts in it since; others record nothing.
     """
@@ -124,6 +127,8 @@ class RemoteKeyed:
     typed: bool = True
     near: Table | None = field(default=None, compare=False, repr=False)
     cover: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    at_rows: Table | None = field(default=None, compare=False, repr=False)
+    at_keys: tuple[np.ndarray, ...] | None = field(default=None, compare=False, repr=False)
     origin: object | None = field(default=None, compare=False, repr=False)
     changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
@@ -231,7 +236,12 @@ class RemoteKeyed:
 
     def _base_rows(self, keys: tuple[np.ndarray, ...]) -> Table:
         """Base rows whose leading key columns take values in ``keys`` column by column (a
-        superset of those at ``keys``): from ``near`` when it covers them, else one job."""
+        superset of those at ``keys``): from ``near`` when it covers them, or from
+        ``at_rows`` when every key is one of ``at_keys``, else one job."""
+        at = self.at_keys
+        whole = at is not None and len(keys) == len(self.vars)
+        if self.at_rows is not None and whole and match_keys(keys, at)[0].all():
+            return self.at_rows
         if self.near is not None and self.cover is not None:
             covered = np.zeros(len(keys[0]), dtype=bool)
             for c, values in self.cover.items():
@@ -246,9 +256,16 @@ class RemoteKeyed:
         of ``cover[c]`` (see :mod:`incremental.reach`)."""
         return replace(self, near=rows, cover=cover)
 
+    def with_rows_at(self, keys: tuple[np.ndarray, ...], rows: Table) -> RemoteKeyed:
+        """This relation with the base ``rows`` at (a superset of) the keys ``keys``,
+        fetched for a tick whose delta queries read the relation in Spark."""
+        return replace(self, at_rows=rows, at_keys=keys)
+
     def without_near(self) -> RemoteKeyed:
         """This relation without the rows fetched for a tick."""
-        return self if self.near is None else replace(self, near=None, cover=None)
+        if self.near is None and self.at_rows is None:
+            return self
+        return replace(self, near=None, cover=None, at_rows=None, at_keys=None)
 
     def near_rows(self, at: Any) -> Table:
         """Fetched base rows (an Arrow table of the keys, then ``value``; ``()``: none) as a
@@ -339,7 +356,8 @@ class RemoteKeyed:
             return self
         base = self.ctx.materialise(self.current())
         over = empty_table(self.vars, self.ops, self.over.cols)
-        return replace(self, base=base, over=over, near=None, cover=None)  # a new base
+        gone = {"near": None, "cover": None, "at_rows": None, "at_keys": None}
+        return replace(self, base=base, over=over, **gone)  # a new base
 
     def emptied(self, like: Sequence[np.ndarray]) -> RemoteKeyed:
         """An empty relation with the key types of ``like``."""

@@ -37,7 +37,7 @@ from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
 from incremental.journal import Frame, replay
 from incremental.protocol import Change, How
-from incremental.reach import BEYOND, OUT, Near, gather
+from incremental.reach import OUT, Beyond, Near, gather
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
@@ -76,19 +76,22 @@ class SparkState(Sizes):
         """
         m = self.m.journaled()
         near = self._gather(deltas, how)
-        if near == BEYOND:  # the driver's own lookups would meet the same bound
-            how, near = (how[0], how[1], False), None
+        beyond = isinstance(near, Beyond)
+        if isinstance(near, Beyond):  # the driver's own lookups would meet the same bound
+            how = (how[0], how[1], False)
+            held = {n: m.rels[n].with_rows_at(deltas[n].cols, r) for n, r in near.at_keys.items()}
+            m, near = replace(m, rels={**m.rels, **held}), None  # the tick's own lookups read them
         if near is not None:
             rels = {n: r.with_near(*near[n]) for n, r in m.rels.items() if n in near}
             out = m.out.with_near(*near[OUT]) if OUT in near else m.out
             m = replace(m, rels={**m.rels, **rels}, out=out)
         m, change = m.apply(deltas, how, sets)
-        if near is not None:
+        if near is not None or beyond:
             rels = {n: r.without_near() for n, r in m.rels.items()}
             m = replace(m, rels=rels, out=m.out.without_near())
         return replace(self, m=m), change
 
-    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | str | None:
+    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | Beyond | None:
         """The rows a tick reads, fetched hop by hop (:func:`incremental.reach.gather`),
         when that applies: an additive regime, delta queries allowed in the driver
         (``how``), integer or string keys, at most ``max_literals`` values to look for in
