@@ -281,13 +281,14 @@ def fetch(
     rows whose column ``c`` holds a value of ``keys[rel][c]`` for every ``c`` (a
     superset of its rows at those keys), fetched whatever the bound.
 
-    None (with the rows at ``keys``) when they may be more than ``most`` rows: a change
-    at a hub of a large relation reaches rows the driver should not hold, and its tick
-    reads another way.  The bound is kept in the same job, with no shuffle (a ``limit``
-    would add one to every tick): each of the job's P partitions (a relation's base is split into
-    ``ctx.partitions``) sends at most ``most // P + 1`` rows, and None means that one of
-    them had more.  So the driver holds at most about ``most + P`` rows; a hub's rows
-    (all in its key's partition) are refused past ``most // P``.
+    None (with the rows at ``keys`` of the key signature that met the bound) when they
+    may be more than ``most`` rows: a change at a hub of a large relation reaches rows
+    the driver should not hold, and its tick reads another way.  The bound is kept in
+    the same job, with no shuffle (a ``limit`` would add one to every tick): each of
+    the job's P partitions (a relation's base is split into ``ctx.partitions``) sends
+    at most ``most // P + 1`` rows, and None means that one of them had more.  So the
+    driver holds at most about ``most + P`` rows; a hub's rows (all in its key's
+    partition) are refused past ``most // P``.
     """
     from pyspark.sql import functions as F
 
@@ -297,8 +298,7 @@ def fetch(
         if r.rows:
             groups.setdefault((r.types, r.vtype), []).append(name)
     keys = keys or {}
-    out: dict[str, Table] | None = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
-    at_keys: dict[str, Table] = {}
+    out = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
     for names in groups.values():
         frames = []
         for k, name in enumerate(names):
@@ -318,16 +318,17 @@ def fetch(
         at = union.withColumn(ROW, row).filter((F.col(ROW) <= each) | F.col(KEY)).toArrow()
         tags = at.column(TAG).to_numpy()
         if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-            out = None
-        if out is None:  # past the bound: only the rows at the changed keys
             hit = at.column(KEY).to_numpy(zero_copy_only=False)
-            for k, name in enumerate(names):
-                if name in keys:
-                    part = at.filter(hit & (tags == k)).drop_columns([TAG, KEY, ROW])
-                    at_keys[name] = rels[name].near_rows(part)
-            continue
+            at_keys = {
+                name: rels[name].near_rows(
+                    at.filter(hit & (tags == k)).drop_columns([TAG, KEY, ROW])
+                )
+                for k, name in enumerate(names)
+                if name in keys
+            }
+            return None, at_keys  # (relations of other key types: their own lookups)
         at = at.drop_columns([ROW, KEY])
         for k, name in enumerate(names):
             part = at.filter(tags == k).drop_columns([TAG])
             out[name] = rels[name].near_rows(part)
-    return out, at_keys
+    return out, {}

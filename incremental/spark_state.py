@@ -76,17 +76,17 @@ class SparkState(Sizes):
         """
         m = self.m.journaled()
         near = self._gather(deltas, how)
-        beyond = isinstance(near, Beyond)
-        if isinstance(near, Beyond):  # the driver's own lookups would meet the same bound
-            how = (how[0], how[1], False)
-            held = {n: m.rels[n].with_rows_at(deltas[n].cols, r) for n, r in near.at_keys.items()}
-            m, near = replace(m, rels={**m.rels, **held}), None  # the tick's own lookups read them
+        beyond = near if isinstance(near, Beyond) else None
+        if beyond is not None:  # the driver's own lookups would meet the same bound
+            how, near = (how[0], how[1], False), None
+            held = {n: m.rels[n].with_rows_at(deltas[n].cols, r) for n, r in beyond.at_keys.items()}
+            m = replace(m, rels={**m.rels, **held})  # the tick's own lookups read them
         if near is not None:
             rels = {n: r.with_near(*near[n]) for n, r in m.rels.items() if n in near}
             out = m.out.with_near(*near[OUT]) if OUT in near else m.out
             m = replace(m, rels={**m.rels, **rels}, out=out)
         m, change = m.apply(deltas, how, sets)
-        if near is not None or beyond:
+        if near is not None or beyond is not None:
             rels = {n: r.without_near() for n, r in m.rels.items()}
             m = replace(m, rels=rels, out=m.out.without_near())
         return replace(self, m=m), change

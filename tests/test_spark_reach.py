@@ -168,6 +168,31 @@ def test_string_keys_with_quotes_past_max_fetch_rows(spark):
             assert remote.result().to_dict() == driver.result().to_dict()
 
 
+def test_relations_of_two_key_signatures_past_max_fetch_rows(spark):
+    """Relations of different key types are fetched in a job each; past the bound the
+    first job to meet it brings its relations' rows at their changed keys, and the
+    other relation is looked up on its own: both agree with the driver state."""
+    e = [(i, i + 1) for i in range(30)] + [(0, j) for j in range(2, 30)]
+    f = [(i, f"n{i % 7}") for i in range(31)]
+    q = query("T(a, c) :- E(a, b), F(b, c)", semiring="integer")
+    fs = _frame(f, cols=("b", "c"))
+    remote = IncrementalView(
+        q, state="spark", E=spark.createDataFrame(_frame(e)), F=spark.createDataFrame(fs)
+    )
+    driver = IncrementalView(q, state="driver", E=_frame(e), F=fs)
+    ticks = [
+        {
+            "E": _frame([(0, 1), (0, 31)], [-1, 1]),
+            "F": _frame([(1, "n1"), (31, "x'y")], [-1, 1], ("b", "c")),
+        },
+        {"E": _frame([(0, 1), (5, 6)], [1, -1]), "F": _frame([(6, "n2")], [2], ("b", "c"))},
+    ]
+    with faq.settings(max_fetch_rows=0):
+        for t in ticks:
+            assert remote.step(**t).to_dict() == driver.step(**t).to_dict()
+            assert remote.result().to_dict() == driver.result().to_dict()
+
+
 def test_a_tick_reaching_past_max_fetch_rows_reads_the_state_in_spark(spark, caplog):
     """A change at a hub reaches every row around it.  Past ``max_fetch_rows`` the tick
     does not bring them into the driver (the fetch stops at one row more) and its delta
