@@ -122,6 +122,7 @@ from benchmarks.triangles import (
     reference_count,
     snap_paths,
 )
+from faq.spark import union_all
 from faq.testing import power_law_graph
 
 ENGINES = ("engine", "adaptive", "cells", "driver")
@@ -334,7 +335,7 @@ class Bench:
             **{n: lambda n=n: engine(n) for n in ENGINES},
             "sql": lambda: _chains.sql_chain(frames, semiring),
             "mllib": lambda: _chains.mllib_chain(frames, dims, a.mllib_block),
-            "floor": lambda: floor_job(functools.reduce(lambda x, y: x.unionByName(y), frames)),
+            "floor": lambda: floor_job(union_all(frames)),
         }
         dense_mb = _chains.dense_bytes(dims) / 1e6
 

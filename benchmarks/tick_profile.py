@@ -61,8 +61,7 @@ def profile_ticks(
     with ``state_dir``, of a view whose ticks are durable there; ``state`` is the
     view's (``"driver"`` or ``"spark"``); with ``fetch_rows``, the ticks run under
     ``max_fetch_rows=fetch_rows`` (0: a Spark state's ticks all read past the bound)."""
-    import faq
-    from benchmarks.incremental import apply, delta_frame, make_delta
+    from benchmarks.incremental import apply, delta_frame, fetch_bound, make_delta
     from faq import query, testing
     from faq.io import edges_dataframe
     from incremental import IncrementalView
@@ -79,8 +78,7 @@ def profile_ticks(
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir, state=state)
     frames = [delta_frame(spark, d, kind) for d in changes]
-    bound = {} if fetch_rows is None else {"max_fetch_rows": fetch_rows}
-    with faq.settings(**bound):
+    with fetch_bound(fetch_rows):
         for f in frames[:warmup]:
             view.step(E=f)
         gc.collect()

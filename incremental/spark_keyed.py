@@ -30,6 +30,7 @@ from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, w
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import LocalOps
+from semirings.local import distinct as distinct_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -295,10 +296,7 @@ class RemoteKeyed:
         (a superset of the rows at ``keys``): a filter of literals for few keys, a
         semi-join with the keys otherwise."""
         k = len(keys)
-        values = [
-            np.unique(c) if c.dtype != object else np.array(sorted(set(c.tolist())), dtype=object)
-            for c in keys
-        ]
+        values = [distinct_values(c) for c in keys]
         if max(len(v) for v in values) <= settings().filter_values:
             conds = [
                 isin_literals(col, ty, v)
