@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["RemoteKeyed", "SparkContext", "over_limit"]
 
 _KINDS = {"bigint": "int", "int": "int", "smallint": "int", "tinyint": "int"}
+_EXACT = 1 << 60  # base, overrides and their negations sum without overflow below this
 
 
 def over_limit(rows: int) -> float:
@@ -111,7 +112,10 @@ class RemoteKeyed:
     over them (the delta rule reads nothing else).  A tick that reaches past the bound
     may instead hold in ``at_rows`` base rows fetched at (a superset of) its changed keys
     ``at_keys``: lookups at those keys read them, and the relation stays in Spark for
-    the delta queries.  ``origin`` and ``changes`` are the
+    the delta queries.  ``under`` pairs ``over`` with the base rows at its keys (tracked
+    by :meth:`replace` since the base was written; None when not known), so that a ring's
+    delta rule can read the relation as the base plus a correction (:meth:`factor`).
+    ``origin`` and ``changes`` are the
     journal's (:class:`incremental.protocol.Part`): a relation made by :meth:`journaled`
     records every table :meth:`replace` puts in it since; others record nothing.
     """
@@ -130,6 +134,7 @@ class RemoteKeyed:
     cover: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
     at_rows: Table | None = field(default=None, compare=False, repr=False)
     at_keys: tuple[np.ndarray, ...] | None = field(default=None, compare=False, repr=False)
+    under: tuple[Table, Table] | None = field(default=None, compare=False, repr=False)
     origin: object | None = field(default=None, compare=False, repr=False)
     changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
 
@@ -149,7 +154,7 @@ class RemoteKeyed:
         """A relation whose contents are ``base`` (materialised, consolidated, no zeros)."""
         over = empty_table(vars_, ops, _empty_cols(types))
         dist = distinct if distinct is not None else (rows,) * len(vars_)
-        return cls(vars_, ops, types, vtype, base, over, rows, dist, ctx, typed)
+        return cls(vars_, ops, types, vtype, base, over, rows, dist, ctx, typed, under=(over, over))
 
     @classmethod
     def empty(
@@ -343,7 +348,10 @@ class RemoteKeyed:
         over = Table(self.vars, over.cols, over.values)
         dist = tuple(min(rows, d + new.rows) for d in self.distinct)
         changes = (*self.changes, new) if self.origin is not None else ()
-        out = replace(self, over=over, rows=rows, distinct=dist, typed=True, changes=changes)
+        under = self._under(over, new, old)
+        out = replace(
+            self, over=over, rows=rows, distinct=dist, typed=True, changes=changes, under=under
+        )
         if over.rows > over_limit(rows):
             return out.folded()
         return out
@@ -355,7 +363,21 @@ class RemoteKeyed:
         base = self.ctx.materialise(self.current())
         over = empty_table(self.vars, self.ops, self.over.cols)
         gone = {"near": None, "cover": None, "at_rows": None, "at_keys": None}
-        return replace(self, base=base, over=over, **gone)  # a new base
+        return replace(self, base=base, over=over, under=(over, over), **gone)  # a new base
+
+    def _under(self, over: Table, new: Table, old: Table) -> tuple[Table, Table] | None:
+        """The base rows at the keys of ``over`` (which ``new`` joined): those known
+        before, and ``old``'s rows at the keys ``new`` adds (the base's, as no override
+        held them)."""
+        if self.under is None or self.under[0] is not self.over or not self.vars:
+            return None
+        fresh = new
+        if self.over.rows:
+            fresh = new.take(np.flatnonzero(~match_keys(new.cols, self.over.cols)[0]))
+        if not old.rows or not fresh.rows:
+            return over, self.under[1]
+        at = drop_zeros(old.take(np.flatnonzero(match_keys(old.cols, fresh.cols)[0])), self.ops)
+        return over, concat(self.under[1], at)
 
     def emptied(self, like: Sequence[np.ndarray]) -> RemoteKeyed:
         """An empty relation with the key types of ``like``."""
@@ -365,14 +387,44 @@ class RemoteKeyed:
     # -- as factors ---------------------------------------------------------------------------
     def factor(self, S: Semiring, name: str) -> Factor:
         """The contents as a trusted Spark factor (no job); during a tick whose reads were
-        fetched (``near``), a local factor over the fetched rows and the overrides."""
+        fetched (``near``), a local factor over the fetched rows and the overrides.
+
+        With integer annotations in a ring (``S.is_ring``: the stored counts of the
+        additive regimes), changed keys are not cut from the base by an anti-join (a
+        broadcast job per read of the relation): the factor is the base plus a
+        correction, the overrides and the negated base rows at their keys (``under``),
+        left for the query to ⊕-combine.  The sums are exact: integers, far from
+        overflow (checked).
+        """
         if self.near is not None:
             kept = self.near
             if self.over.rows:
                 kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
             return Factor.from_table(concat(kept, drop_zeros(self.over, self.ops)), S, name)
+        fix = self._correction(S)
+        if fix is not None:
+            df = self.base.unionByName(self.ctx.frame(fix, self.types, self.vtype))
+            rows = self.rows + fix.rows
+            return Factor.trusted(
+                df, self.vars, S, rows=rows, distinct=self.distinct, name=name, consolidated=False
+            )
         df = self.current()
         return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
+
+    def _correction(self, S: Semiring) -> Table | None:
+        """What turns the base into the contents when ⊕-added to it (see :meth:`factor`),
+        or None where that does not hold exactly."""
+        under = self.under
+        if not self.over.rows or not self.vars or under is None or under[0] is not self.over:
+            return None
+        if not S.is_ring or self.vtype != "bigint":
+            return None
+        now, was = drop_zeros(self.over, self.ops), under[1]
+        values = [t.values for t in (now, was) if t.rows]
+        if any(np.abs(v).max() >= _EXACT for v in values):  # type: ignore[arg-type]
+            return None
+        negated = Table(self.vars, was.cols, -np.asarray(was.values, dtype=np.int64))
+        return concat(now, negated)
 
     def indicator(self, S: Semiring, name: str) -> Factor:
         """Every present key annotated ``S.one`` (``S`` is boolean)."""
