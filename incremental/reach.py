@@ -303,13 +303,15 @@ def fetch(
         frames = []
         for k, name in enumerate(names):
             r = rels[name]
-            cond = " OR ".join(in_list(r.vars[c], vals) for c, vals in plan[name].items())
+            cond = " OR ".join(
+                in_list(r.vars[c], vals, r.types[c]) for c, vals in plan[name].items()
+            )
             cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(r.vars)]
             mine = keys.get(name)
             key = "false"
             if mine is not None:
-                pairs = zip(r.vars, mine, strict=True)
-                key = " AND ".join(in_list(v, distinct(c)) for v, c in pairs)
+                pairs = zip(r.vars, r.types, mine, strict=True)
+                key = " AND ".join(in_list(v, distinct(c), ty) for v, ty, c in pairs)
             tagged = [F.lit(k).alias(TAG), F.expr(key).alias(KEY)]
             frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, *tagged))
         union = union_all(frames)

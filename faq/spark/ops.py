@@ -177,14 +177,18 @@ def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
     return max(binary_join(frames[:k], S).df.count() for k in range(2, len(frames) + 1))
 
 
-def in_list(column: str, values: np.ndarray) -> str:
+def in_list(column: str, values: np.ndarray, spark_type: str | None = None) -> str:
     """``column IN (v1, v2, ...)`` as SQL text, for integer values or (an object array)
     strings: a parsed list costs one call to the JVM, literals built one by one one
-    each."""
+    each.  For a ``bigint`` column (``spark_type``) the integers are written as bigint
+    literals (``7L``): plain ones parse as ``int`` where they fit, and Spark's analysis
+    then widens each to the column's type (1,000 values: 35 ms a filter, against 10 ms).
+    """
     if values.dtype == object:
         text = ", ".join(_string(str(v)) for v in values)
     else:
-        text = ", ".join(str(int(v)) for v in values)
+        suffix = "L" if spark_type == "bigint" else ""
+        text = ", ".join(f"{int(v)}{suffix}" for v in values)
     return f"{sql_name(column)} IN ({text})"
 
 
@@ -195,7 +199,7 @@ def isin_literals(col: str, spark_type: str, values: np.ndarray) -> Column:
     from pyspark.sql import functions as F
 
     if len(values) and spark_type in _INTEGERS:
-        return F.expr(in_list(col, np.asarray(values, dtype=np.int64)))
+        return F.expr(in_list(col, np.asarray(values, dtype=np.int64), spark_type))
     if len(values) and spark_type == "string":
         return F.expr(in_list(col, values))
     return F.col(sql_name(col)).isin([v.item() if hasattr(v, "item") else v for v in values])
