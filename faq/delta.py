@@ -16,37 +16,44 @@ the rows of the other relations that can join are fetched by rounds of
 semi-joins (round 1: the rows sharing a value with the change; round 2: the
 rows sharing a value with those; ...), each round one filtered scan per
 relation for all terms at once, and the terms are then solved on the local
-kernel.  Larger changes, or steps the change does not reach (a Cartesian
-product), run as Spark queries.
+kernel (:class:`faq.delta_local.LocalDelta`).  Larger changes, or steps the change
+does not reach (a Cartesian product), run in Spark (:func:`_spark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from faq.executor import Data, Executor
+from faq.delta_local import (
+    DeltaResult,
+    LocalDelta,
+    NeedsSpark,
+    TermReport,
+    empty_change,
+    split_rule,
+)
 from faq.factor import Factor, Source
-from faq.kernel.seeded import seeded_delta
 from faq.kernel.stats import filtered_stats
-from faq.kernel.table import Table, concat, group_reduce
-from faq.plan.logical import AtomStats, make_plan
+from faq.kernel.table import Table, group_reduce
 from faq.plan.physical import check_options
-from faq.plan.settings import current
+from faq.plan.settings import Settings, current, settings
 from faq.query import Query, deferred_run
 from faq.rule import VALUE, Atom, Rule
 from faq.session import fixed_plans_for, quiet_spark_errors
 from faq.spark.convert import arrow_to_table
-from faq.spark.ops import all_of, isin_literals, union_all
-from faq.spark.tasks import query_error
+from faq.spark.ops import all_of, isin_literals, sql_name, union_all
+from faq.spark.partitioned import REL, kernel_table, row_columns, variable_types
+from faq.spark.tasks import arrow_type, marked, query_error, table_batch
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import distinct, group_starts, local_ops
+from semirings.local import distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -55,82 +62,6 @@ __all__ = [
     "solve_delta",
     "split_rule",
 ]
-
-
-class NeedsSpark(Exception):
-    """The delta rule cannot run in the driver; the message says why."""
-
-
-@dataclass(frozen=True)
-class TermReport:
-    """How one term of the delta rule ran.
-
-    Attributes
-    ----------
-    atom : int
-        The index of the atom whose change the term reads.
-    skipped : bool
-        True when another relation of the term is empty (nothing to join).
-    where : str
-        ``"driver"`` or ``"spark"`` (empty when skipped).
-    order : tuple of str
-        The variable order of the term's plan.
-    methods : tuple of str
-        Each step's join method (``"wcoj"`` or ``"binary"``).
-    purpose : str
-        Empty for the change of the answer; a caller that runs the rule for
-        something else says what (an incremental view's "affected groups").
-    """
-
-    atom: int
-    skipped: bool = False
-    where: str = ""
-    order: tuple[str, ...] = ()
-    methods: tuple[str, ...] = ()
-    purpose: str = ""
-
-
-@dataclass(frozen=True)
-class DeltaResult:
-    """What :func:`solve_delta` returns.
-
-    Attributes
-    ----------
-    change : Factor
-        ΔQ over the head variables (zero annotations dropped).
-    where : str
-        ``"driver"`` (lookups plus the local kernel) or ``"spark"``.
-    terms : tuple of TermReport
-        One report per term of the delta rule, by atom index.
-    touched : dict of str to Factor
-        For each changed relation (driver path only): its rows before the
-        change at the keys the change names, read in the first round of
-        lookups (so a caller can count rows or refuse negative multiplicities
-        without another scan).
-    why : str
-        What decided ``where``, naming the setting (``local_delta_rows``,
-        ``max_fetch_rows``, ``max_literals``) and its value.
-    """
-
-    change: Factor
-    where: str
-    terms: tuple[TermReport, ...]
-    touched: dict[str, Factor]
-    why: str = ""
-
-
-def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
-    """The rule with one fresh relation name per atom (``E__1``, ``E__2``…), and the names."""
-    taken = set(rule.relations)
-    names = []
-    for i, a in enumerate(rule.atoms, 1):
-        n = f"{a.relation}__{i}"
-        while n in taken:
-            n = f"_{n}"
-        taken.add(n)
-        names.append(n)
-    atoms = tuple(Atom(n, a.vars) for n, a in zip(names, rule.atoms, strict=True))
-    return Rule(rule.name, rule.head, atoms), tuple(names)
 
 
 def solve_delta(
@@ -195,245 +126,13 @@ def solve_delta(
         why = f"a change holds {rows:,} rows > local_delta_rows={most:,}"
     else:
         try:
-            res = _Driver(q, relations, live, order, join).run()
+            res = LocalDelta(q, relations, live, order, join).run()
         except NeedsSpark as exc:
             why = str(exc)
         else:
             return replace(res, why=f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}")
-    return replace(_spark(q, relations, live, order, join, S), why=why)
-
-
-# -- the driver path ----------------------------------------------------------------------------
-@dataclass
-class _Term:
-    atom: int
-    known: dict[str, np.ndarray]  # candidate values of each variable reached so far
-    fetched: dict[int, Table]  # atom index -> the relation's rows (key names) that can join
-    skipped: bool = False
-
-
-class _Driver:
-    """The delta rule in the driver: rounds of lookups, then each term on the local kernel."""
-
-    def __init__(
-        self,
-        q: Query,
-        relations: Mapping[str, Factor],
-        deltas: Mapping[str, Factor],
-        order: str | Sequence[str],
-        join: str,
-    ) -> None:
-        self.q = q
-        self.rule = q.rule
-        self.S: Semiring = q.semiring
-        self.ops = local_ops(self.S)
-        self.relations = relations
-        self.order = order
-        self.join = join
-        self.deltas = {n: _consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
-        self.keys = {n: relations[n].vars for n in self.rule.relations}
-        self.keyed = {n: f.source.keyed for n, f in relations.items() if f.source.keyed is not None}
-        self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
-
-    def run(self) -> DeltaResult:
-        fast = self._on_tries()
-        if fast is not None:
-            return fast
-        terms = []
-        for i, a in enumerate(self.rule.atoms):
-            if a.relation not in self.deltas:
-                continue
-            t = _Term(i, _values(self.deltas[a.relation], self.keys[a.relation], a), {})
-            t.skipped = self._empty_other(i)
-            terms.append(t)
-        touched = self._rounds([t for t in terms if not t.skipped])
-        results, report = [], []
-        for t in terms:
-            if t.skipped:
-                report.append(TermReport(t.atom, skipped=True))
-                continue
-            table, plan, trace = self._solve_term(t)
-            results.append(table)
-            methods = tuple(s.choice.method for s in trace.steps)
-            report.append(TermReport(t.atom, False, "driver", tuple(plan.order), methods))
-        head = self.rule.head
-        if results:
-            change = group_reduce(concat(results, self.ops), head, self.ops)
-        else:
-            change = _empty(head, self.ops)
-        return DeltaResult(
-            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
-            "driver",
-            tuple(sorted(report, key=lambda r: r.atom)),
-            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
-        )
-
-    def _on_tries(self) -> DeltaResult | None:
-        """Every term as seeded joins on the keyed relations' tries
-        (:func:`faq.kernel.seeded.seeded_delta`), or None where that does not apply: a
-        relation not keyed, annotations not in a ring of integers, a binary join or a
-        given variable order asked for, a repeated variable, a constant in an atom."""
-        if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
-            return None
-        if any(a.consts for a in self.rule.atoms):  # atoms read columns by position
-            return None
-        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
-        got = seeded_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
-        if got is None:
-            return None
-        change, plans = got
-        report = [
-            TermReport(i, skipped=True)
-            if self._empty_other(i)
-            else TermReport(i, False, "driver", order, ("wcoj",))
-            for i, order in plans
-        ]
-        touched = {n: self.keyed[n].at(d.cols) for n, d in self.deltas.items()}
-        return DeltaResult(
-            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
-            "driver",
-            tuple(report),
-            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
-        )
-
-    def _empty_other(self, i: int) -> bool:
-        """Whether term ``i`` reads an empty relation (nothing to join)."""
-        return any(
-            j != i and self._rows(b.relation) == 0 and not (j < i and b.relation in self.deltas)
-            for j, b in enumerate(self.rule.atoms)
-        )
-
-    def _rows(self, name: str) -> int:
-        f = self.relations[name]
-        st = f.stats
-        return st.rows if st is not None else f.count()
-
-    # -- lookups ------------------------------------------------------------------------------
-    def _rounds(self, terms: list[_Term]) -> dict[str, Table]:
-        """Fetch, round by round, every atom's rows that can join with the term's change."""
-        touched: dict[str, Table] = {}
-        first = True
-        while True:
-            requests: list[tuple[_Term, int, dict[int, np.ndarray]]] = []
-            for t in terms:
-                for j, b in enumerate(self.rule.atoms):
-                    if j == t.atom or j in t.fetched:
-                        continue
-                    conds = {k: t.known[v] for k, v in enumerate(b.vars) if v in t.known}
-                    if conds:
-                        requests.append((t, j, conds))
-            pending = [
-                (t, j)
-                for t in terms
-                for j in range(len(self.rule.atoms))
-                if j != t.atom and j not in t.fetched
-            ]
-            if not requests and pending:
-                raise NeedsSpark("an atom shares no variable with what the change reaches")
-            if not requests and not first:
-                return touched
-            probes = self.deltas if first else {}
-            answers, probed = self._fetch(requests, probes)
-            touched.update(probed)
-            first = False
-            for (t, j, _), rows in zip(requests, answers, strict=True):
-                b = self.rule.atoms[j]
-                if j < t.atom and b.relation in self.deltas:  # R' = R ⊕ ΔR at these keys
-                    d = _filter(self.deltas[b.relation], _conds(b, t.known))
-                    rows = _consolidated(concat([rows, d], self.ops), self.ops)
-                t.fetched[j] = rows
-                for k, v in enumerate(b.vars):
-                    have = distinct(rows.cols[k])
-                    if v in t.known:
-                        have = np.intersect1d(t.known[v], have, assume_unique=True)
-                    t.known[v] = have
-            if not requests:
-                return touched
-
-    def _fetch(
-        self,
-        requests: list[tuple[_Term, int, dict[int, np.ndarray]]],
-        probes: Mapping[str, Table],
-    ) -> tuple[list[Table], dict[str, Table]]:
-        """Answer ``requests`` (one filtered scan per relation) and read each probed
-        relation at its change's keys."""
-        by_rel: dict[str, list[int]] = {}
-        for n, (_, j, _) in enumerate(requests):
-            by_rel.setdefault(self.rule.atoms[j].relation, []).append(n)
-        for name in probes:
-            by_rel.setdefault(name, [])
-        answers: list[Table] = [None] * len(requests)  # type: ignore[list-item]
-        touched: dict[str, Table] = {}
-        for name, idx in by_rel.items():
-            keyed = self.keyed.get(name)
-            if keyed is not None:  # binary searches per request: no scan, no filtering
-                for n in idx:
-                    answers[n] = keyed.lookup([requests[n][2]])
-                if name in probes:
-                    touched[name] = keyed.at(probes[name].cols)
-                continue
-            conds = [requests[n][2] for n in idx]
-            probe = probes.get(name)
-            if probe is not None:
-                conds.append({k: distinct(c) for k, c in enumerate(probe.cols)})
-            rows = self._read(name, conds)
-            for n in idx:
-                answers[n] = _filter(rows, requests[n][2])
-            if probe is not None:
-                touched[name] = _at_keys(rows, probe)
-        return answers, touched
-
-    def _read(self, name: str, conds: list[dict[int, np.ndarray]]) -> Table:
-        """The rows of relation ``name`` matching any of ``conds`` (consolidated)."""
-        keyed = self.keyed.get(name)
-        if keyed is not None:
-            return keyed.lookup(conds) if conds else _empty(keyed.vars, self.ops)
-        local = self.local.get(name)
-        if local is not None:
-            mask = np.zeros(local.rows, dtype=bool)
-            for c in conds:
-                mask |= _mask(local, c)
-            return local.take(np.flatnonzero(mask))
-        f = self.relations[name]
-        if self._rows(name) == 0 or not conds:
-            return _empty(f.vars, self.ops)
-        literals = sum(len(v) for c in conds for v in c.values())
-        most = current().max_literals
-        if literals > most:
-            raise NeedsSpark(
-                f"{literals:,} lookup keys for relation {name!r} > max_literals={most:,}"
-            )
-        df = f.df
-        types = f.key_types
-        cond = None
-        for c in conds:
-            part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in c.items()])
-            cond = part if cond is None else cond | part
-        most = current().max_fetch_rows
-        at = df.filter(cond).limit(most + 1).toArrow()
-        if at.num_rows > most:
-            raise NeedsSpark(
-                f"lookups of relation {name!r} reach over max_fetch_rows={most:,} rows"
-            )
-
-        unique = f.source.consolidated
-        return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
-
-    # -- one term ------------------------------------------------------------------------------
-    def _solve_term(self, t: _Term) -> tuple[Table, Any, Any]:
-        split, _ = split_rule(self.rule)
-        atoms: list[Data] = []
-        stats: list[AtomStats] = []
-        for j, a in enumerate(self.rule.atoms):
-            rows = self.deltas[a.relation] if j == t.atom else t.fetched[j]
-            d = _through(rows, a)
-            atoms.append(d)
-            stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
-        plan = make_plan(split, stats, self.order)
-        ex = Executor(self.S, None, join=self.join, backend="driver", parallelism=1)
-        result, trace = ex.run(plan, atoms, None)
-        assert result.table is not None
-        return result.table, plan, trace
+    res = _spark(q, relations, live, order, join, S)
+    return replace(res, why=f"{why}; {res.why}" if res.why else why)
 
 
 # -- the Spark path ------------------------------------------------------------------------------
@@ -445,9 +144,13 @@ def _spark(
     join: str,
     S: Semiring,
 ) -> DeltaResult:
-    """Each term as a Spark query (``backend="spark"``) over the rows its change can reach
-    (:func:`_reached`), left uncomputed (:func:`faq.query.deferred_run`); the ⊕ of all of
-    them computed in one Spark action."""
+    """Every term in one Spark task when the rows the changes reach fit one
+    (:func:`_in_one_task`); otherwise each term as a Spark query (``backend="spark"``)
+    over the rows its change can reach (:func:`_reached`), left uncomputed
+    (:func:`faq.query.deferred_run`), the ⊕ of all of them computed in one Spark action."""
+    one = _in_one_task(q, relations, deltas, order, join, S)
+    if one is not None:
+        return one
     split, names = split_rule(q.rule)
     sq = Query(split, S)
     parts: list[DataFrame] = []
@@ -478,7 +181,7 @@ def _spark(
         report.append(TermReport(i, False, "spark", tuple(run.plan.order), methods))
     head = q.rule.head
     if not parts:
-        change = Factor.from_table(_empty(head, local_ops(S)), S, f"Δ{q.rule.name}")
+        change = Factor.from_table(empty_change(head, local_ops(S)), S, f"Δ{q.rule.name}")
     else:
         summed = sops.consolidate(S, union_all(parts), list(head), VALUE)
         name = f"Δ{q.rule.name}"
@@ -493,6 +196,199 @@ def _spark(
             t = arrow_to_table(done, head, S, "change", check=False, unique=True)
             change = Factor.from_table(t, S, name)
     return DeltaResult(change, "spark", tuple(report), {})
+
+
+def _in_one_task(
+    q: Query,
+    relations: Mapping[str, Factor],
+    deltas: Mapping[str, Factor],
+    order: str | Sequence[str],
+    join: str,
+    S: Semiring,
+) -> DeltaResult | None:
+    """ΔQ computed in one Spark task, or None where that does not apply.
+
+    It applies when the changes are in the driver, every relation is in Spark, and
+    every atom of a term shares a variable with the term's change (one hop: what a
+    term reads is known from its change alone).  Each relation is then read once, by
+    one filtered scan: the rows whose columns hold the values the changes give them,
+    every term's filter OR-ed (``IN`` lists, at most ``max_literals`` values in all).
+    Their estimated rows (:func:`faq.kernel.stats.filtered_stats`) must fit one task
+    (``cell_rows``).  The scans run in the relations' own partitions; their rows are
+    shuffled into one task, which runs the delta rule's driver path over them and the
+    changes (:class:`faq.delta_local.LocalDelta`: the same lookups and kernel as in
+    the driver) and returns ΔQ.  One Spark stage per relation read, one task, no
+    plan per term.
+    """
+    rule = q.rule
+    changes = {n: d.local_table() for n, d in deltas.items()}
+    if not changes or any(t is None for t in changes.values()):
+        return None
+    if any(relations[n].is_local or relations[n].stats is None for n in rule.relations):
+        return None
+    single: dict[str, dict[int, np.ndarray]] = {}  # a column's values, every term's at once
+    joint: dict[str, list[dict[int, np.ndarray]]] = {}  # several columns' values together
+    for i, a in enumerate(rule.atoms):
+        t = changes.get(a.relation)
+        if t is None:
+            continue
+        given = {v: distinct(c) for v, c in zip(a.vars, t.cols, strict=True)}
+        for j, b in enumerate(rule.atoms):
+            if j == i:
+                continue
+            cond = {k: given[v] for k, v in enumerate(b.vars) if v in given}
+            if not cond:
+                return None  # a term reads an atom its change does not reach
+            if len(cond) > 1:
+                joint.setdefault(b.relation, []).append(cond)
+                continue
+            ((k, values),) = cond.items()
+            mine = single.setdefault(b.relation, {})
+            mine[k] = np.union1d(mine[k], values) if k in mine else values
+    wanted = {
+        n: [{k: v} for k, v in single.get(n, {}).items()] + joint.get(n, [])
+        for n in rule.relations
+        if n in single or n in joint
+    }
+    st = current()
+    literals = sum(len(v) for m in wanted.values() for c in m for v in c.values())
+    if not wanted or literals > st.max_literals:
+        return None
+    rows = 0.0
+    for name, m in wanted.items():
+        whole = relations[name].stats
+        assert whole is not None
+        est = sum(filtered_stats(whole, {k: len(v) for k, v in c.items()}).rows for c in m)
+        rows += min(est, whole.rows)
+    if rows > st.cell_rows:
+        return None
+    names = tuple(wanted)
+    cols = tuple(
+        tuple(f"r{k}_{c}" for c in range(len(relations[n].vars))) for k, n in enumerate(names)
+    )
+    frames = []
+    for name, c in zip(names, cols, strict=True):
+        f = relations[name]
+        types = f.key_types
+        cond = None
+        for each in wanted[name]:
+            part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in each.items()])
+            cond = part if cond is None else cond | part
+        frames.append(f.df.select(*f.vars, VALUE).filter(cond).toDF(*c, VALUE))
+    vtype = sops.ops(S).type
+    types = variable_types(list(zip(cols, frames, strict=True)))
+    parts = [
+        df.selectExpr(*row_columns(k, c, types, vtype))
+        for k, (c, df) in enumerate(zip(cols, frames, strict=True))
+    ]
+    head = rule.head
+    head_types = _head_types(rule, relations)
+    schema = ", ".join(
+        [f"{sql_name(v)} {head_types[v]}" for v in head] + [f"{sql_name(VALUE)} {vtype}"]
+    )
+    task = _DeltaTask(
+        q,
+        names,
+        cols,
+        {n: relations[n].vars for n in rule.relations},
+        changes,
+        order,
+        join,
+        vtype,
+        st,
+    )
+    # a row of no relation, so that the task runs even when no relation's row is reached
+    # (a term over R ⊕ ΔR still has ΔR's rows), whatever Spark does with empty partitions
+    nulls = [f"CAST(NULL AS {ty}) AS {sql_name(v)}" for v, ty in types.items()]
+    marker = (
+        frames[0]
+        .sparkSession.range(0, 1, 1, 1)
+        .selectExpr(
+            f"CAST(-1 AS INT) AS {REL}", *nulls, f"CAST(NULL AS {vtype}) AS {sql_name(VALUE)}"
+        )
+    )
+    out = union_all([*parts, marker]).repartition(1).mapInArrow(task, schema)
+    held: list[object] = [f.source.df for f in relations.values()]
+    name = f"Δ{rule.name}"
+    with quiet_spark_errors(), fixed_plans_for(held):
+        try:
+            done = out.localCheckpoint(eager=True) if head else out.toArrow()
+        except Exception as exc:
+            raise query_error(exc, rule, S) from exc
+    if head:
+        change = Factor.from_source(Source.spark(done, head, S, checked=True), name)
+    else:
+        t = arrow_to_table(done, head, S, "change", check=False, unique=False)
+        change = Factor.from_table(t, S, name)
+    report = tuple(
+        TermReport(i, False, "spark") for i, a in enumerate(rule.atoms) if a.relation in changes
+    )
+    why = f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"
+    return DeltaResult(change, "spark", report, {}, why)
+
+
+def _head_types(rule: Rule, relations: Mapping[str, Factor]) -> dict[str, str]:
+    """The Spark type of every variable of ``rule`` (its first atom's column's)."""
+    types: dict[str, str] = {}
+    for a in rule.atoms:
+        for v, ty in zip(a.vars, relations[a.relation].key_types, strict=True):
+            types.setdefault(v, ty)
+    return types
+
+
+class _DeltaTask:
+    """What the one task of :func:`_in_one_task` runs (picklable): the relations' rows it
+    is sent (input ``k`` is relation ``names[k]``, columns ``cols[k]``), ⊕-combined by key,
+    and the changes, through the driver path of the delta rule; ΔQ as one Arrow batch."""
+
+    def __init__(
+        self,
+        q: Query,
+        names: tuple[str, ...],
+        cols: tuple[tuple[str, ...], ...],
+        vars_: dict[str, tuple[str, ...]],
+        changes: dict[str, Table],
+        order: str | Sequence[str],
+        join: str,
+        vtype: str,
+        st: Settings,
+    ) -> None:
+        self.q, self.names, self.cols, self.vars = q, names, cols, vars_
+        self.changes, self.order, self.join, self.vtype, self.st = changes, order, join, vtype, st
+        self.value_type = arrow_type(vtype)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        S = self.q.semiring
+        ops = local_ops(S)
+        got = [b for b in batches if b.num_rows]
+        rows = pa.Table.from_batches(got) if got else None
+        tags = rows.column(REL).to_numpy() if rows is not None else np.empty(0, np.int64)
+        try:
+            rels: dict[str, Factor] = {}
+            for n, vars_ in self.vars.items():
+                if n in self.names and rows is not None:
+                    k = self.names.index(n)
+                    t = kernel_table(rows, np.flatnonzero(tags == k), self.cols[k], self.vtype, ops)
+                    t = group_reduce(Table(vars_, t.cols, t.values, unique=False), vars_, ops)
+                else:
+                    like = self.changes.get(n)
+                    t = (
+                        like.take(np.empty(0, np.int64))
+                        if like is not None
+                        else empty_change(vars_, ops)
+                    )
+                    t = Table(vars_, t.cols, t.values)
+                rels[n] = Factor.from_table(t, S, n)
+            changes = {n: Factor.from_table(t, S, n) for n, t in self.changes.items()}
+            with settings(**self.st.changed()):
+                res = LocalDelta(self.q, rels, changes, self.order, self.join).run()
+            out = res.change.to_table()
+        except Exception as exc:
+            raise marked(exc) from exc
+        if out.rows:
+            yield table_batch(out, ops, self.value_type)
 
 
 def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor:
@@ -538,63 +434,3 @@ def _plus(old: Factor, delta: Factor, S: Semiring) -> Factor:
     rows = (old.stats.rows if old.stats else 0) + delta.count()
     df = old.df.select(*old.vars, VALUE).unionByName(delta.df.toDF(*old.vars, VALUE))
     return Factor.trusted(df, old.vars, S, rows=rows, consolidated=False)
-
-
-# -- helpers ------------------------------------------------------------------------------
-def _consolidated(t: Table, ops: Any) -> Table:
-    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
-
-
-def _values(delta: Table, keys: tuple[str, ...], atom: Atom) -> dict[str, np.ndarray]:
-    """The values each variable of ``atom`` takes in the change (agreeing repeated columns)."""
-    d = _through(delta, atom)
-    assert d.table is not None
-    return {v: distinct(c) for v, c in zip(d.table.vars, d.table.cols, strict=True)}
-
-
-def _through(rows: Table, atom: Atom) -> Data:
-    """A relation's rows (columns by position) seen through ``atom``."""
-    first: dict[str, int] = {}
-    for i, v in enumerate(atom.vars):
-        first.setdefault(v, i)
-    t = rows
-    if len(first) != len(atom.vars):
-        mask = np.ones(t.rows, dtype=bool)
-        for i, v in enumerate(atom.vars):
-            mask &= t.cols[i] == t.cols[first[v]]
-        t = t.take(np.flatnonzero(mask))
-    table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
-    dist = {v: float(len(distinct(c))) for v, c in zip(table.vars, table.cols, strict=True)}
-    return Data(table.vars, float(table.rows), table=table, distinct=dist)
-
-
-def _conds(atom: Atom, known: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
-    return {k: known[v] for k, v in enumerate(atom.vars) if v in known}
-
-
-def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
-    mask = np.ones(t.rows, dtype=bool)
-    for k, values in conds.items():
-        mask &= np.isin(t.cols[k], values)
-    return mask
-
-
-def _filter(t: Table, conds: Mapping[int, np.ndarray]) -> Table:
-    return t.take(np.flatnonzero(_mask(t, conds)))
-
-
-def _at_keys(rows: Table, keys: Table) -> Table:
-    """The rows of ``rows`` whose whole key is a key of ``keys``."""
-    if rows.rows == 0 or keys.rows == 0:
-        return rows.take(np.empty(0, dtype=np.int64))
-    both = [np.concatenate([a, b]) for a, b in zip(rows.cols, keys.cols, strict=True)]
-    perm, starts = group_starts(both)
-    group = np.empty(len(perm), dtype=np.int64)
-    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
-    in_keys = np.zeros(len(starts), dtype=bool)
-    in_keys[group[rows.rows :]] = True
-    return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
-
-
-def _empty(vars_: tuple[str, ...], ops: Any) -> Table:
-    return Table(vars_, tuple(np.empty(0, dtype=np.int64) for _ in vars_), np.empty(0, ops.dtype))

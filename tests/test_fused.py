@@ -206,12 +206,14 @@ def test_the_check_job_reads_all_relations_in_one_coalesced_stage(spark):
 
 
 def test_a_delta_term_scans_its_filtered_relation_in_parallel(spark):
-    """A Spark delta term (past ``max_fetch_rows``) reads each other atom's rows at the
-    change's values: a filter over the whole relation.  Planned from the estimate of the
-    rows it keeps (:func:`faq.kernel.stats.filtered_stats`), the term has one cell, and the
-    filtered relation is shuffled into that cell's task, so the scan runs in the relation's
-    own 4 partitions (before, planned from the whole relation's rows, no stage had 4
-    tasks: [2, 2, 2, 2, 1])."""
+    """A Spark delta term (past ``max_fetch_rows``) of a rule whose terms read atoms
+    their change does not reach (a path: no one task, :func:`faq.delta._in_one_task`)
+    reads each other atom's rows at the values it reaches: a filter over the whole
+    relation.  Planned from the estimate of the rows it keeps
+    (:func:`faq.kernel.stats.filtered_stats`), the term has one cell, and the filtered
+    relation is shuffled into that cell's task, so the scan runs in the relation's own 4
+    partitions (before, planned from the whole relation's rows, no stage had 4 tasks:
+    [2, 2, 2, 2, 1])."""
     from faq import solve_delta
 
     rng = np.random.default_rng(5)
@@ -219,13 +221,14 @@ def test_a_delta_term_scans_its_filtered_relation_in_parallel(spark):
     rows = [(int(a), int(b), 1) for a, b in edges]
     df = spark.createDataFrame(rows, "a long, b long, value long").repartition(4)
     E = Factor.trusted(df, ("a", "b"), "counting", rows=len(rows), distinct=(300, 300))
-    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    q = query("Q() :- E(a, b), E(b, c), E(c, d)", semiring="counting")
     change = Factor.from_dict({(3, 7): 1, (11, 5): 1}, ("a", "b"), "counting")
     want = solve_delta(q, {"E": E}, {"E": change}).change.scalar()
     res, tasks = _stage_tasks_of_last_job(
         spark, lambda: solve_delta(q, {"E": E}, {"E": change}, local=False)
     )
     assert res.where == "spark" and res.change.scalar() == want
+    assert "one Spark task" not in res.why
     assert 4 in tasks, tasks  # the filtered scans, in the relation's partitions
 
 
