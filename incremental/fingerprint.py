@@ -3,16 +3,26 @@
 A built-in semiring is identified by its name; a user semiring by a fingerprint
 (:func:`semiring_fingerprint`): the ``repr`` of its zero, one, and of ⊕, ⊗ (and
 negation) on probe values of its own domain.  :func:`semiring_differences` says
-how two fingerprints differ (:meth:`incremental.store.Store.check_semiring`).
+how two fingerprints differ, :func:`check_fingerprint` refuses a folder written with
+another definition (:meth:`incremental.store.Store.check_semiring`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from semirings import Semiring
 
-__all__ = ["FINGERPRINT", "builtin", "semiring_differences", "semiring_fingerprint"]
+__all__ = [
+    "FINGERPRINT",
+    "builtin",
+    "check_fingerprint",
+    "semiring_differences",
+    "semiring_fingerprint",
+]
+
+log = logging.getLogger("faq.incremental")
 
 FINGERPRINT = "semiring_fingerprint"
 """Manifest key of a user semiring's fingerprint (None for a built-in semiring)."""
@@ -92,6 +102,43 @@ def semiring_differences(stored: dict[str, Any], now: dict[str, Any]) -> list[st
 
 
 _FAILED = object()
+
+
+def check_fingerprint(where: str, S: Semiring, now: dict[str, Any] | None, stored: Any) -> None:
+    """Refuse a folder (``where``) whose manifest recorded ``stored`` as the fingerprint of
+    a semiring named like ``S`` (``...``: recorded none), when ``S``'s own is ``now``
+    (None: a built-in semiring, identified by name, compared by the view).  A manifest
+    written before fingerprints were recorded is accepted, with a warning, for a user
+    semiring.
+
+    Raises
+    ------
+    ValueError
+        Naming which of zero, one, add, mul, neg differs, with both values.
+    """
+    if stored is ...:
+        if now is not None:
+            log.warning(
+                "%s was written before semiring fingerprints were recorded: its user "
+                "semiring %r is identified by its name only",
+                where,
+                S.name,
+            )
+        return
+    if stored is None and now is None:
+        return
+    if stored is None:
+        raise ValueError(
+            f"{where} holds a view over the built-in semiring {S.name!r}, not over a "
+            "user semiring of the same name"
+        )
+    differences = semiring_differences(stored, semiring_fingerprint(S))
+    if differences:
+        raise ValueError(
+            f"{where} holds a view over a semiring {S.name!r} defined differently: "
+            + "; ".join(differences)
+            + ". Reopen it with the semiring it was written with, or use another folder"
+        )
 
 
 def _quiet(fn: Any, *args: Any) -> Any:

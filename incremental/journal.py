@@ -1,13 +1,29 @@
-"""A view folder's journal: one checksummed frame appended per tick between checkpoints.
+"""A view folder's journal: checksummed frames appended per tick between checkpoints.
 
-A durable view commits most ticks by appending one *frame* to the journal file
-its manifest names (``tick-…/journal.bin``), then one ``fdatasync``: no new
-folder, no Parquet file, no manifest.  A frame holds, per part that changed
-(:meth:`incremental.store.Store.save` names the parts), the tables the tick
-replaced in it, in order (each key's new annotation, zero where the key is
-gone), and the part's row count after the tick; reopening reads the parts as
-the manifest names them and replays the frames in order
-(:func:`replay`), which rebuilds exactly the contents the view had.
+A durable view commits most ticks in its journal (``tick-…/journal.bin``, the file its
+manifest names), with no new folder, no Parquet file and no manifest.  A tick writes two
+frames:
+
+* an *intent* frame, before the tick runs: the tick's deltas as the view read them
+  (per relation its key columns, annotations and multiplicities) and its batch id.  Its
+  ``fdatasync`` runs in a helper process while the tick computes
+  (:meth:`Journal.intend`, :mod:`incremental.syncer`), and the tick is not committed
+  until it is done;
+* a *commit* frame, after: per part that changed (:meth:`incremental.store.Store.save`
+  names the parts), the tables the tick replaced in it, in order (each key's new
+  annotation, zero where the key is gone), and the part's row count after the tick.
+  It is written without a sync of its own: the next tick's intent syncs the file, and
+  until then the intent stands for it.
+
+So a tick is durable once its intent is on disk, and the disk's sync costs the tick
+only what it takes beyond the tick's own computation.  Reopening reads the parts as
+the manifest names them and replays the commit frames in order (:func:`replay`),
+which rebuilds exactly the contents the view had; an intent whose commit frame is
+missing or torn (a crash between the two, or a power loss before the commit frame
+reached the disk) is returned as *pending* (:func:`read_journal`), and the view
+applies its deltas again (:mod:`incremental.view`).  A tick that is refused removes
+its intent before the step raises.  Journals written before intents (commit frames
+only, each synced on its own) read as before.
 
 A frame is a 64-byte header and a payload::
 
@@ -15,21 +31,22 @@ A frame is a 64-byte header and a payload::
     SHA-256 of the payload (32 bytes) | CRC-32 of the preceding header bytes u32 |
     4 bytes reserved
 
-The payload is a JSON description (tick, batch id, per part its key names,
-rows and arrays) followed by the arrays: numbers as raw numpy bytes, other
-values as an Arrow IPC stream.
+``flags`` is 1 for an intent, 0 for a commit frame.  The payload is a JSON
+description (tick, batch id, per part or relation its arrays) followed by the
+arrays: numbers as raw numpy bytes, other values as an Arrow IPC stream.
 
-What reading accepts (:func:`read_frames`): frames whose ticks follow the
-manifest's tick one by one.  A *torn* last frame (the file ends inside it: the
-process died during its append, before the tick was committed) is dropped, as
-is a tail of zero bytes (what a crash can leave after an unfinished append);
-the next append first cuts the file back to the last whole frame.  A damaged
-header, a payload that does not match its checksum, or a tick out of sequence
-raise :class:`incremental.store.StateError` naming the file and the frame.
+What reading accepts: commit frames whose ticks follow the manifest's tick one by
+one, each after the intent of its own tick or (older journals) straight after the
+last.  A *torn* last frame (the file ends inside it: the process died during its
+append) is dropped, as is a tail of zero bytes (what a crash can leave after an
+unfinished append); the next append first cuts the file back to the last whole frame.
+A damaged header, a payload that does not match its checksum, or a tick out of
+sequence raise :class:`incremental.store.StateError` naming the file and the frame.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -44,16 +61,23 @@ from typing import Any
 import numpy as np
 
 from faq.kernel import Table
+from incremental.syncer import Syncer
 from semirings.local import group_starts
 
 __all__ = [
     "HEADER",
+    "INTENT",
     "MAGIC",
+    "Delta",
     "Frame",
+    "Intent",
     "Journal",
+    "Pending",
     "StateError",
     "encode",
+    "encode_intent",
     "read_frames",
+    "read_journal",
     "replay",
 ]
 
@@ -66,6 +90,12 @@ VERSION = 1
 HEADER = struct.Struct("<4sHHQQ32sI4x")
 """A frame's header: magic, format, flags, tick, payload length, payload SHA-256,
 CRC-32 of the fields before it, padding (64 bytes)."""
+
+INTENT = 1
+"""The header flag of an intent frame (a tick's deltas, written before it runs)."""
+
+Delta = tuple[tuple[np.ndarray, ...], np.ndarray | None, np.ndarray]
+"""A relation's delta in an intent: key columns, annotations (None: all one), weights."""
 
 
 class StateError(ValueError):
@@ -87,6 +117,18 @@ class Frame:
     batch_id: int | None
     parts: dict[str, tuple[list[Table], int]]
     offset: int
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A tick's intent frame read back: its number, batch id and, per changed relation,
+    its delta (:data:`Delta`); the frame spans bytes ``offset`` to ``end``."""
+
+    tick: int
+    batch_id: int | None
+    deltas: dict[str, Delta]
+    offset: int
+    end: int
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -117,11 +159,30 @@ def encode(
     return _header(tick, payload) + payload
 
 
-def _header(tick: int, payload: bytes) -> bytes:
+def encode_intent(tick: int, batch_id: int | None, deltas: Mapping[str, Delta]) -> bytes:
+    """The intent frame of tick ``tick``: its batch id and, per changed relation, its
+    delta (key columns, annotations or None, multiplicities) as the view read it."""
+    buffers: list[bytes] = []
+    described = {
+        name: {
+            "cols": [_array(c, buffers) for c in cols],
+            "values": None if values is None else _array(values, buffers),
+            "weights": _array(weights, buffers),
+        }
+        for name, (cols, values, weights) in deltas.items()
+    }
+    meta = json.dumps(
+        {"tick": tick, "batch_id": batch_id, "deltas": described}, separators=(",", ":")
+    ).encode("utf-8")
+    payload = b"".join([struct.pack("<I", len(meta)), meta, *buffers])
+    return _header(tick, payload, INTENT) + payload
+
+
+def _header(tick: int, payload: bytes, flags: int = 0) -> bytes:
     digest = hashlib.sha256(payload).digest()
-    head = HEADER.pack(MAGIC, VERSION, 0, tick, len(payload), digest, 0)
+    head = HEADER.pack(MAGIC, VERSION, flags, tick, len(payload), digest, 0)
     crc = zlib.crc32(head[: HEADER.size - 8])
-    return HEADER.pack(MAGIC, VERSION, 0, tick, len(payload), digest, crc)
+    return HEADER.pack(MAGIC, VERSION, flags, tick, len(payload), digest, crc)
 
 
 def _describe(t: Table, buffers: list[bytes]) -> dict[str, Any]:
@@ -152,10 +213,20 @@ def _array(a: np.ndarray, buffers: list[bytes]) -> list[Any]:
 
 # -- reading ------------------------------------------------------------------------------------
 def read_frames(path: Path, after: int) -> tuple[list[Frame], int]:
-    """The whole frames of the journal ``path`` and the offset where the last one ends.
+    """The whole commit frames of the journal ``path`` and the offset where the last one
+    ends (see :func:`read_journal`, which also returns a pending intent)."""
+    frames, end, _ = read_journal(path, after)
+    return frames, end
 
-    ``after`` is the tick of the manifest: the frames must be of ticks ``after + 1``,
-    ``after + 2``, ... .  A torn last frame, or a tail of zero bytes, is dropped.
+
+def read_journal(path: Path, after: int) -> tuple[list[Frame], int, Intent | None]:
+    """The whole commit frames of the journal ``path``, the offset where the last one
+    ends, and the intent of the next tick when it has no whole commit frame (pending).
+
+    ``after`` is the tick of the manifest: the commit frames must be of ticks
+    ``after + 1``, ``after + 2``, ..., each after its own tick's intent or (a journal
+    written before intents) right after the last.  A torn last frame, or a tail of zero
+    bytes, is dropped.
 
     Raises
     ------
@@ -172,46 +243,94 @@ def read_frames(path: Path, after: int) -> tuple[list[Frame], int]:
             "committed since the last checkpoint are in it"
         ) from exc
     frames: list[Frame] = []
-    pos = 0
+    intent: Intent | None = None
+    pos = end = 0
+    n = 0
     while pos < len(data):
         left = len(data) - pos
-        where = f"{path}: frame {len(frames) + 1} (at byte {pos}"
+        n += 1
+        where = f"{path}: frame {n} (at byte {pos}"
         headless = left < HEADER.size or data[pos : pos + len(MAGIC)] != MAGIC
         if headless and not data[pos:].strip(b"\0"):
             break  # an unfinished append's zero-filled tail
         if left < HEADER.size:
             break  # a torn last frame (its header not all written)
-        magic, version, _, tick, length, digest, crc = HEADER.unpack_from(data, pos)
+        magic, version, flags, tick, length, digest, crc = HEADER.unpack_from(data, pos)
         if magic != MAGIC or crc != zlib.crc32(data[pos : pos + HEADER.size - 8]):
             raise StateError(f"{where}): damaged frame header; the journal cannot be trusted")
-        if version != VERSION:
-            raise StateError(f"{where}): unknown journal frame format {version}")
-        end = pos + HEADER.size + length
-        if end > len(data):
-            break  # a torn last frame: the tick was never committed
-        payload = data[pos + HEADER.size : end]
+        if version != VERSION or flags not in (0, INTENT):
+            raise StateError(f"{where}): unknown journal frame format {version}.{flags}")
+        stop = pos + HEADER.size + length
+        if stop > len(data):
+            break  # a torn last frame
+        payload = data[pos + HEADER.size : stop]
         if hashlib.sha256(payload).digest() != digest:
             raise StateError(
                 f"{where}, tick {tick}): the frame does not match its SHA-256 checksum (damaged)"
             )
         want = after + len(frames) + 1
+        what = "an intent" if flags == INTENT else "a commit frame"
         if tick != want:
             raise StateError(
-                f"{where}): holds tick {tick} where tick {want} was expected (a gap or a "
+                f"{where}): holds {what} of tick {tick} where tick {want} was expected (a gap "
+                "or a frame out of order)"
+            )
+        if flags == INTENT and intent is not None:
+            raise StateError(
+                f"{where}): holds a second intent of tick {tick} before its commit frame (a "
                 "frame out of order)"
             )
-        frames.append(_decode(payload, pos, f"{where}, tick {tick})"))
-        pos = end
-    if pos < len(data):
-        log.warning(
-            "%s: the last %d bytes are not a whole frame (an append interrupted by a crash: "
-            "its tick was not committed); the view resumes at tick %d and the next commit "
-            "cuts them off",
-            path,
-            len(data) - pos,
-            after + len(frames),
-        )
-    return frames, pos
+        if flags == INTENT:
+            intent = _decode_intent(payload, pos, stop, f"{where}, tick {tick})")
+        else:
+            frames.append(_decode(payload, pos, f"{where}, tick {tick})"))
+            intent, end = None, stop
+        pos = stop
+    whole = intent.end if intent is not None else end
+    if whole < len(data):
+        left = len(data) - whole
+        if intent is not None:
+            log.warning(
+                "%s: the last %d bytes are not a whole frame (a commit interrupted by a "
+                "crash, after the intent of tick %d was written); the tick is applied again "
+                "from its intent",
+                path,
+                left,
+                intent.tick,
+            )
+        else:
+            log.warning(
+                "%s: the last %d bytes are not a whole frame (an append interrupted by a "
+                "crash: its tick was not committed); the view resumes at tick %d and the "
+                "next commit cuts them off",
+                path,
+                left,
+                after + len(frames),
+            )
+    return frames, end, intent
+
+
+def _decode_intent(payload: bytes, offset: int, stop: int, where: str) -> Intent:
+    try:
+        (n,) = struct.unpack_from("<I", payload, 0)
+        meta = json.loads(payload[4 : 4 + n].decode("utf-8"))
+        at = 4 + n
+        deltas: dict[str, Delta] = {}
+        for name, d in meta["deltas"].items():
+            cols = []
+            for desc in d["cols"]:
+                col, at = _unarray(desc, payload, at)
+                cols.append(col)
+            values = None
+            if d["values"] is not None:
+                values, at = _unarray(d["values"], payload, at)
+            weights, at = _unarray(d["weights"], payload, at)
+            deltas[name] = (tuple(cols), values, weights)
+        if at != len(payload):
+            raise ValueError(f"{len(payload) - at} bytes left over")
+        return Intent(int(meta["tick"]), meta["batch_id"], deltas, offset, stop)
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        raise StateError(f"{where}: the intent's payload cannot be read ({exc})") from exc
 
 
 def _decode(payload: bytes, offset: int, where: str) -> Frame:
@@ -324,6 +443,7 @@ class Journal:
         self.end = end
         self.frames = frames
         self._fd: int | None = None
+        self._syncer: Syncer | None = None
         try:
             self._cut = path.stat().st_size != end
         except OSError:
@@ -342,7 +462,7 @@ class Journal:
     def append(
         self, frame: bytes, verify: Callable[[], None] | None = None, sync: bool = True
     ) -> None:
-        """Append ``frame`` after the last whole frame and make it durable.
+        """Append ``frame`` after the last whole frame and (``sync``) make it durable.
 
         ``verify`` runs first (the folder's lock: a view that lost its hold appends
         nothing).  When writing or syncing fails, the file is cut back to the last whole
@@ -351,6 +471,33 @@ class Journal:
         """
         if verify is not None:
             verify()
+        self._write(frame, sync)
+        self.frames += 1
+
+    def intend(self, frame: bytes, verify: Callable[[], None] | None = None) -> Pending:
+        """Append the intent ``frame`` and start its ``fdatasync`` beside the caller (in
+        the journal's helper process, :class:`incremental.syncer.Syncer`); the tick's
+        commit frame then follows it (:meth:`append`, unsynced), and
+        :meth:`Pending.wait` makes the tick durable, or :meth:`Pending.abort` takes the
+        intent back.  A failed write raises here, the file cut back as by :meth:`append`;
+        without a helper, the intent is synced here.
+        """
+        if verify is not None:
+            verify()
+        before = self.end
+        self._write(frame, sync=False)
+        if self._syncer is None:
+            self._syncer = Syncer(self.path)
+        if self._syncer.start():
+            return Pending(self, before, self.frames, self._syncer)
+        try:
+            os.fdatasync(self._open())
+        except BaseException:
+            self.cut_back(before)
+            raise
+        return Pending(self, before, self.frames, None)
+
+    def _write(self, frame: bytes, sync: bool) -> None:
         fd = self._open()
         try:
             if self._cut:
@@ -364,16 +511,28 @@ class Journal:
             if sync:
                 os.fdatasync(fd)
         except BaseException:
-            self._cut = True
-            try:
-                os.ftruncate(fd, self.end)
-                os.fdatasync(fd)
-                self._cut = False
-            except OSError:
-                pass
+            self.cut_back(self.end)
             raise
         self.end += len(frame)
-        self.frames += 1
+
+    def drop_after(self, end: int) -> None:
+        """Take ``end`` as where the last whole frame ends: the bytes after it are cut off
+        before the next append (nothing is written now)."""
+        self.end = end
+        self._cut = True
+
+    def cut_back(self, end: int) -> None:
+        """Cut the file back to ``end`` (a frame's start) and sync it; when that fails,
+        the next append cuts it first."""
+        self.end = end
+        self._cut = True
+        try:
+            fd = self._open()
+            os.ftruncate(fd, end)
+            os.fdatasync(fd)
+            self._cut = False
+        except OSError:
+            pass
 
     def _open(self) -> int:
         if self._fd is None:
@@ -381,7 +540,43 @@ class Journal:
         return self._fd
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Sync and close the file, and end the journal's helper (idempotent)."""
+        if self._syncer is not None:
+            syncer, self._syncer = self._syncer, None
+            syncer.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.fdatasync(fd)  # the last commit frame, which no later intent synced
             os.close(fd)
+
+
+class Pending:
+    """A tick whose intent is written and being synced (:meth:`Journal.intend`): by
+    ``syncer``, or already (None)."""
+
+    def __init__(self, journal: Journal, before: int, frames: int, syncer: Syncer | None) -> None:
+        self.journal = journal
+        self.before = before  # where the intent starts
+        self.frames = frames  # the journal's commit frames before the tick
+        self.syncer = syncer
+
+    def wait(self) -> None:
+        """Return once the intent is on disk (the tick is durable); when the sync
+        failed, take the intent back (:meth:`abort`) and raise its error."""
+        if self.syncer is None:
+            return
+        try:
+            self.syncer.result()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Take the intent back (and anything written after it): the tick is not
+        committed.  Waits for the sync first, whatever it gives."""
+        if self.syncer is not None:
+            with contextlib.suppress(OSError):
+                self.syncer.result()
+        self.journal.cut_back(self.before)
+        self.journal.frames = self.frames

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,7 +42,7 @@ from incremental.reach import OUT, Beyond, Near, gather
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
-from incremental.store import Store
+from incremental.store import MANIFEST, StateError, Store
 from incremental.tables import ANNOTATION
 from semirings import Semiring
 from semirings import spark as sops
@@ -50,7 +51,7 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkState"]
+__all__ = ["SparkState", "upgraded_manifest"]
 
 
 @dataclass(frozen=True)
@@ -447,3 +448,40 @@ def _partitions(spark: SparkSession, rows: int) -> int:
         most = 1
     want = max(parallelism(spark), -(-rows // settings().rows_per_partition))
     return max(1, min(most, want))
+
+
+def upgraded_manifest(root: Path, m: dict[str, Any], additive: bool) -> dict[str, Any]:
+    """A manifest (of the folder ``root``) of the Spark state's old format (``relations``
+    and ``output``, one Parquet folder each) in the one format (``parts``), when its
+    semiring was kept
+    ``additive`` (rings, counting: the stored annotations are what the old state
+    stored); a manifest of the one format as it is.
+
+    Raises
+    ------
+    StateError
+        An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
+        rows or counts a retraction needs): the message names the old format.
+    """
+    if "parts" in m or "relations" not in m:
+        return m
+    if not additive:
+        raise StateError(
+            f"{root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
+            "with 'relations' and 'output'), over a semiring whose old Spark state kept "
+            "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
+            "maintained); rebuild the view from its relations"
+        )
+    parts = {
+        f"rel-{n}": {"base": f"{r['folder']}/rel-{n}.parquet", "over": None, "rows": r["rows"]}
+        for n, r in m["relations"].items()
+    }
+    out = m["output"]
+    parts["out"] = {
+        "base": f"{out['folder']}/output.parquet",
+        "over": None,
+        "rows": out["rows"],
+    }
+    types = {f"rel-{n}": r["types"] for n, r in m["relations"].items()}
+    rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
+    return {**rest, "parts": parts, "types": types}

@@ -9,10 +9,11 @@ Layout of ``state_dir``::
         out.over.parquet          ...
         journal.bin               the ticks committed since (13, 14, ...)
 
-A tick is committed by :meth:`Store.save_tick`: one frame appended to the
-journal (:mod:`incremental.journal`: per changed part, the tables the tick
-replaced in it, checksummed) and an ``fdatasync``, after the folder's lock
-confirmed the hold (``Guard.verify``).  When the journal holds the
+A tick is committed in the journal (:mod:`incremental.journal`): its intent (the
+deltas, :meth:`Store.intend`) is appended and synced while the tick runs, after the
+folder's lock confirmed the hold (``Guard.verify``); then :meth:`Store.save_tick`
+appends its commit frame (per changed part, the tables the tick replaced in it,
+checksummed) and waits for that sync.  When the journal holds the
 ``journal_ticks`` setting's ticks or would pass ``journal_bytes``, when a part
 cannot say what it changed, or when a file of the checkpoint is missing, the
 tick is a *checkpoint* instead (:meth:`Store.save`): its files, a new empty
@@ -29,8 +30,9 @@ manifest, a missing journal or a damaged frame.
 
 What ``kill -9`` leaves: the last checkpoint and every whole frame after it;
 an append cut short (a torn frame, or zeros) is dropped on reopen and cut off
-before the next append.  A view's state in memory changes only after its
-commit returned: a failed commit leaves view and folder at the old tick.
+before the next append, and an intent without its commit frame is applied again.
+A view's state in memory changes only after its commit returned: a failed commit
+leaves view and folder at the old tick.
 """
 
 from __future__ import annotations
@@ -53,10 +55,20 @@ from faq.kernel import KeyedTable, Table
 from incremental.fingerprint import (
     FINGERPRINT,
     builtin,
-    semiring_differences,
+    check_fingerprint,
     semiring_fingerprint,
 )
-from incremental.journal import Frame, Journal, StateError, encode, read_frames
+from incremental.journal import (
+    Delta,
+    Frame,
+    Intent,
+    Journal,
+    Pending,
+    StateError,
+    encode,
+    encode_intent,
+    read_journal,
+)
 from semirings import Semiring
 from semirings.local import LocalOps
 
@@ -125,6 +137,7 @@ class Store:
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
         self.journal: Journal | None = None
+        self._owed: bytes | None = None  # see owe(): a commit frame, or b"": a checkpoint
         self._head: dict[str, Any] | None = None  # the last checkpoint's view fields
         self._files: list[tuple[str, int]] | None = None  # the checkpoint's paths, sizes
 
@@ -189,45 +202,11 @@ class Store:
         return m
 
     def check_semiring(self, m: dict[str, Any]) -> None:
-        """Refuse a manifest written with another definition of this store's semiring.
-
-        Built-in semirings are identified by name (compared by the view); a user
-        semiring by its fingerprint.  A manifest written before fingerprints were
-        recorded is accepted, with a warning, for a user semiring.
-
-        Raises
-        ------
-        ValueError
-            Naming which of zero, one, add, mul, neg differs, with both values.
-        """
-        S = self.semiring
-        if S is None:
-            return
-        where = f"state_dir {str(self.root)!r}"
-        if FINGERPRINT not in m:
-            if self.fingerprint is not None:
-                log.warning(
-                    "%s was written before semiring fingerprints were recorded: its user "
-                    "semiring %r is identified by its name only",
-                    where,
-                    S.name,
-                )
-            return
-        stored = m[FINGERPRINT]
-        if stored is None and self.fingerprint is None:
-            return
-        if stored is None:
-            raise ValueError(
-                f"{where} holds a view over the built-in semiring {S.name!r}, not over a "
-                "user semiring of the same name"
-            )
-        differences = semiring_differences(stored, semiring_fingerprint(S))
-        if differences:
-            raise ValueError(
-                f"{where} holds a view over a semiring {S.name!r} defined differently: "
-                + "; ".join(differences)
-                + ". Reopen it with the semiring it was written with, or use another folder"
-            )
+        """Refuse a manifest written with another definition of this store's semiring
+        (:func:`incremental.fingerprint.check_fingerprint`)."""
+        if self.semiring is not None:
+            where = f"state_dir {str(self.root)!r}"
+            check_fingerprint(where, self.semiring, self.fingerprint, m.get(FINGERPRINT, ...))
 
     def read_keyed(
         self, entry: dict[str, Any], vars_: tuple[str, ...], ops: LocalOps
@@ -380,17 +359,55 @@ class Store:
         self._head, self._files = view_fields(head), None
         return done
 
-    def save_tick(
+    def intend(
+        self, tick: int, batch_id: int | None, deltas: Mapping[str, Delta]
+    ) -> Pending | None:
+        """Write tick ``tick``'s intent (its deltas, :func:`incremental.journal.encode_intent`)
+        to the journal and start syncing it (:meth:`incremental.journal.Journal.intend`),
+        for :meth:`save_tick` to wait on; None when the tick will be a checkpoint.  The
+        folder's hold is verified first; a commit frame owed by the reopen (:meth:`owe`)
+        goes before the intent."""
+        if self.journal is None or self._owed == b"":
+            return None
+        verify = self.guard.verify if self.guard is not None else None
+        if self._owed is not None:
+            self.journal.append(self._owed, verify, sync=False)
+            self._owed, verify = None, None
+        return self.journal.intend(encode_intent(tick, batch_id, deltas), verify)
+
+    def owe(
         self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Tick ``head["tick"]``, applied again on reopen from an intent without its commit
+        frame, committed in memory only, so that a reopen writes nothing: its commit frame
+        is appended before the next tick's intent (:meth:`intend`), or, when a part cannot
+        say what changed, the next tick is a checkpoint.  Until then the intent stands for
+        it.  Returns what :meth:`save_tick` returns."""
+        same = view_fields(head) == self._head
+        changes = self.changes(parts, written) if same else None
+        if changes is None or self.journal is None:
+            self._owed = b""  # the next tick: a checkpoint, with no intent
+            return written
+        self._owed = encode(int(head["tick"]), head.get("batch_id"), changes)
+        return {n: {**e, "current": parts[n]} for n, e in written.items()}
+
+    def save_tick(
+        self,
+        parts: Mapping[str, Part],
+        head: dict[str, Any],
+        written: dict[str, Any],
+        pending: Pending | None = None,
     ) -> dict[str, Any]:
         """Commit tick ``head["tick"]``: one frame appended to the journal when every part
         says what changed since the last commit, the checkpoint's files look intact
         (:meth:`intact`) and the journal stays under the ``journal_bytes`` and
         ``journal_ticks`` settings; otherwise a checkpoint (:meth:`save`, which starts
-        a new journal).  Returns what :meth:`save` returns.
+        a new journal).  After the tick's intent (``pending``) the frame is not synced
+        on its own: the tick is durable once the intent's sync is done, which this
+        waits for.  Returns what :meth:`save` returns.
         """
         same = view_fields(head) == self._head  # else the view's fields change: a checkpoint
-        changes = self.changes(parts, written) if same else None
+        changes = self.changes(parts, written) if same and self._owed != b"" else None
         if changes is not None and self.journal is not None and self.intact(written):
             frame = encode(int(head["tick"]), head.get("batch_id"), changes)
             st = settings()
@@ -398,12 +415,18 @@ class Store:
                 self.journal.frames < st.journal_ticks
                 and self.journal.end + len(frame) <= st.journal_bytes
             ):
-                verify = self.guard.verify if self.guard is not None else None
-                self.journal.append(frame, verify)
+                verify = self.guard.verify if self.guard is not None and pending is None else None
+                self.journal.append(frame, verify, sync=pending is None)
+                if pending is not None:
+                    pending.wait()
                 if self.guard is not None:
                     self.guard.committed(int(head["tick"]), st.lease_seconds)
                 return {n: {**e, "current": parts[n]} for n, e in written.items()}
-        return self.save(parts, head, written)
+        if pending is not None:
+            pending.wait()  # the checkpoint commits the tick; its intent must not fail later
+        done = self.save(parts, head, written)
+        self._owed = None
+        return done
 
     def intact(self, written: dict[str, Any]) -> bool:
         """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
@@ -442,58 +465,31 @@ class Store:
             return None
         return out
 
-    def open_journal(self, m: dict[str, Any]) -> list[Frame]:
-        """The frames committed after the checkpoint ``m`` (a verified manifest), and the
-        journal opened for the next append (none in a manifest written before journals:
-        the next tick is a checkpoint)."""
+    def open_journal(self, m: dict[str, Any]) -> tuple[list[Frame], Intent | None]:
+        """The frames committed after the checkpoint ``m`` (a verified manifest) and the
+        pending intent after them, if any (:func:`incremental.journal.read_journal`), and
+        the journal opened for the next append (none in a manifest written before
+        journals: the next tick is a checkpoint).  The next append goes after a pending
+        intent: the view applies it again and owes its commit frame (:meth:`owe`), or
+        forgets it (:meth:`drop_intent`)."""
         rel = m.get("journal")
         if rel is None:
-            return []
+            return [], None
         path = self.root / rel
         if not path.is_file():
             raise StateError(
                 f"{path}: the journal {JOURNAL!r} of the committed state is missing (the "
                 "ticks committed since the last checkpoint are lost)"
             )
-        frames, end = read_frames(path, int(m["tick"]))
-        self.journal = Journal(path, end, len(frames))
+        frames, end, intent = read_journal(path, int(m["tick"]))
+        self.journal = Journal(path, end if intent is None else intent.end, len(frames))
         self._head, self._files = view_fields(m), None
-        return frames
+        return frames, intent
 
-    def upgraded(self, m: dict[str, Any], additive: bool) -> dict[str, Any]:
-        """A manifest of the Spark state's old format (``relations`` and ``output``, one
-        Parquet folder each) in the one format (``parts``), when its semiring was kept
-        ``additive`` (rings, counting: the stored annotations are what the old state
-        stored); a manifest of the one format as it is.
-
-        Raises
-        ------
-        StateError
-            An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
-            rows or counts a retraction needs): the message names the old format.
-        """
-        if "parts" in m or "relations" not in m:
-            return m
-        if not additive:
-            raise StateError(
-                f"{self.root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
-                "with 'relations' and 'output'), over a semiring whose old Spark state kept "
-                "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
-                "maintained); rebuild the view from its relations"
-            )
-        parts = {
-            f"rel-{n}": {"base": f"{r['folder']}/rel-{n}.parquet", "over": None, "rows": r["rows"]}
-            for n, r in m["relations"].items()
-        }
-        out = m["output"]
-        parts["out"] = {
-            "base": f"{out['folder']}/output.parquet",
-            "over": None,
-            "rows": out["rows"],
-        }
-        types = {f"rel-{n}": r["types"] for n, r in m["relations"].items()}
-        rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
-        return {**rest, "parts": parts, "types": types}
+    def drop_intent(self, intent: Intent) -> None:
+        """Forget a pending intent: the next append cuts it (and what follows it) off."""
+        if self.journal is not None:
+            self.journal.drop_after(intent.offset)
 
     @staticmethod
     def written(

@@ -38,11 +38,12 @@ from faq.plan import JOIN_METHODS
 from incremental.changes import KINDS, changes
 from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_message
 from incremental.driver_state import DriverState
+from incremental.journal import Intent, Pending
 from incremental.lock import FolderLock
 from incremental.protocol import How, StepReport, ViewState
 from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
-from incremental.spark_state import SparkState
+from incremental.spark_state import SparkState, upgraded_manifest
 from incremental.store import FORMAT, StateError, Store
 from semirings import Semiring
 from semirings.local import local_ops
@@ -368,12 +369,20 @@ class IncrementalView:
             r = self._read(n, d, "delta") if d is not None else None
             if r is not None and r.rows:
                 rows[n] = r
+        batch = batch_id if batch_id is not None else self._batch
+        pending = None
+        if self._store is not None:  # the tick's deltas first, synced while it runs
+            given = {n: (r.cols, r.values, r.weights) for n, r in rows.items()}
+            pending = self._store.intend(self._tick + 1, batch, given)
         try:
             new, change = self._state.apply(rows, self._how(), self._sets)
             if self._store is not None:
-                batch = batch_id if batch_id is not None else self._batch
-                self._persist(new, self._tick + 1, batch)
+                self._persist(new, self._tick + 1, batch, pending)
             self._state = new
+        except BaseException:
+            if pending is not None:  # refused or failed: the tick is not committed
+                pending.abort()
+            raise
         finally:
             self._state.settle()
         self._tick += 1
@@ -485,35 +494,82 @@ class IncrementalView:
                 f"{m.get('sets', {})!r} (sets=), not {self._sets!r}; reopen it with the same sets="
             )
 
-    def _persist(self, state: ViewState, tick: int, batch_id: int | None) -> None:
-        """Commit ``state`` as tick ``tick``: what changed since the last commit, then the
-        manifest (:meth:`incremental.store.Store.save`)."""
+    def _persist(
+        self, state: ViewState, tick: int, batch_id: int | None, pending: Pending | None = None
+    ) -> None:
+        """Commit ``state`` as tick ``tick``: what changed since the last commit in the
+        journal, after the tick's intent (``pending``), or a checkpoint
+        (:meth:`incremental.store.Store.save_tick`)."""
         assert self._store is not None
-        head = {
+        head = self._head(state, tick, batch_id)
+        self._written = self._store.save_tick(state.parts(), head, self._written, pending)
+
+    def _head(self, state: ViewState, tick: int, batch_id: int | None) -> dict[str, Any]:
+        """The manifest fields of the view at tick ``tick`` (besides its parts)."""
+        return {
             "state": state.where,
-            "rule": str(self.rule),
-            "semiring": self.semiring.name,
+            **self._fields,
             "tick": tick,
             "batch_id": batch_id,
-            "keys": {n: list(k) for n, k in self._keys.items()},
-            **({"sets": self._sets} if self._sets else {}),
             **state.describe(),
         }
-        self._written = self._store.save_tick(state.parts(), head, self._written)
+
+    @functools.cached_property
+    def _fields(self) -> dict[str, Any]:
+        """The manifest fields no tick changes (the rule's text, formatted once)."""
+        return {
+            "rule": str(self.rule),
+            "semiring": self.semiring.name,
+            "keys": {n: list(k) for n, k in self._keys.items()},
+            **({"sets": self._sets} if self._sets else {}),
+        }
 
     def _resume(self, m: dict[str, Any]) -> ViewState:
         store = self._store
         assert store is not None
         state: ViewState
-        m = store.upgraded(m, regime(self.semiring) in ("ring", "counting"))
-        frames = store.open_journal(m)
+        m = upgraded_manifest(store.root, m, regime(self.semiring) in ("ring", "counting"))
+        frames, intent = store.open_journal(m)
         kind = SparkState if m.get("state", "driver") == "spark" else DriverState
         state, self._written = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
         last = frames[-1] if frames else None
         self._tick = int(m["tick"]) if last is None else last.tick
         self._batch = m.get("batch_id") if last is None else last.batch_id
+        if intent is not None:
+            state = self._reapply(state, intent)
         log.info("view of %s reopened at tick %d (%s state)", self.rule, self._tick, state.where)
         return state
+
+    def _reapply(self, state: ViewState, intent: Intent) -> ViewState:
+        """``state`` after the tick whose intent has no commit frame (its process died
+        between the two, or a power loss took the commit frame): its deltas applied again
+        and committed in memory: its commit frame goes to the journal before the next
+        tick's intent (:meth:`incremental.store.Store.owe`), so a reopen writes nothing.
+        A tick they are refused in (a ``ValueError`` or an overflow, as when it ran) was
+        never committed: its intent is cut off at the next commit, with a warning."""
+        assert self._store is not None
+        rows = {n: Rows(*d) for n, d in intent.deltas.items()}
+        try:
+            new, _ = state.apply(rows, self._how(), self._sets)
+        except (ValueError, ArithmeticError) as exc:
+            log.warning(
+                "state_dir %r: tick %d, whose intent was written before its process stopped, "
+                "is refused when applied again (%s): it was never committed; the view "
+                "resumes at tick %d",
+                str(self._store.root),
+                intent.tick,
+                exc,
+                self._tick,
+            )
+            self._store.drop_intent(intent)
+            return state
+        self._written = self._store.owe(
+            new.parts(), self._head(new, intent.tick, intent.batch_id), self._written
+        )
+        new.settle()
+        self._tick, self._batch = intent.tick, intent.batch_id
+        log.info("tick %d applied again from its intent and committed", intent.tick)
+        return new
 
 
 def _batch_id(batch_id: Any) -> int:

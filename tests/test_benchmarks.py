@@ -525,7 +525,8 @@ def test_beyond_driver_flags_a_wrong_count(spark, tmp_path, monkeypatch, capsys)
 def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path):
     """benchmarks/tick_profile.py on a small graph: the profile shows the tick's own
     functions (the view's step and its delta rule), for pandas and Spark deltas; with a
-    state_dir (``--durable``), also the journal's append; with the Spark-resident state
+    state_dir (``--durable``), also the commit (the tick's intent, then its frame); with the
+    Spark-resident state
     (``--state spark``), its fetch of the rows a tick reads, and past the fetch bound
     (``--fetch-rows 0``) the delta queries run in Spark."""
     from benchmarks.tick_profile import profile_ticks
@@ -536,7 +537,7 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
         assert "view.py" in lines and "(step)" in lines and "delta_rule" in lines, lines
         assert "journal.py" not in lines
     _, lines = profile_ticks(spark, 2000, 1, "pandas", 3, 1, 60, state_dir=str(tmp_path / "s"))
-    assert "journal.py" in lines and "(append)" in lines, lines
+    assert "store.py" in lines and "(intend)" in lines and "(save_tick)" in lines, lines
     _, lines = profile_ticks(spark, 2000, 20, "pandas", 2, 1, 80, state="spark")
     assert "spark_state.py" in lines and "reach.py" in lines and "(gather)" in lines, lines
     # past the fetch bound: the delta queries run as Spark jobs (faq.delta's Spark path)

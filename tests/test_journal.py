@@ -9,7 +9,10 @@ append leaves) is dropped and the view reopens at the tick before; an append tha
 fails leaves the view and the folder at the old tick; and a process killed with
 SIGKILL at a random moment while ticking reopens at a tick it committed (the last
 one it reported, or the one it was committing), equal to a fresh replay of the
-same deltas up to that tick.
+same deltas up to that tick.  A tick writes its intent (its deltas) first, synced on
+the journal's thread while the tick runs, then its commit frame unsynced: an intent
+whose commit frame is missing or torn is applied again on reopen, one that is
+refused then is cut off, and a refused tick leaves no intent behind.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pytest
 
 from faq import query, settings
 from incremental import IncrementalView, StateError
-from incremental.journal import HEADER, read_frames
+from incremental.journal import HEADER, INTENT, encode_intent, read_frames, read_journal
 from semirings import Semiring
 from tests.journal_ticker import CHECKPOINT_TICKS, Ticks, ticker_query
 
@@ -252,6 +255,182 @@ def test_a_checkpoint_file_lost_while_open_makes_the_next_tick_a_checkpoint(tmp_
 
 
 # -- a torn last frame, damage --------------------------------------------------------------------
+def _frames_at(path: Path) -> list[tuple[int, int, int]]:
+    """(offset, flags, tick) of every frame of the journal ``path``, in order."""
+    data, pos, out = path.read_bytes(), 0, []
+    while pos + HEADER.size <= len(data):
+        _, _, flags, tick, length, _, _ = HEADER.unpack_from(data, pos)
+        out.append((pos, flags, tick))
+        pos += HEADER.size + length
+    return out
+
+
+def _flags(path: Path) -> list[tuple[int, int]]:
+    """(flags, tick) of every frame of the journal ``path``, in order."""
+    return [(flags, tick) for _, flags, tick in _frames_at(path)]
+
+
+def test_a_tick_syncs_its_intent_in_the_journals_helper_process(tmp_path, monkeypatch):
+    """Each tick appends its intent, then its commit frame; the one sync a tick waits for
+    is the intent's, run by the journal's helper process while the tick computes: the
+    view's own process calls no ``fdatasync`` in a tick (before, it synced the commit
+    frame itself, after the tick)."""
+    import incremental.journal as journal
+
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    syncer = view._store.journal._syncer
+    answered = syncer.answered
+    calls: list[int] = []
+    monkeypatch.setattr(journal.os, "fdatasync", calls.append)
+    for _ in range(2):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    monkeypatch.undo()
+    assert calls == [] and syncer.answered == answered + 2
+    path, m = _journal(tmp_path / "v")
+    assert _flags(path) == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2), (INTENT, 3), (0, 3)]
+    frames, end, pending = read_journal(path, m["tick"])
+    assert [f.tick for f in frames] == [1, 2, 3] and end == path.stat().st_size
+    assert pending is None
+    helper = syncer._proc
+    view.close()
+    assert helper is not None and helper.poll() is not None  # the helper ended with the view
+
+
+def test_the_sync_helper_reports_a_failed_sync_and_its_death(tmp_path):
+    from incremental.syncer import Syncer
+
+    failing = Syncer(Path("/dev/null"))  # fdatasync of a character device: EINVAL
+    assert failing.start()
+    with pytest.raises(OSError, match="fdatasync of /dev/null"):
+        failing.result()
+    failing.close()
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    s = Syncer(path)
+    assert s.start()
+    s.result()
+    assert s.answered == 1
+    helper = s._proc
+    os.kill(helper.pid, signal.SIGSTOP)  # the helper takes the request, then dies unanswered
+    assert s.start() and s._proc is helper
+    helper.kill()
+    with pytest.raises(OSError, match="ended without an answer"):
+        s.result()
+    assert s.start() and s._proc is not helper  # a new helper for the next sync
+    s.result()
+    assert s.answered == 2
+    s.close()
+
+
+def test_an_intent_without_its_commit_frame_is_applied_again(tmp_path, caplog):
+    """Cut anywhere inside the last tick's commit frame (or right after its intent: a
+    crash between the two, or a power loss that took the unsynced commit frame), the
+    journal reopens at that tick: its deltas, read back from the intent, are applied
+    again.  The reopen writes nothing; the tick's commit frame goes to the journal before
+    the next tick's intent.  Cut inside the intent, the tick was never durable: the view
+    reopens at the tick before."""
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    first = (view.result().to_dict(), view.relation("E").to_dict())
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    last = (view.result().to_dict(), view.relation("E").to_dict())
+    nxt = d.delta("E")
+    view.step(E=nxt)
+    after = view.result().to_dict()
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    starts = [p for p, _, _ in _frames_at(path)]
+    assert len(starts) == 6  # an intent and a commit frame per tick
+    data = path.read_bytes()[: starts[4]]  # as if tick 3 never ran
+    for cut in [starts[2], starts[2] + 9, starts[3] - 1]:  # inside the intent of tick 2
+        path.write_bytes(data[:cut])
+        with IncrementalView(q, state_dir=tmp_path / "v") as v:
+            assert (v.tick, (v.result().to_dict(), v.relation("E").to_dict())) == (1, first)
+    for cut in [starts[3], starts[3] + 1, starts[3] + HEADER.size + 3, len(data) - 1]:
+        path.write_bytes(data[:cut])
+        with IncrementalView(q, state_dir=tmp_path / "v") as v:
+            got = (v.result().to_dict(), v.relation("E").to_dict())
+            assert (v.tick, got) == (2, last), cut
+        assert path.read_bytes() == data[:cut]  # a reopen writes nothing
+        assert _reopened_answers(q, tmp_path / "v") == (2, last[0])  # and again
+        with IncrementalView(q, state_dir=tmp_path / "v") as v:
+            v.step(E=nxt)  # tick 2's commit frame goes first, then tick 3's frames
+            assert (v.tick, v.result().to_dict()) == (3, after)
+        assert _flags(path) == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2), (INTENT, 3), (0, 3)]
+        assert _reopened_answers(q, tmp_path / "v") == (3, after)
+    assert "applied again from its intent" in caplog.text
+
+
+def test_a_refused_tick_leaves_no_intent_behind(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    path, _ = _journal(tmp_path / "v")
+    before = path.read_bytes()
+    gone = pd.DataFrame([(5, 5, -3)], columns=["a", "b", "value"])  # a negative count
+    with pytest.raises(ValueError, match="negative"):
+        view.step(E=gone)
+    assert path.read_bytes() == before and view.tick == 1
+    view.step(E=d.delta("E"))  # the next tick appends where the refused one began
+    view.close()
+    assert _reopened_answers(q, tmp_path / "v")[0] == 2
+
+
+def test_an_intent_refused_when_applied_again_is_cut_off(tmp_path, caplog):
+    """An intent left by a process killed in a tick that was refused (between writing the
+    intent and taking it back) is refused again on reopen: the tick was never
+    committed, so the view resumes before it, with a warning, and its next commit cuts
+    the intent off (the reopen writes nothing)."""
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"), F=d.delta("F"))
+    answer = view.result().to_dict()
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    before = path.read_bytes()
+    cols = (np.array([5]), np.array([5]))
+    bad = encode_intent(2, None, {"E": (cols, np.array([-3]), np.array([1]))})
+    path.write_bytes(before + bad)
+    assert _reopened_answers(q, tmp_path / "v") == (1, answer)
+    assert "never committed" in caplog.text
+    assert path.read_bytes() == before + bad
+    with IncrementalView(q, state_dir=tmp_path / "v") as v:
+        v.step(E=d.delta("E"))
+        live = (v.tick, v.result().to_dict())
+    assert _flags(path) == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2)]
+    assert _reopened_answers(q, tmp_path / "v") == live
+
+
+def test_a_journal_without_intents_still_reads(tmp_path):
+    """Journals written before intents hold commit frames only: they reopen as before."""
+    view, d, q = _view("counting", tmp_path / "v")
+    for _ in range(3):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    live = (view.tick, view.result().to_dict())
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    data, pos, kept = path.read_bytes(), 0, b""
+    while pos < len(data):
+        _, _, flags, _, length, _, _ = HEADER.unpack_from(data, pos)
+        if flags != INTENT:
+            kept += data[pos : pos + HEADER.size + length]
+        pos += HEADER.size + length
+    path.write_bytes(kept)
+    assert _flags(path) == [(0, 1), (0, 2), (0, 3)]
+    assert _reopened_answers(q, tmp_path / "v") == live
+
+
+def test_two_intents_in_a_row_are_refused(tmp_path):
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    path, _ = _journal(tmp_path / "v")
+    view.close()
+    cols = (np.array([1]), np.array([2]))
+    again = encode_intent(2, None, {"E": (cols, np.array([1]), np.array([1]))})
+    path.write_bytes(path.read_bytes() + again + again)
+    with pytest.raises(StateError, match="second intent of tick 2 before its commit frame"):
+        IncrementalView(q, state_dir=tmp_path / "v")
+
+
 def _reopened_answers(q, folder: Path) -> tuple[int, dict]:
     with IncrementalView(q, state_dir=folder) as v:
         return v.tick, v.result().to_dict()
@@ -267,8 +446,13 @@ def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
     data = path.read_bytes()
     frames, end = read_frames(path, 0)
     assert len(frames) == 2 and end == len(data)
-    start = frames[1].offset
-    for cut in range(start, len(data)):
+    _, _, intent = read_journal(path, 0)
+    # the intent of tick 2 cut short: tick 2 was never durable (a cut past the intent
+    # applies the intent again: test_an_intent_without_its_commit_frame_is_applied_again)
+    at = _frames_at(path)
+    assert [f[1:] for f in at] == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2)] and intent is None
+    start, stop = at[2][0], at[3][0]
+    for cut in range(start, stop):
         path.write_bytes(data[:cut])
         with IncrementalView(q, state_dir=tmp_path / "v") as v:
             got = (v.result().to_dict(), v.relation("E").to_dict(), v.relation("F").to_dict())
@@ -319,7 +503,8 @@ def test_a_damaged_middle_frame_is_refused_naming_the_journal(tmp_path):
         data[frames[1].offset + HEADER.size + 5] ^= 0xFF
         return data
 
-    assert "frame 2" in _damaged(tmp_path, flip) and "SHA-256" in _damaged(tmp_path / "b", flip)
+    message = _damaged(tmp_path, flip)  # frame 4: the commit frame of tick 2, after intents
+    assert "frame 4" in message and "tick 2)" in message and "SHA-256" in message
 
 
 def test_a_damaged_last_frame_is_refused(tmp_path):
@@ -327,7 +512,7 @@ def test_a_damaged_last_frame_is_refused(tmp_path):
         data[-1] ^= 0x01
         return data
 
-    assert "frame 4" in _damaged(tmp_path, flip)
+    assert "frame 8" in _damaged(tmp_path, flip)  # 4 ticks: an intent and a commit frame each
 
 
 def test_a_damaged_frame_header_is_refused(tmp_path):
@@ -376,8 +561,15 @@ def test_a_failed_append_leaves_the_view_and_the_folder_at_the_old_tick(
 
     import incremental.journal as journal
 
-    if fail == "sync":
+    if fail == "sync":  # the helper's answer (the view's own syncs fail too)
         monkeypatch.setattr(journal.os, "fdatasync", broken_sync)
+        real_result = journal.Syncer.result
+
+        def failed(self):  # the helper answers, with an error
+            real_result(self)
+            broken_sync(0)
+
+        monkeypatch.setattr(journal.Syncer, "result", failed)
     else:
         monkeypatch.setattr(journal.os, "pwrite", broken_write)
     delta = d.delta("E")
