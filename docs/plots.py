@@ -11,7 +11,8 @@ Reads what the benchmark scripts wrote (``--out`` of each script; by default
 * ``triangles.csv`` -> ``triangles-triangle.png`` and ``triangles-4clique.png``:
   median time against edges, log-log, one colour per contender, one marker per
   graph family (lines join the hub family and the power-law family), timeouts
-  as a cross at the timeout value;
+  as a cross at the timeout value (nudged sideways per contender, so that one
+  size's crosses do not hide each other);
 * ``beyond_driver.csv`` -> ``beyond_driver-triangle.png`` and
   ``beyond_driver-4clique.png``: the same, for its graph cells (issue 21's benchmark);
 * ``incremental.csv`` -> ``incremental.png``: step time (one line per delta size)
@@ -122,7 +123,9 @@ def plot_triangles(
                     if (r.get("family") or "other") == fam and r["status"] == "timeout"
                 ]
                 if late:
-                    xs, ys = zip(*late, strict=True)
+                    # nudged sideways per contender: crosses at one size hide no other
+                    shift = 1.12 ** (i - (len(contenders) - 1) / 2)
+                    xs, ys = zip(*((x * shift, y) for x, y in late), strict=True)
                     ax.plot(
                         xs, ys, linestyle="none", marker="x", markersize=10, mew=2.5, color=colour
                     )
