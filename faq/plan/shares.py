@@ -31,15 +31,20 @@ a second grid in which the variable is not cut (share 1) and the other
 variables share the cells, while the other rows keep the first grid; inputs
 without the variable go to both grids.  Every combination of rows that joins
 agrees on the variable's value, so it meets in exactly one cell of exactly one
-grid (the skew-aware HyperCube of Beame, Koutris and Suciu).  Only the
-variable whose heavy values weigh most is split.
+grid (the skew-aware HyperCube of Beame, Koutris and Suciu).  Then the rows
+left light look again: the variable whose heavy values weigh most among them is
+split the same way, and so on (``heavy`` is that chain of splits: split ``k``
+takes the rows heavy on its variable and light on the variables of the splits
+before it), and each split's own grid looks for heavy values of the variables
+it still cuts (a split within a split).  So a hub overflows no cell on any of
+its variables, up to what the most frequent values show.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["MAX_CELLS", "Heavy", "Shares", "choose_shares"]
@@ -59,8 +64,9 @@ class Shares:
     bag's order; ``cells`` their product; ``load`` the estimated rows one cell
     receives; ``rows`` the rows all cells receive together (the shuffle);
     ``combine`` whether outputs of different cells must be ⊕-combined by key;
-    ``heavy`` the values split off into cells of their own, if any (then
-    ``cells`` counts the first grid only, :attr:`total` both).
+    ``heavy`` the values split off into cells of their own, in order (split ``k``
+    takes the rows heavy on its variable and light on those of the splits before
+    it; ``cells`` counts this grid only, :attr:`total` all of them).
     """
 
     shares: tuple[tuple[str, int], ...]
@@ -68,7 +74,7 @@ class Shares:
     load: float
     rows: float
     combine: bool
-    heavy: Heavy | None = None
+    heavy: tuple[Heavy, ...] = ()
 
     def share(self, v: str) -> int:
         """The share of variable ``v`` (1 when it is not cut)."""
@@ -76,26 +82,21 @@ class Shares:
 
     def renamed(self, names: Mapping[str, str]) -> Shares:
         """The same cells with the variables renamed by ``names`` (others kept)."""
-        h = self.heavy
-        if h is not None:
-            h = replace(h, var=names.get(h.var, h.var), shares=h.shares.renamed(names))
-        return replace(self, shares=tuple((names.get(v, v), x) for v, x in self.shares), heavy=h)
+        heavy = tuple(
+            replace(h, var=names.get(h.var, h.var), shares=h.shares.renamed(names))
+            for h in self.heavy
+        )
+        shares = tuple((names.get(v, v), x) for v, x in self.shares)
+        return replace(self, shares=shares, heavy=heavy)
 
     @property
     def total(self) -> int:
-        """All cells: the grid's and those of the heavy values."""
-        return self.cells + (self.heavy.shares.cells if self.heavy is not None else 0)
+        """All cells: the grid's and those of the heavy values (theirs too)."""
+        return self.cells + sum(h.shares.total for h in self.heavy)
 
     def describe(self) -> str:
         """One line: the shares of the cut variables, cells, and the load per cell."""
-        text = _grid(self)
-        if self.heavy is not None:
-            h = self.heavy
-            shown = ", ".join(map(repr, h.values[:3])) + (", …" if len(h.values) > 3 else "")
-            text += (
-                f"; heavy {h.var} ({len(h.values)} value{'s' if len(h.values) != 1 else ''}: "
-                f"{shown}; ~{h.rows:,.0f} rows) split over {_grid(h.shares)}"
-            )
+        text = _grid(self) + _splits(self)
         if self.combine:
             text += "; outputs ⊕-combined by key"
         return text
@@ -107,13 +108,29 @@ class Heavy:
 
     ``var`` is the variable; ``values`` its heavy values; ``rows`` the input
     rows that hold them (estimated); ``shares`` their grid, in which ``var``
-    is not cut.
+    is not cut (and which may split heavy values of its own); ``taken`` the rows of
+    each input (by index) that hold them, estimated.
     """
 
     var: str
     values: tuple[Any, ...]
     rows: float
     shares: Shares
+    taken: Mapping[int, float] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _splits(s: Shares) -> str:
+    """The heavy values of ``s`` and their grids (a split within a split in brackets)."""
+    text = ""
+    for h in s.heavy:
+        shown = ", ".join(map(repr, h.values[:3])) + (", …" if len(h.values) > 3 else "")
+        text += (
+            f"; heavy {h.var} ({len(h.values)} value{'s' if len(h.values) != 1 else ''}: "
+            f"{shown}; ~{h.rows:,.0f} rows) split over {_grid(h.shares)}"
+        )
+        if h.shares.heavy:
+            text += f" [within it{_splits(h.shares)}]"
+    return text
 
 
 def _grid(s: Shares) -> str:
@@ -139,8 +156,9 @@ def choose_shares(
     all the relations' rows together; more than ``cores`` rounded down to a multiple of
     ``cores``, so that the cells run in whole waves), and doubles the number of cells
     while the cheapest vector's load per cell is above ``cell_rows`` (up to
-    :data:`MAX_CELLS`).  Among vectors of equal load the one with fewer cells
-    wins, then the one that cuts fewer eliminated variables (no combine).
+    :data:`MAX_CELLS`, and only while doubling lightens a cell).  Among vectors of
+    equal load the one with fewer cells wins, then the one that cuts fewer eliminated
+    variables (no combine).
     With ``top`` (one mapping per relation), values whose rows would put their
     cell over ``cell_rows`` are split off into a grid of their own (``heavy``).
 
@@ -163,6 +181,21 @@ def choose_shares(
     cores : int, optional
         The tasks that run at once (the cluster's cores).
     """
+    return _choose(relations, keep, tasks, cell_rows, top, min_rows, cores)
+
+
+def _choose(
+    relations: Sequence[tuple[Sequence[str], float]],
+    keep: Sequence[str],
+    tasks: int,
+    cell_rows: float,
+    top: Sequence[Top] = (),
+    min_rows: float = 0,
+    cores: int = 1,
+    nested: bool = False,
+) -> Shares:
+    """:func:`choose_shares`; ``nested``: the grid of a split (whose own splits split
+    nothing further)."""
     vars_: list[str] = []
     for vs, _ in relations:
         vars_ += [v for v in vs if v not in vars_]
@@ -173,21 +206,35 @@ def choose_shares(
         n = max(1, math.ceil(sum(r for _, r in rels) / min_rows))
         if n < P:  # 3 cells on 2 cores take as long as 4: two waves
             P = n if n <= cores else n - n % max(1, cores)
-    while True:
-        best = _cheapest(vars_, rels, kept, P)
-        if best[0] <= cell_rows or P >= MAX_CELLS:
-            break
-        P *= 2
+    best = _cheapest(vars_, rels, kept, P)
+    while best[0] > cell_rows and P < MAX_CELLS:
+        more = _cheapest(vars_, rels, kept, 2 * P)
+        if more[0] >= 0.9 * best[0]:  # more cells hardly lighten one (rows every cell
+            break  # gets: an input whose variables the grid does not cut)
+        best, P = more, 2 * P
     load, cells, _, vector = best
     shares = tuple(zip(vars_, vector, strict=True))
     rows = sum(r * cells / math.prod(s for v, s in shares if v in vs) for vs, r in rels)
     combine = any(s > 1 for v, s in shares if v not in kept)
     out = Shares(shares, cells, load, rows, combine)
-    heavy = _heavy(relations, top, keep, out, tasks, cell_rows) if top else None
-    if heavy is None:
-        return out
-    combine = combine or heavy.shares.combine or heavy.var not in kept
-    return replace(out, heavy=heavy, combine=combine)
+    splits: list[Heavy] = []
+    light, known = list(relations), [dict(t) for t in top]
+    while known:  # each split drops its values from what is known: it ends
+        h = _heavy(light, known, keep, out, tasks, cell_rows, nested)
+        if h is None:
+            break
+        splits.append(h)
+        combine = combine or h.shares.combine or h.var not in kept
+        light = [(vs, max(0.0, r - h.taken.get(i, 0.0))) for i, (vs, r) in enumerate(light)]
+        gone = set(h.values)
+        known = [
+            {
+                v: tuple(x for x in vals if not (v == h.var and x[0] in gone))
+                for v, vals in t.items()
+            }
+            for t in known
+        ]
+    return replace(out, heavy=tuple(splits), combine=combine) if splits else out
 
 
 def _heavy(
@@ -197,9 +244,13 @@ def _heavy(
     grid: Shares,
     tasks: int,
     cell_rows: float,
+    nested: bool = False,
 ) -> Heavy | None:
     """The values (of the one variable where they weigh most) whose rows would put
-    their cell of ``grid`` over ``cell_rows``, with a grid of their own; None if none."""
+    their cell of ``grid`` over ``cell_rows``, with a grid of their own, which splits
+    its own heavy values in turn unless ``grid`` is already a split's (a value's rows
+    in a split's grid are known only by their count in the whole input, an upper
+    bound that grows looser with each level); None if none."""
     s = dict(grid.shares)
     top = [*top, *[{}] * (len(relations) - len(top))]  # nothing known of the others
     best: tuple[float, str, list[Any], dict[int, float]] | None = None
@@ -208,12 +259,14 @@ def _heavy(
         values = dict.fromkeys(x for i in holders for x, _ in top[i].get(v, ()))
         heavy: list[Any] = []
         rows = dict.fromkeys(holders, 0.0)
-        for x in values:
-            per = {i: _degree(top[i], v, x) for i in holders}
+        for x in values:  # at most the rows the input has here (a split's grid: fewer)
+            per = {i: min(_degree(top[i], v, x), relations[i][1]) for i in holders}
             load = sum(
                 d / math.prod(s[u] for u in relations[i][0] if u != v) for i, d in per.items()
             )
-            if grid.load + load > cell_rows:
+            # over the budget, and a real part of its cell (in a grid over the budget
+            # anyway, a light value is no reason for cells of its own)
+            if grid.load + load > cell_rows and 4 * load >= grid.load:
                 heavy.append(x)
                 for i, d in per.items():
                     rows[i] += d
@@ -227,7 +280,9 @@ def _heavy(
         ([u for u in vs if u != v], min(rows[i], r) if i in rows else r)
         for i, (vs, r) in enumerate(relations)
     ]
-    return Heavy(v, tuple(heavy), weight, choose_shares(rest, keep, tasks, cell_rows))
+    within = [{u: vals for u, vals in t.items() if u != v} for t in top]
+    shares = _choose(rest, keep, tasks, cell_rows, () if nested else within, nested=True)
+    return Heavy(v, tuple(heavy), weight, shares, rows)
 
 
 def _degree(top: Top, v: str, x: Any) -> float:

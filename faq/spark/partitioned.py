@@ -8,7 +8,8 @@ A step whose inputs do not fit in the driver runs here.  Its shares
    coordinate of the variables it lacks, by ``explode``) and all inputs,
    unioned, are repartitioned by cell into one Spark partition per cell;
    Values too heavy for one cell (``Shares.heavy``) have their rows routed
-   to a second grid of cells in the same shuffle (:mod:`faq.plan.shares`);
+   to grids of cells of their own in the same shuffle (:mod:`faq.plan.shares`,
+   :func:`grids`);
 2. **the kernel in every cell**: each task (``mapInArrow``, Arrow batches in
    and out, no Python per row) takes its cell's rows, splits them by relation
    into kernel tables, and runs :func:`faq.kernel.generic_join` with the step's
@@ -37,7 +38,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "grids",
     "kernel_table",
     "murmur3_int",
     "route",
@@ -164,23 +166,51 @@ def route(
     plan from ``Column`` objects takes a Py4J round trip per function, and those round
     trips were most of a small partitioned solve's time in the driver.
     """
-    from pyspark.sql import functions as F
-
     types = variable_types(frames)
     keys = "array(" + ", ".join(str(k) for k in routing_keys(shares.total)) + ")"
-    grids: list[tuple[Shares, int, Column | None]] = [(shares, 0, None)]
-    h = shares.heavy
-    if h is not None:  # its rows in the grid of the heavy values, the others in the first
-        heavy = F.col(sql_name(h.var)).cast(types[h.var]).isin(list(h.values))
-        grids = [(shares, 0, ~heavy), (h.shares, shares.cells, heavy)]
     parts = []
     for i, (vars_, df) in enumerate(frames):
         cols = row_columns(i, vars_, types, vtype)
-        for grid, first, where in grids:
-            part = df if where is None or h is None or h.var not in vars_ else df.filter(where)
+        for grid, first, conds in grids(shares):
+            mine = [(v, vals, heavy) for v, vals, heavy in conds if v in vars_]
+            part = df.filter(_where(mine, types)) if mine else df
             cell = _cells(vars_, grid, types, keys, first)
             parts.append(part.selectExpr(f"{cell} AS {CELL}", *cols))
     return union_all(parts).repartition(shares.total, CELL), types
+
+
+Cond = tuple[str, tuple[Any, ...], bool]
+"""A grid's condition on one variable: its value is (True) or is not (False) one of these."""
+
+
+def grids(shares: Shares, first: int = 0) -> list[tuple[Shares, int, tuple[Cond, ...]]]:
+    """Every grid of ``shares`` (its own, then its splits' and theirs, depth first), the
+    number of its first cell, and the conditions its rows meet: the grid of split ``k``
+    takes the rows heavy on its variable and light on those of the splits before it,
+    the grid itself the rows light on every split's variable.  A row goes to the grids
+    whose conditions on the variables it has hold (all of them, for the variables it
+    lacks); every combination of rows that joins agrees on every variable's value, so
+    it meets in exactly one grid."""
+    out = [(shares, first, tuple((h.var, h.values, False) for h in shares.heavy))]
+    at = first + shares.cells
+    for k, h in enumerate(shares.heavy):
+        light = tuple((g.var, g.values, False) for g in shares.heavy[:k])
+        for grid, start, conds in grids(h.shares, at):
+            out.append((grid, start, (*light, (h.var, h.values, True), *conds)))
+        at += h.shares.total
+    return out
+
+
+def _where(conds: Sequence[Cond], types: dict[str, str]) -> Column:
+    from pyspark.sql import functions as F
+
+    out = None
+    for v, values, heavy in conds:
+        c = F.col(sql_name(v)).cast(types[v]).isin(list(values))
+        c = c if heavy else ~c
+        out = c if out is None else out & c
+    assert out is not None
+    return out
 
 
 def variable_types(frames: Sequence[tuple[tuple[str, ...], DataFrame]]) -> dict[str, str]:
