@@ -64,6 +64,10 @@ class StepReport:
         Rows of the change the step returned.
     where : str
         Where the delta queries ran (``"driver"``, ``"spark"``, or why nothing ran).
+    commit_s : float
+        Seconds the step spent making itself durable (with a ``state_dir``): writing its
+        intent and its commit frame (or a checkpoint), and waiting for the intent's
+        sync; 0 without a ``state_dir``.
     """
 
     tick: int
@@ -72,6 +76,7 @@ class StepReport:
     terms: tuple[TermReport, ...] = ()
     rows: int = 0
     where: str = ""
+    commit_s: float = 0.0
 
 
 class Keyed(Protocol):

@@ -370,14 +370,18 @@ class IncrementalView:
             if r is not None and r.rows:
                 rows[n] = r
         batch = batch_id if batch_id is not None else self._batch
-        pending = None
+        pending, commit_s = None, 0.0
         if self._store is not None:  # the tick's deltas first, synced while it runs
             given = {n: (r.cols, r.values, r.weights) for n, r in rows.items()}
+            t1 = time.perf_counter()
             pending = self._store.intend(self._tick + 1, batch, given)
+            commit_s = time.perf_counter() - t1
         try:
             new, change = self._state.apply(rows, self._how(), self._sets)
             if self._store is not None:
+                t1 = time.perf_counter()
                 self._persist(new, self._tick + 1, batch, pending)
+                commit_s += time.perf_counter() - t1
             self._state = new
         except BaseException:
             if pending is not None:  # refused or failed: the tick is not committed
@@ -389,7 +393,13 @@ class IncrementalView:
         if batch_id is not None:
             self._batch = batch_id
         self.last_step = StepReport(
-            self._tick, batch_id, False, tuple(change.terms), change.table.rows, change.where
+            self._tick,
+            batch_id,
+            False,
+            tuple(change.terms),
+            change.table.rows,
+            change.where,
+            commit_s,
         )
         log.info(
             "tick %d: %s -> change of %s rows (%s) in %.2f s",

@@ -224,6 +224,33 @@ def test_checkpoints_between_journaled_ticks(semiring, tmp_path, needs_spark):
     _same(view, IncrementalView(q, state_dir=tmp_path / "v"))
 
 
+def test_last_step_times_the_commit_of_a_durable_tick_only(tmp_path, monkeypatch):
+    """``last_step.commit_s`` is the tick's own durable work: the intent, the commit frame
+    and the wait for the sync, each counted (a slow wait shows in it), and 0 for a view
+    without a ``state_dir``."""
+    from incremental.journal import Pending
+
+    view, d, q = _view("counting", tmp_path / "v")
+    plain = IncrementalView(q, E=view.relation("E"), F=view.relation("F"))
+    wait = Pending.wait
+
+    def slow(self):
+        time.sleep(0.05)
+        wait(self)
+
+    view.step(E=d.delta("E"))
+    assert 0 < view.last_step.commit_s < 0.05
+    monkeypatch.setattr(Pending, "wait", slow)
+    delta = d.delta("E")
+    t0 = time.perf_counter()
+    view.step(E=delta)
+    whole = time.perf_counter() - t0
+    assert 0.05 <= view.last_step.commit_s <= whole
+    plain.step(E=delta)
+    assert plain.last_step.commit_s == 0.0
+    view.close()
+
+
 def test_a_journal_over_its_byte_limit_is_checkpointed(tmp_path):
     view, d, q = _view("counting", tmp_path / "v")
     view.step(E=d.delta("E"))
