@@ -149,6 +149,8 @@ def choose_shares(
     top: Sequence[Top] = (),
     min_rows: float = 0,
     cores: int = 1,
+    *,
+    depth: int = 2,
 ) -> Shares:
     """The cheapest shares for a bag of ``relations`` (``(variables, rows)`` each).
 
@@ -180,22 +182,11 @@ def choose_shares(
         starts from ``tasks``.
     cores : int, optional
         The tasks that run at once (the cluster's cores).
+    depth : int, optional
+        Levels of splits: with 2, each split's grid splits its own heavy values, and
+        those grids split nothing (a value's rows in a split's grid are known only by its
+        count in the whole input, an upper bound that grows looser with each level).
     """
-    return _choose(relations, keep, tasks, cell_rows, top, min_rows, cores)
-
-
-def _choose(
-    relations: Sequence[tuple[Sequence[str], float]],
-    keep: Sequence[str],
-    tasks: int,
-    cell_rows: float,
-    top: Sequence[Top] = (),
-    min_rows: float = 0,
-    cores: int = 1,
-    nested: bool = False,
-) -> Shares:
-    """:func:`choose_shares`; ``nested``: the grid of a split (whose own splits split
-    nothing further)."""
     vars_: list[str] = []
     for vs, _ in relations:
         vars_ += [v for v in vs if v not in vars_]
@@ -219,8 +210,8 @@ def _choose(
     out = Shares(shares, cells, load, rows, combine)
     splits: list[Heavy] = []
     light, known = list(relations), [dict(t) for t in top]
-    while known:  # each split drops its values from what is known: it ends
-        h = _heavy(light, known, keep, out, tasks, cell_rows, nested)
+    while known and depth > 0:  # each split drops its values from what is known: it ends
+        h = _heavy(light, known, keep, out, tasks, cell_rows, depth)
         if h is None:
             break
         splits.append(h)
@@ -244,13 +235,12 @@ def _heavy(
     grid: Shares,
     tasks: int,
     cell_rows: float,
-    nested: bool = False,
+    depth: int,
 ) -> Heavy | None:
     """The values (of the one variable where they weigh most) whose rows would put
     their cell of ``grid`` over ``cell_rows``, with a grid of their own, which splits
-    its own heavy values in turn unless ``grid`` is already a split's (a value's rows
-    in a split's grid are known only by their count in the whole input, an upper
-    bound that grows looser with each level); None if none."""
+    its own heavy values in turn while ``depth`` allows (:func:`choose_shares`); None
+    if none."""
     s = dict(grid.shares)
     top = [*top, *[{}] * (len(relations) - len(top))]  # nothing known of the others
     best: tuple[float, str, list[Any], dict[int, float]] | None = None
@@ -281,7 +271,7 @@ def _heavy(
         for i, (vs, r) in enumerate(relations)
     ]
     within = [{u: vals for u, vals in t.items() if u != v} for t in top]
-    shares = _choose(rest, keep, tasks, cell_rows, () if nested else within, nested=True)
+    shares = choose_shares(rest, keep, tasks, cell_rows, within, depth=depth - 1)
     return Heavy(v, tuple(heavy), weight, shares, rows)
 
 
