@@ -150,6 +150,30 @@ def test_each_hub_gets_cells_of_its_own_and_the_answers_agree(spark):
     assert heaviest(shares) < heaviest(replace(shares, heavy=shares.heavy[:1]))
 
 
+def test_string_heavy_values_are_routed_to_their_own_grid(spark):
+    """Heavy values of a string variable (one with a quote and a backslash) select their
+    rows for the split's grid, and only those: a hub's rows land in the split's cells,
+    the others in the first grid's."""
+    from faq.spark.partitioned import route
+
+    hub = "o'k\\"
+    path = [(("a", "b"), 1e6), (("b", "c"), 1e6)]
+    top = [{"b": ((hub, 900_000),)}, {"b": ((hub, 900_000),)}]
+    shares = choose_shares(path, ("a", "b", "c"), tasks=4, cell_rows=3e5, top=top)
+    assert [h.values for h in shares.heavy] == [(hub,)]
+    rows = [("x", hub), ("y", hub), ("x", "q"), ("z", "o'k")]
+    df = spark.createDataFrame(rows, "src string, dst string")
+    frames = [
+        (("a", "b"), df.selectExpr("src AS a", "dst AS b", "1L AS value")),
+        (("b", "c"), df.selectExpr("dst AS b", "src AS c", "1L AS value")),
+    ]
+    routed, _ = route(frames, shares, "bigint")
+    placed = routed.select("b", F.spark_partition_id().alias("cell")).collect()
+    assert {r.b for r in placed} == {hub, "q", "o'k"}
+    for r in placed:
+        assert (r.cell >= shares.cells) == (r.b == hub), (r.b, r.cell)
+
+
 def test_heavy_values_split_over_cells_give_the_same_answers(spark):
     """A graph with a hub, the budget set so that the hub overflows its cell: every
     answer equals the driver's, and explain() names the split."""

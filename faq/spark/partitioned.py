@@ -47,7 +47,7 @@ from faq.kernel.pointers import back_pointers
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
-from faq.spark.ops import key_type, sql_name, union_all
+from faq.spark.ops import all_of, isin_literals, key_type, sql_name, union_all
 from faq.spark.tasks import arrow_type, marked, table_batch
 from semirings import Semiring
 from semirings import spark as sops
@@ -202,15 +202,9 @@ def grids(shares: Shares, first: int = 0) -> list[tuple[Shares, int, tuple[Cond,
 
 
 def _where(conds: Sequence[Cond], types: dict[str, str]) -> Column:
-    from pyspark.sql import functions as F
-
-    out = None
-    for v, values, heavy in conds:
-        c = F.col(sql_name(v)).cast(types[v]).isin(list(values))
-        c = c if heavy else ~c
-        out = c if out is None else out & c
-    assert out is not None
-    return out
+    """The rows that meet every condition of ``conds`` (at least one)."""
+    tests = [isin_literals(v, types[v], np.asarray(vals, dtype=object)) for v, vals, _ in conds]
+    return all_of([t if heavy else ~t for t, (_, _, heavy) in zip(tests, conds, strict=True)])
 
 
 def variable_types(frames: Sequence[tuple[tuple[str, ...], DataFrame]]) -> dict[str, str]:
