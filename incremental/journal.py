@@ -146,17 +146,11 @@ def encode(
         after the tick.
     """
     buffers: list[bytes] = []
-    described = {}
-    for name, (tables, rows) in parts.items():
-        described[name] = {
-            "rows": int(rows),
-            "tables": [_describe(t, buffers) for t in tables],
-        }
-    meta = json.dumps(
-        {"tick": tick, "batch_id": batch_id, "parts": described}, separators=(",", ":")
-    ).encode("utf-8")
-    payload = b"".join([struct.pack("<I", len(meta)), meta, *buffers])
-    return _header(tick, payload) + payload
+    described = {
+        name: {"rows": int(rows), "tables": [_describe(t, buffers) for t in tables]}
+        for name, (tables, rows) in parts.items()
+    }
+    return _frame(tick, {"batch_id": batch_id, "parts": described}, buffers)
 
 
 def encode_intent(tick: int, batch_id: int | None, deltas: Mapping[str, Delta]) -> bytes:
@@ -171,18 +165,18 @@ def encode_intent(tick: int, batch_id: int | None, deltas: Mapping[str, Delta]) 
         }
         for name, (cols, values, weights) in deltas.items()
     }
-    meta = json.dumps(
-        {"tick": tick, "batch_id": batch_id, "deltas": described}, separators=(",", ":")
-    ).encode("utf-8")
-    payload = b"".join([struct.pack("<I", len(meta)), meta, *buffers])
-    return _header(tick, payload, INTENT) + payload
+    return _frame(tick, {"batch_id": batch_id, "deltas": described}, buffers, INTENT)
 
 
-def _header(tick: int, payload: bytes, flags: int = 0) -> bytes:
+def _frame(tick: int, meta: dict[str, Any], buffers: list[bytes], flags: int = 0) -> bytes:
+    """A frame of tick ``tick``: header, then the payload (``meta`` with the tick, as
+    JSON after its length, then ``buffers``)."""
+    text = json.dumps({"tick": tick, **meta}, separators=(",", ":")).encode("utf-8")
+    payload = b"".join([struct.pack("<I", len(text)), text, *buffers])
     digest = hashlib.sha256(payload).digest()
     head = HEADER.pack(MAGIC, VERSION, flags, tick, len(payload), digest, 0)
     crc = zlib.crc32(head[: HEADER.size - 8])
-    return HEADER.pack(MAGIC, VERSION, flags, tick, len(payload), digest, crc)
+    return HEADER.pack(MAGIC, VERSION, flags, tick, len(payload), digest, crc) + payload
 
 
 def _describe(t: Table, buffers: list[bytes]) -> dict[str, Any]:
@@ -317,10 +311,7 @@ def _decode_intent(payload: bytes, offset: int, stop: int, where: str) -> Intent
         at = 4 + n
         deltas: dict[str, Delta] = {}
         for name, d in meta["deltas"].items():
-            cols = []
-            for desc in d["cols"]:
-                col, at = _unarray(desc, payload, at)
-                cols.append(col)
+            cols, at = _unarrays(d["cols"], payload, at)
             values = None
             if d["values"] is not None:
                 values, at = _unarray(d["values"], payload, at)
@@ -342,10 +333,7 @@ def _decode(payload: bytes, offset: int, where: str) -> Frame:
         for name, p in meta["parts"].items():
             tables = []
             for d in p["tables"]:
-                cols = []
-                for desc in d["cols"]:
-                    col, at = _unarray(desc, payload, at)
-                    cols.append(col)
+                cols, at = _unarrays(d["cols"], payload, at)
                 values, at = _unarray(d["values"], payload, at)
                 tables.append(Table(tuple(d["vars"]), tuple(cols), values))
             parts[name] = (tables, int(p["rows"]))
@@ -354,6 +342,18 @@ def _decode(payload: bytes, offset: int, where: str) -> Frame:
         return Frame(int(meta["tick"]), meta["batch_id"], parts, offset)
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         raise StateError(f"{where}: the frame's payload cannot be read ({exc})") from exc
+
+
+def _unarrays(
+    descs: list[list[Any]], payload: bytes, at: int
+) -> tuple[tuple[np.ndarray, ...], int]:
+    """The arrays ``descs`` describe, read from ``payload`` at byte ``at``, and where
+    they end."""
+    out = []
+    for desc in descs:
+        a, at = _unarray(desc, payload, at)
+        out.append(a)
+    return tuple(out), at
 
 
 def _unarray(desc: list[Any], payload: bytes, at: int) -> tuple[np.ndarray, int]:
