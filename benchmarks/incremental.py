@@ -669,10 +669,8 @@ def results_of(rows: list[dict[str, Any]], deltas: list[int], ticks: int) -> lis
                         "checkpoint_every": amortised(r, d)[1],
                         "checkpoint_s": statistics.median(r["checkpoint"][d]),
                         "frame_bytes": r["frame_bytes"].get(d),
-                        "commit_s": statistics.median(r["commit"][d]) if "commit" in r else None,
-                        "commit_share": (
-                            commit_share(times, r["commit"][d]) if "commit" in r else None
-                        ),
+                        "commit_s": statistics.median(r["commit"][d]),
+                        "commit_share": commit_share(times, r["commit"][d]),
                     },
                     **common,
                 )

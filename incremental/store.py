@@ -362,11 +362,9 @@ class Store:
     def intend(
         self, tick: int, batch_id: int | None, deltas: Mapping[str, Delta]
     ) -> Pending | None:
-        """Write tick ``tick``'s intent (its deltas, :func:`incremental.journal.encode_intent`)
-        to the journal and start syncing it (:meth:`incremental.journal.Journal.intend`),
-        for :meth:`save_tick` to wait on; None when the tick will be a checkpoint.  The
-        folder's hold is verified first; a commit frame owed by the reopen (:meth:`owe`)
-        goes before the intent."""
+        """Append tick ``tick``'s intent (its deltas) after any frame the reopen owes
+        (:meth:`owe`), the hold verified, and start its sync
+        (:meth:`incremental.journal.Journal.intend`); None when the tick is a checkpoint."""
         if self.journal is None or self._owed == b"":
             return None
         verify = self.guard.verify if self.guard is not None else None
@@ -378,18 +376,16 @@ class Store:
     def owe(
         self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
     ) -> dict[str, Any]:
-        """Tick ``head["tick"]``, applied again on reopen from an intent without its commit
-        frame, committed in memory only, so that a reopen writes nothing: its commit frame
-        is appended before the next tick's intent (:meth:`intend`), or, when a part cannot
-        say what changed, the next tick is a checkpoint.  Until then the intent stands for
-        it.  Returns what :meth:`save_tick` returns."""
-        same = view_fields(head) == self._head
-        changes = self.changes(parts, written) if same else None
-        if changes is None or self.journal is None:
+        """Commit tick ``head["tick"]`` (applied again on reopen from an intent without its
+        commit frame) in memory only, so a reopen writes nothing: its frame goes before the
+        next intent (:meth:`intend`), or the next tick is a checkpoint.  Returns what
+        :meth:`save_tick` returns."""
+        frame = self._frame(parts, head, written)
+        if frame is None or self.journal is None:
             self._owed = b""  # the next tick: a checkpoint, with no intent
             return written
-        self._owed = encode(int(head["tick"]), head.get("batch_id"), changes)
-        return {n: {**e, "current": parts[n]} for n, e in written.items()}
+        self._owed = frame
+        return _current(parts, written)
 
     def save_tick(
         self,
@@ -406,10 +402,8 @@ class Store:
         on its own: the tick is durable once the intent's sync is done, which this
         waits for.  Returns what :meth:`save` returns.
         """
-        same = view_fields(head) == self._head  # else the view's fields change: a checkpoint
-        changes = self.changes(parts, written) if same and self._owed != b"" else None
-        if changes is not None and self.journal is not None and self.intact(written):
-            frame = encode(int(head["tick"]), head.get("batch_id"), changes)
+        frame = self._frame(parts, head, written) if self._owed != b"" else None
+        if frame is not None and self.journal is not None and self.intact(written):
             st = settings()
             if (
                 self.journal.frames < st.journal_ticks
@@ -421,12 +415,20 @@ class Store:
                     pending.wait()
                 if self.guard is not None:
                     self.guard.committed(int(head["tick"]), st.lease_seconds)
-                return {n: {**e, "current": parts[n]} for n, e in written.items()}
+                return _current(parts, written)
         if pending is not None:
             pending.wait()  # the checkpoint commits the tick; its intent must not fail later
         done = self.save(parts, head, written)
         self._owed = None
         return done
+
+    def _frame(
+        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
+    ) -> bytes | None:
+        """Tick ``head["tick"]``'s commit frame (what changed since the last commit); None
+        when it needs a checkpoint: new view fields, or a part cannot say (:meth:`changes`)."""
+        changes = self.changes(parts, written) if view_fields(head) == self._head else None
+        return None if changes is None else encode(int(head["tick"]), head.get("batch_id"), changes)
 
     def intact(self, written: dict[str, Any]) -> bool:
         """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
@@ -467,11 +469,9 @@ class Store:
 
     def open_journal(self, m: dict[str, Any]) -> tuple[list[Frame], Intent | None]:
         """The frames committed after the checkpoint ``m`` (a verified manifest) and the
-        pending intent after them, if any (:func:`incremental.journal.read_journal`), and
-        the journal opened for the next append (none in a manifest written before
-        journals: the next tick is a checkpoint).  The next append goes after a pending
-        intent: the view applies it again and owes its commit frame (:meth:`owe`), or
-        forgets it (:meth:`drop_intent`)."""
+        pending intent after them (:func:`incremental.journal.read_journal`), with the
+        journal opened for the next append, after the intent (none before journals: the
+        next tick is a checkpoint); the view owes (:meth:`owe`) or drops the intent."""
         rel = m.get("journal")
         if rel is None:
             return [], None
@@ -565,6 +565,10 @@ class Store:
                 p.unlink(missing_ok=True)
         for p in self.root.glob(f".{MANIFEST}.*.tmp"):
             p.unlink(missing_ok=True)
+
+
+def _current(parts: Mapping[str, Part], written: dict[str, Any]) -> dict[str, Any]:
+    return {n: {**e, "current": parts[n]} for n, e in written.items()}  # after the tick
 
 
 def _digest(body: dict[str, Any]) -> str:
