@@ -453,9 +453,8 @@ def _partitions(spark: SparkSession, rows: int) -> int:
 def upgraded_manifest(root: Path, m: dict[str, Any], additive: bool) -> dict[str, Any]:
     """A manifest (of the folder ``root``) of the Spark state's old format (``relations``
     and ``output``, one Parquet folder each) in the one format (``parts``), when its
-    semiring was kept
-    ``additive`` (rings, counting: the stored annotations are what the old state
-    stored); a manifest of the one format as it is.
+    semiring was kept ``additive`` (rings, counting: the stored annotations are what the
+    old state stored); a manifest of the one format as it is.
 
     Raises
     ------

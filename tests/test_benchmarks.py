@@ -556,9 +556,8 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     """benchmarks/tick_profile.py on a small graph: the profile shows the tick's own
     functions (the view's step and its delta rule), for pandas and Spark deltas; with a
     state_dir (``--durable``), also the commit (the tick's intent, then its frame); with the
-    Spark-resident state
-    (``--state spark``), its fetch of the rows a tick reads, and past the fetch bound
-    (``--fetch-rows 0``) the delta queries run in Spark."""
+    Spark-resident state (``--state spark``), its fetch of the rows a tick reads, and past
+    the fetch bound (``--fetch-rows 0``) the delta queries run in Spark."""
     from benchmarks.tick_profile import profile_ticks
 
     for kind in ("pandas", "spark"):
