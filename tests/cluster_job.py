@@ -1,7 +1,9 @@
 """The public API against a standalone Spark cluster: a driver program of its own.
 
-Run by tests/test_cluster.py as ``python tests/cluster_job.py spark://HOST:PORT STATE_DIR``
-(a driver process of its own: the test run's JVM is a local one).  Every
+Run by tests/test_cluster.py as ``python tests/cluster_job.py spark://HOST:PORT STATE_DIR SITE``
+(a driver process of its own: the test run's JVM is a local one), with the built wheel
+installed into ``SITE`` and ``SITE`` first on every process's ``PYTHONPATH``: the job checks
+that it and every executor import the library from there, not from the checkout.  Every
 check prints one line ``ok <name>``; the first failure ends the program with
 its traceback and a non-zero status.  Answers are checked against numpy and
 :func:`faq.reference_solve`; where each step ran is read from the solve's trace.
@@ -189,7 +191,27 @@ def partitioned(spark) -> None:
     ok("partitioned chain, its one-cell steps in one task")
 
 
-def main(master: str, state_dir: str) -> None:
+def installed(spark, site: str) -> None:
+    """The library this driver and every executor's Python workers import is the one
+    installed in ``site`` (the built wheel), not the source checkout."""
+    home = Path(site).resolve()
+    here = Path(faq.__file__).resolve()
+    assert here.is_relative_to(home), f"the driver imports faq from {here}, not {home}"
+
+    def where(_):
+        import faq as f
+        import faq.kernel as k
+
+        yield str(Path(f.__file__).resolve())
+        yield str(Path(k.__file__).resolve())
+
+    found = set(spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())
+    outside = sorted(p for p in found if not Path(p).is_relative_to(home))
+    assert not outside, f"executors import the library from {outside}, not {home}"
+    ok(f"driver and executors import the installed wheel ({len(found)} module files)")
+
+
+def main(master: str, state_dir: str, site: str) -> None:
     spark = local_session(
         master,
         **{
@@ -204,6 +226,7 @@ def main(master: str, state_dir: str) -> None:
     try:
         assert spark.sparkContext.master == master, spark.sparkContext.master
         executors(spark, 2)
+        installed(spark, site)
         triangles(spark)
         user_semiring(spark)
         incremental(spark, Path(state_dir))
@@ -213,4 +236,4 @@ def main(master: str, state_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

@@ -80,3 +80,45 @@ def no_job_group_left_behind():
         return
     for prop in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
         sc.setLocalProperty(prop, None)
+
+
+@pytest.fixture(scope="session")
+def wheel_site(tmp_path_factory):
+    """A folder holding the library as its built wheel installs it (no dependencies: they
+    come from this environment), for tests that must run what ``pip install`` gives a
+    user rather than the source tree: put it first on ``PYTHONPATH`` of a child process.
+
+    The wheel is ``$SPARKFAQ_WHEEL`` when set (``.ci/run`` builds it once), else built
+    here from the checkout with ``pip wheel --no-build-isolation`` (no network needed).
+    """
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    wheel = os.environ.get("SPARKFAQ_WHEEL")
+    if not wheel:
+        out = tmp_path_factory.mktemp("wheel")
+        build = ["wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(root)]
+        subprocess.run(
+            [*pip_command(), *build],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        (built,) = out.glob("sparkfaq-*.whl")
+        wheel = str(built)
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [*pip_command(), "install", "--no-deps", "--no-index", "--target", str(site), wheel],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return site
+
+
+def pip_command() -> list[str]:
+    """This interpreter's pip, quiet."""
+    import sys
+
+    return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]

@@ -236,6 +236,9 @@ class StandaloneCluster:
         How many workers to start (each its own JVM, log and work directory).
     timeout : float
         Seconds to wait until every worker is registered with the master (ALIVE).
+    env : dict, optional
+        Extra environment variables of the master and the workers (the workers' executors
+        and their Python workers inherit them), e.g. ``PYTHONPATH``.
     """
 
     MASTER = "org.apache.spark.deploy.master.Master"
@@ -248,6 +251,7 @@ class StandaloneCluster:
         memory: str = "2g",
         workers: int = 1,
         timeout: float = 180.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
@@ -258,6 +262,7 @@ class StandaloneCluster:
             SPARK_LOG_DIR=str(workdir),
             SPARK_DAEMON_JAVA_OPTS=java_options(),
             SPARK_WORKER_OPTS=java_options(),
+            **(env or {}),
         )
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
         self.master_log = workdir / "master.log"

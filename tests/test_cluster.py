@@ -1,6 +1,9 @@
 """The public API, unchanged, against a Spark standalone cluster.
 
-A master and two workers (1 core each, each its own JVM) are started with the
+The library is the built wheel, installed into a folder of its own that is first on
+the ``PYTHONPATH`` of the driver, the workers and their executors (the job checks where
+each imports it from), so the test runs what ``pip install`` gives a cluster.  A master
+and two workers (1 core each, each its own JVM) are started with the
 pyspark distribution's ``spark-class`` on 127.0.0.1, and a driver program of
 its own (tests/cluster_job.py, since this process already runs a local JVM)
 connects to ``spark://...``, waits for one executor on each worker, and runs:
@@ -24,12 +27,17 @@ import pytest
 from tests.spark_processes import StandaloneCluster, spark_env
 
 JOB = Path(__file__).with_name("cluster_job.py")
-ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = StandaloneCluster(tmp_path_factory.mktemp("cluster"), cores=1, memory="1g", workers=2)
+def cluster(tmp_path_factory, wheel_site):
+    c = StandaloneCluster(
+        tmp_path_factory.mktemp("cluster"),
+        cores=1,
+        memory="1g",
+        workers=2,
+        env={"PYTHONPATH": str(wheel_site)},
+    )
     try:
         yield c
     finally:
@@ -37,14 +45,14 @@ def cluster(tmp_path_factory):
 
 
 @pytest.mark.cluster
-def test_public_api_on_a_standalone_cluster(cluster, tmp_path):
-    env = spark_env(PYTHONPATH=str(ROOT))
+def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
+    env = spark_env(PYTHONPATH=str(wheel_site))
     run = subprocess.run(
-        [sys.executable, str(JOB), cluster.url, str(tmp_path / "view")],
+        [sys.executable, str(JOB), cluster.url, str(tmp_path / "view"), str(wheel_site)],
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=tmp_path,
         timeout=600,
     )
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("ok ")]
@@ -60,6 +68,7 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path):
     assert "user semiring chain backend=spark" in names
     assert "incremental view reopened at tick 3" in names
     assert "2 executors registered" in names
+    assert "driver and executors import the installed wheel" in names
     assert "partitioned triangles: 45" in names
     assert "partitioned 4-cliques: " in names
     assert "partitioned chain" in names
