@@ -185,7 +185,8 @@ def _checked(read: Callable[[], T], path: str, prefix: str, atom: str | None = N
     try:
         return read()
     except BadLineError as exc:
-        raise CliError(f"{prefix}{exc} (--skip-bad-lines skips malformed lines)") from None
+        hint = " (--skip-bad-lines skips malformed lines)" if exc.skippable else ""
+        raise CliError(f"{prefix}{exc.located}{hint}") from None
     except ArityError as exc:
         used = f"; the rule uses it as {atom}" if atom else ""
         raise CliError(f"{prefix}{exc}{used}") from None

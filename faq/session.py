@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from faq.jvm_output import filtered_stderr
 from faq.kernel import compiled
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,7 +84,9 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     Besides :data:`LOCAL_CONFIG` the session's Python workers run this
     interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` unless it is set),
     so a virtualenv works without being activated, and the JVM logs only
-    warnings and errors (``faq/log4j2.properties``).  Driver memory and JVM
+    warnings and errors (``faq/log4j2.properties``), and the two notices Spark 4 prints
+    on Java 17 at every start (the incubating vector module; DataSketches' restricted
+    mode) are left out of its standard error (:mod:`faq.jvm_output`).  Driver memory and JVM
     options only take effect when this call starts the JVM.  While the JVM
     starts, a thread compiles the kernel's numba code, or loads it from numba's
     disk cache (:func:`faq.kernel.compiled.warm_up_in_background`; it logs ``kernel
@@ -106,7 +109,9 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
     builder = SparkSession.builder.master(master).appName("sparkfaq")
     for k, v in settings.items():
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    # the JVM inherits a filtered standard error: its start-up notices are left out
+    with filtered_stderr():
+        return builder.getOrCreate()
 
 
 def show_progress(enabled: bool = True) -> None:

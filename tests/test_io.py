@@ -108,6 +108,24 @@ def test_header_that_lost_its_hash(tmp_path):
     assert t.where(0) == "line 3"
 
 
+def test_a_bad_line_names_the_way_to_skip_it(tmp_path):
+    """faq.io.read's error names strict=False (it said only to edit the file); an error
+    that strict=False does not skip names nothing."""
+    import faq.io
+
+    p = tmp_path / "g.txt"
+    p.write_text("FromNodeId ToNodeId\n1 2\n2 3\n1 3\n")
+    with pytest.raises(BadLineError, match=r"looks like a header.*strict=False") as info:
+        faq.io.read(p)
+    assert info.value.skippable and "strict=False" not in info.value.located
+    assert faq.io.read(p, strict=False).to_dict() == {(1, 2): 1, (2, 3): 1, (1, 3): 1}
+    bad = tmp_path / "v.csv"
+    bad.write_text("a,b,value\n1,2,x\n")
+    with pytest.raises(BadLineError, match="annotations must be numbers") as info:
+        faq.io.read(bad, strict=False)
+    assert not info.value.skippable and "strict=False" not in str(info.value)
+
+
 def test_arity_mismatch_is_not_a_bad_line(tmp_path):
     p = tmp_path / "w.txt"
     p.write_text("1 2 0.5\n2 3 0.25\n")

@@ -47,12 +47,21 @@ class BadLineError(ValueError):
         The file, as given.
     where : str
         ``"line N"`` (text files, 1-based physical lines) or ``"row N"`` (Parquet).
+    located : str
+        The file, the place and what is wrong with it, without the hint of how to skip it.
+    skippable : bool
+        Whether reading with ``strict=False`` skips the line; the message then says so.
     """
 
-    def __init__(self, path: str | Path, where: str, message: str) -> None:
+    def __init__(
+        self, path: str | Path, where: str, message: str, *, skippable: bool = True
+    ) -> None:
         self.path = str(path)
         self.where = where
-        super().__init__(f"{path}, {where}: {message}")
+        self.located = f"{path}, {where}: {message}"
+        self.skippable = skippable
+        hint = " (read with strict=False to skip malformed lines)" if skippable else ""
+        super().__init__(f"{self.located}{hint}")
 
 
 class ArityError(ValueError):

@@ -252,7 +252,7 @@ def read_edgelist_table(p: Path, arity: int | None, strict: bool) -> InputTable:
                 path,
                 f"line {lines[0]}",
                 f"{show_line(text)} looks like a header line (every other line holds integer "
-                "ids); comment it out with '#'",
+                "ids); comment it out with '#', or skip it",
             )
         bad.append((lines[0], text))
         nbad += 1
@@ -288,7 +288,9 @@ def _string_columns(
                 for t in toks:
                     t.decode()
             except UnicodeDecodeError:
-                raise BadLineError(path, f"line {lines[i]}", "the line is not UTF-8 text") from None
+                raise BadLineError(
+                    path, f"line {lines[i]}", "the line is not UTF-8 text", skippable=False
+                ) from None
         raise  # pragma: no cover - some row failed above
 
 

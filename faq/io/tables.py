@@ -265,6 +265,7 @@ def _value_column(col: pa.ChunkedArray, path: str, where: Callable[[int], str]) 
                     path,
                     where(i),
                     f"{VALUE!r} is {x!r}; annotations must be numbers or true/false",
+                    skippable=False,
                 ) from None
     raise ValueError(
         f"{path}: column {VALUE!r} has type {t}; annotations must be numbers or true/false"
