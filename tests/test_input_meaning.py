@@ -1,4 +1,4 @@
-"""One meaning for every input, everywhere (issue 37, points 2 and 9).
+"""One meaning for every input, everywhere (issue 37, points 2, 5 and 9).
 
 The same objects go to every entry point that takes a relation by name — ``solve``,
 ``run``, ``explain``, a program's ``solve``, ``IncrementalView``'s initial contents,
@@ -11,11 +11,18 @@ The same objects go to every entry point that takes a relation by name — ``sol
 * a plain numpy array is refused everywhere but in ``einsum`` (where it is the dense tensor
   ``numpy.einsum`` reads), with a TypeError naming the relation and both explicit
   constructors; lists and dicts are refused listing what is accepted, and no message names
-  a bare ``DataFrame``.
+  a bare ``DataFrame``;
+* a user semiring over local inputs runs in a process that has no SparkSession and starts
+  none (a subprocess: the test run's own session lives in this one).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +34,7 @@ from faq import Factor, einsum, query, reference_solve, solve_delta
 from faq.reference import reference_fixpoint
 from incremental import IncrementalView
 
+ROOT = Path(__file__).resolve().parent.parent
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 REPRO = np.array([[1, 2], [2, 3], [1, 3], [3, 4], [2, 4]])  # 5 edges, 2 triangles
 
@@ -271,3 +279,67 @@ def test_rows_are_checked_with_clear_messages():
         q.solve(E=np.zeros((2, 2), dtype=[("a", "i8"), ("b", "i8")]))
     with pytest.raises(ValueError, match=r"18446744073709551615, beyond the 64-bit"):
         q.solve(E=pd.DataFrame({"a": np.array([2**64 - 1], np.uint64), "b": [1]}))
+
+
+# -- point 5: nothing needs Spark unless the data is in Spark ---------------------------------
+NO_SESSION = textwrap.dedent(
+    """
+    import numpy as np, pandas as pd, pyarrow as pa
+    import semirings
+    from faq import Factor, query
+    from incremental import IncrementalView
+
+    # the issue's reproduction, as it is
+    B = semirings.Semiring(name="bneck", zero=float("-inf"), one=float("inf"), add=max, mul=min)
+    v = IncrementalView(
+        query("Q(a) :- E(a, b)", semiring=B), E=pd.DataFrame({"a": [1], "b": [2], "value": [3.0]})
+    )
+    assert v.result().to_dict() == {(1,): 3.0}
+
+    q = query("Q(a, c) :- E(a, b), E(b, c)", semiring=B)
+    pdf = pd.DataFrame({"a": [0, 1, 0], "b": [1, 2, 2], "value": [5.0, 2.0, 1.0]})
+    dense = np.full((3, 3), -np.inf)
+    dense[0, 1], dense[1, 2], dense[0, 2] = 5.0, 2.0, 1.0
+    kinds = {
+        "pandas": pdf,
+        "arrow": pa.Table.from_pandas(pdf),
+        "structured": pdf.to_records(index=False),
+        "from_pandas": Factor.from_pandas(pdf, semiring=B),
+        "from_dict": Factor.from_dict(
+            {(0, 1): 5.0, (1, 2): 2.0, (0, 2): 1.0}, vars=("a", "b"), semiring=B
+        ),
+        "from_numpy": Factor.from_numpy(dense, vars=("a", "b"), semiring=B),
+    }
+    delta = pd.DataFrame({"a": [2], "b": [3], "value": [4.0]})
+    for kind, E in kinds.items():
+        assert q.solve(E=E).to_dict() == {(0, 2): 2.0}, kind
+        view = IncrementalView(q, E=E)
+        assert view.step(E=delta).to_dict() == {(0, 3): 1.0, (1, 3): 2.0}, kind
+        assert view.result().to_dict() == {(0, 2): 2.0, (0, 3): 1.0, (1, 3): 2.0}, kind
+    p = query("W(x) :- S(x)\\nW(y) :- W(x), E(x, y)", semiring=B)
+    S = pd.DataFrame({"a": [0], "value": [float("inf")]})
+    widest = {(0,): float("inf"), (1,): 5.0, (2,): 2.0}
+    assert p.solve(S=S, E=pa.Table.from_pandas(pdf)).to_dict() == widest
+    pv = IncrementalView(p, S=S.to_records(index=False), E=pdf)
+    assert pv.result().to_dict() == widest
+    assert pv.step(E=delta).to_dict() == {(3,): 2.0}
+
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession() is None, "a session was started"
+    assert SparkContext._active_spark_context is None, "a SparkContext was started"
+    assert SparkContext._gateway is None, "a JVM was started"
+    print("no session")
+    """
+)
+
+
+def test_a_user_semiring_over_local_inputs_needs_no_session():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SESSION],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "no session"
