@@ -260,6 +260,8 @@ def pathway_available(python: str) -> bool:
 def bench_graph(
     spark, label: str, edges_np: np.ndarray, sizes: list[int], ticks: int, args, recorder
 ) -> dict[str, Any]:
+    import pandas as pd
+
     from benchmarks._cells import PeakRss
     from faq import query
     from faq.io import edges_dataframe
@@ -316,8 +318,9 @@ def bench_graph(
     del view
     if args.durable:
         with tempfile.TemporaryDirectory(prefix="faq-bench-state-") as tmp:
-            dview = IncrementalView(tri, state_dir=Path(tmp) / "view", E=edges_np)
-            pview = IncrementalView(tri, E=edges_np)
+            rows = pd.DataFrame(edges_np, columns=["src", "dst"])  # rows of keys, said so
+            dview = IncrementalView(tri, state_dir=Path(tmp) / "view", E=rows)
+            pview = IncrementalView(tri, E=rows)
             pandas_seq = [(d, "pandas", x) for d, _, x in seq]
             row["fsync"] = fsync_seconds(Path(tmp))
             dtimes, ptimes, row["synced"], row["commit"] = paired_ticks(dview, pview, pandas_seq)

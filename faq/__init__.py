@@ -5,6 +5,7 @@
 ('j',)
 """
 
+from faq.build import relation_kind
 from faq.delta import DeltaResult, TermReport, solve_delta
 from faq.factor import Factor
 from faq.front import einsum, query
@@ -29,6 +30,7 @@ __all__ = [
     "einsum",
     "query",
     "reference_solve",
+    "relation_kind",
     "settings",
     "solve_delta",
 ]

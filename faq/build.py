@@ -4,10 +4,21 @@ Each function checks its input (names, shapes, types, values when a semiring
 is given) and returns the :class:`faq.source.Source` a :class:`faq.Factor`
 holds; the ``Factor`` constructors and class methods are thin wrappers around
 them.  Errors name ``label`` (``"factor 'E'"``) and what is wrong.
+
+:func:`relation_kind` is the one rule by which a relation given *by name*
+(``solve(E=...)``, ``run``, ``explain``, programs, ``solve_delta``, a view's
+initial contents and ``step`` deltas) is read: a Spark DataFrame, a pandas
+DataFrame, a pyarrow Table or RecordBatch and a numpy *structured* array are
+rows (key columns bound to the atom's variables by position, then an optional
+``value`` column); a number or 0-d array is a relation without keys; a plain
+numpy array of one or more dimensions is ambiguous (a dense tensor, or rows of
+keys?) and refused, naming both explicit constructors.  :func:`rows_source`
+reads the local kinds (pandas, Arrow, structured) as the pandas rows they are.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +47,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "ACCEPTED",
+    "ROWS",
+    "ambiguous_array",
     "array_source",
+    "check_columns",
     "check_vars",
     "dict_source",
     "frame_source",
@@ -45,10 +60,27 @@ __all__ = [
     "label_of",
     "pandas_source",
     "plain_array_source",
+    "relation_kind",
+    "rows_source",
     "tagged_frame",
     "trusted_source",
+    "type_name",
     "unchecked_read",
 ]
+
+ROWS = (
+    "a Factor, a Spark DataFrame, a pandas DataFrame, a pyarrow Table or RecordBatch, or a "
+    "numpy structured array"
+)
+"""The inputs that are rows (or a factor) wherever they are given, for messages."""
+ACCEPTED = (
+    "a Factor, a Spark DataFrame, a pandas DataFrame, a pyarrow Table or RecordBatch, a numpy "
+    "structured array, or a number (a relation without keys)"
+)
+"""What a relation given by name may be (see :func:`relation_kind`), for messages."""
+
+_WEIGHT = "_weight"  # a delta's multiplicity column (incremental.deltas.WEIGHT)
+_NUMBERS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 
 def label_of(name: str | None) -> str:
@@ -76,13 +108,183 @@ def is_pandas(data: Any) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
 
 
+# -- what a relation given by name is: the one rule ----------------------------------------
+def type_name(obj: Any) -> str:
+    """How messages name the type of ``obj``: ``"pandas DataFrame"``, ``"Spark DataFrame"``,
+    ``"pyarrow Table"``, ``"numpy array of shape (5, 2)"``, ``"list"``... (never a bare
+    ``"DataFrame"``)."""
+    if is_spark_dataframe(obj):
+        return "Spark DataFrame"
+    if isinstance(obj, np.ndarray):
+        kind = "structured array" if obj.dtype.names is not None else "array"
+        return f"numpy {kind} of shape {obj.shape}"
+    t = type(obj)
+    top = t.__module__.split(".")[0]
+    if top in ("builtins", ""):
+        return t.__name__
+    return f"{'numpy' if top == 'numpy' else top} {t.__name__}"
+
+
+def relation_kind(given: Any, label: str) -> str:
+    """How a relation given by name is read: the one rule of every entry point.
+
+    A :class:`faq.Factor` is taken as it is and is not this function's business
+    (callers test for it first).  Everything else is:
+
+    * ``"spark"``: a Spark DataFrame (classic or Connect);
+    * ``"pandas"``, ``"arrow"`` (a pyarrow Table or RecordBatch), ``"structured"``
+      (a numpy structured array): rows held in this process;
+    * ``"scalar"``: a bool, int or float (Python or numpy) or a 0-d numpy array, the
+      annotation of the one tuple of a relation without keys.
+
+    Rows bind their key columns (every column but ``value``, and ``_weight`` in a
+    view's changes) to the atom's variables by position; ``value`` holds the
+    annotations (one on every row without it).
+
+    Raises
+    ------
+    TypeError
+        A plain (not structured) numpy array of one or more dimensions: it could be
+        a dense tensor or rows of keys, so the message names both explicit
+        constructors; or anything else (a list, a dict...), naming what is accepted.
+    """
+    if is_spark_dataframe(given):
+        return "spark"
+    if is_pandas(given):
+        return "pandas"
+    if isinstance(given, np.ndarray):
+        if given.dtype.names is not None:
+            return "structured"
+        if given.ndim == 0:
+            return "scalar"
+        raise TypeError(ambiguous_array(given, label))
+    if isinstance(given, _NUMBERS):
+        return "scalar"
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(given, pa.Table | pa.RecordBatch):
+        return "arrow"
+    hint = ""
+    if isinstance(given, list | tuple) and given and isinstance(given[0], np.ndarray):
+        hint = (
+            "; for columns of keys (and annotations), pass a numpy structured array or "
+            f"pandas.DataFrame({{'a': keys_a, 'b': keys_b, {VALUE!r}: values}})"
+        )
+    elif isinstance(given, Mapping):
+        hint = "; for {key tuple: annotation}, pass Factor.from_dict(d, vars=(...))"
+    raise TypeError(f"{label}: expected {ACCEPTED}; got {type_name(given)}{hint}")
+
+
+def ambiguous_array(arr: np.ndarray, label: str) -> str:
+    """The message refusing a plain numpy array where a relation is given by name."""
+    letters = [repr(chr(ord("i") + k)) for k in range(arr.ndim)]
+    dense = f"Factor.from_numpy(arr, vars=({', '.join(letters)}{',' if arr.ndim == 1 else ''}))"
+    if arr.ndim > 2:
+        return (
+            f"{label}: a plain numpy array (shape {arr.shape}) is not read as rows here; "
+            f"for the dense tensor it is, pass {dense} (its indices are the keys, its "
+            "entries the annotations)"
+        )
+    width = 1 if arr.ndim == 1 else arr.shape[1]
+    cols = [repr(chr(ord("a") + k)) for k in range(min(width, 3))] + ["..."] * (width > 3)
+    return (
+        f"{label}: a plain numpy array (shape {arr.shape}) is ambiguous here: a dense "
+        f"tensor or rows of keys? Say which: {dense} for a dense tensor (its indices are "
+        f"the keys, its entries the annotations), or pandas.DataFrame(arr, columns=["
+        f"{', '.join(cols)}]) (or Factor.from_pandas of it, or a numpy structured array) "
+        f"for rows of keys, one column per key, then an optional {VALUE!r} column"
+    )
+
+
+def check_columns(cols: Sequence[Any], arity: int, label: str, atom: str) -> None:
+    """Refuse rows whose columns are not ``arity`` keys and an optional ``value``: a
+    repeated name, a ``_weight`` column (read in a view's changes only) or the wrong
+    number of key columns."""
+    names = list(cols)
+    repeated = sorted({str(c) for c in names if names.count(c) > 1})
+    if repeated:
+        raise ValueError(f"{label}: columns {repeated!r} repeat a name (columns: {names!r})")
+    if _WEIGHT in names:
+        raise ValueError(
+            f"{label}: column {_WEIGHT!r} holds multiplicities, which only the changes of an "
+            "IncrementalView have (step deltas and initial contents); here a relation is key "
+            f"columns and an optional {VALUE!r} column (columns found: {names!r})"
+        )
+    keys = [c for c in names if c != VALUE]
+    if len(keys) != arity:
+        raise ValueError(
+            f"{label}: atom {atom} takes {arity} key column(s) but the rows have "
+            f"{len(keys)}: {keys!r} (columns found: {names!r}; the annotation column must "
+            f"be named {VALUE!r})"
+        )
+
+
+def rows_source(given: Any, kind: str, arity: int, label: str, atom: str) -> Source:
+    """Local rows given by name (``kind`` from :func:`relation_kind`: ``"pandas"``,
+    ``"arrow"``, ``"structured"`` or ``"scalar"``) as an unchecked source, read by each
+    query for its semiring as :meth:`faq.Factor.from_pandas` reads a DataFrame: key columns
+    by position (the source's variables are ``k0``, ``k1``...), then ``value``.
+
+    An Arrow table and a structured array mean the pandas DataFrame they convert to
+    (nulls are refused first, as Spark reads them); a scalar is the one tuple of a
+    relation without keys, annotated with it.
+    """
+    import pandas as pd
+
+    if kind == "scalar":
+        if arity:
+            raise ValueError(
+                f"{label}: a number is the annotation of a relation without keys, but atom "
+                f"{atom} takes {arity} key column(s)"
+            )
+        return plain_array_source(np.asarray(given), (), label)
+    if kind == "structured":
+        if given.ndim != 1:
+            raise ValueError(
+                f"{label}: a structured array is rows, one record a row: it must be 1-D, got "
+                f"shape {given.shape}"
+            )
+        names = list(given.dtype.names)
+        check_columns(names, arity, label, atom)
+        pdf = pd.DataFrame({n: given[n] for n in names}, columns=names)
+    elif kind == "arrow":
+        names = list(given.column_names)
+        check_columns(names, arity, label, atom)
+        keys = [c for c in names if c != VALUE]
+        for n, col in zip(names, given.columns, strict=True):
+            if col.null_count and n == VALUE:
+                raise ValueError(
+                    f"{label}: column {VALUE!r} has {col.null_count} null annotation(s); an "
+                    "annotation is a value of the semiring"
+                )
+            if col.null_count:
+                raise ValueError(
+                    f"{label}: key column {n!r} (position {keys.index(n)}) has "
+                    f"{col.null_count} null value(s); keys must not be null"
+                )
+        pdf = given.to_pandas()
+    elif kind == "pandas":
+        names = list(given.columns)
+        check_columns(names, arity, label, atom)
+        pdf = given
+    else:
+        raise ValueError(f"{label}: {kind!r} rows are not local")
+    keys = [c for c in names if c != VALUE]
+    vars_ = tuple(f"k{i}" for i in range(len(keys)))
+    return Source.unchecked_rows(raw_pandas(pdf, keys, vars_, label))
+
+
 # -- Spark DataFrames ---------------------------------------------------------------------
 def frame_source(
     df: DataFrame, vars: Sequence[str] | None, semiring: str | Semiring | None, label: str
 ) -> Source:
     """An unchecked ``df`` source: key columns bound to ``vars`` by position, then ``value``."""
     if not is_spark_dataframe(df):
-        raise TypeError(f"{label}: expected a Spark DataFrame, got {type(df).__name__}")
+        hint = ""
+        if is_pandas(df):
+            hint = "; for a pandas DataFrame use Factor.from_pandas(df)"
+        elif isinstance(df, np.ndarray):
+            hint = "; for an array use Factor.from_numpy(arr, vars=(...))"
+        raise TypeError(f"{label}: expected a Spark DataFrame, got {type_name(df)}{hint}")
     cols = list(df.columns)
     if len(set(cols)) != len(cols):
         raise ValueError(f"{label}: DataFrame columns {cols!r} repeat a name")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from faq.delta_local import (
     split_rule,
 )
 from faq.factor import Factor, Source
+from faq.inputs import relation_factor
 from faq.kernel.stats import filtered_stats
 from faq.kernel.table import Table, group_reduce
 from faq.plan.physical import check_options
@@ -80,12 +81,15 @@ def solve_delta(
     q : Query
         The query; its semiring is the one of the relations and changes (use a
         ring such as ``integer`` for deletions as negative weights).
-    relations : mapping of str to Factor
+    relations : mapping of str to Factor (or rows)
         Every relation of ``q`` before the change (trusted factors: see
         :meth:`Factor.trusted`; Spark ones are read by filtered scans only).
-    deltas : mapping of str to Factor
+        Anything else is read by the one rule of every entry point
+        (:func:`faq.relation_kind`: a pandas or Spark DataFrame, an Arrow table or a
+        numpy structured array are rows; a plain numpy array is refused).
+    deltas : mapping of str to Factor (or rows)
         The changes of some relations: consolidated factors (local ones are
-        read directly).
+        read directly), or rows read as ``relations`` are.
     order, join
         As for :meth:`faq.Query.solve`.
     local : bool, default True
@@ -108,6 +112,8 @@ def solve_delta(
     unknown = [n for n in deltas if n not in q.rule.relations]
     if unknown:
         raise ValueError(f"unknown relation(s) {unknown!r} for {q.rule}")
+    relations = _given(q, relations, "relation")
+    deltas = _given(q, deltas, "change of relation")
     if any(a.consts for a in q.rule.atoms):  # constants select rows of relations and changes
         names = q.rule.relations
         plain, relations = q.without_constants(**relations)
@@ -133,6 +139,21 @@ def solve_delta(
             return replace(res, why=f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}")
     res = _spark(q, relations, live, order, join, S)
     return replace(res, why=f"{why}; {res.why}" if res.why else why)
+
+
+def _given(q: Query, given: Mapping[str, Any], what: str) -> dict[str, Factor]:
+    """Relations or changes given by name, read by the one rule of every entry point
+    (:func:`faq.inputs.relation_factor`): a Factor as it is, rows (pandas, Arrow, a
+    structured array, a Spark DataFrame) as a factor of ``q``'s semiring."""
+    out = {}
+    for n, g in given.items():
+        atom = next((a for a in q.rule.atoms if a.relation == n), None)
+        if atom is None or isinstance(g, Factor) and g.source.form not in ("array", "raw"):
+            out[n] = g  # trusted factors as they are (a keyed table stays keyed)
+        else:  # rows, or a factor of rows not yet read for a semiring
+            f = relation_factor(n, g, atom, f"{what} {n!r}")
+            out[n] = f.for_semiring(q.semiring, n)
+    return out
 
 
 # -- the Spark path ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from faq.build import ROWS, relation_kind, type_name
 from faq.factor import Factor
 from faq.query import Query
 from faq.recursion import Program, is_program
@@ -69,24 +70,49 @@ def einsum(
 ) -> Factor:
     """Evaluate a numpy-style einsum spec over factors, with any semiring.
 
-    ``einsum("ij,jk->ik", A, B)`` is the product of A and B; operands are
-    Factors, DataFrames or numpy arrays (dense arrays become sparse factors).
-    A Python or numpy scalar, or a 0-d array, is an operand with no subscripts,
-    as in numpy (``einsum("a,->a", x, 2.0)`` is ``2.0 ⊗ x``).  ``aggregates``
-    gives summed-out letters their own operators, as in :func:`query`
-    (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
+    ``einsum("ij,jk->ik", A, B)`` is the product of A and B.  Operands follow
+    ``numpy.einsum``: a plain numpy array is a dense tensor (its indices are the
+    keys, its entries the annotations, zeros dropped, as
+    ``Factor.from_numpy(arr, vars=...)`` reads it), and a Python or numpy scalar or a
+    0-d array an operand with no subscripts (``einsum("a,->a", x, 2.0)`` is
+    ``2.0 ⊗ x``).  Einsum names no relations, so it takes numpy's convention; every
+    other operand means what it means everywhere (:func:`faq.build.relation_kind`):
+    a Factor as it is, and a Spark or pandas DataFrame, a pyarrow Table or a numpy
+    structured array rows of keys (bound to the subscripts by position) and an
+    optional ``value`` column.  ``aggregates`` gives summed-out letters their own
+    operators, as in :func:`query` (``einsum("ij,jk->i", A, B, aggregates={"j": "max"})``).
+
+    Raises
+    ------
+    TypeError
+        An operand that is none of these (a list, a dict...): the message names it
+        by position and lists what is accepted.
     """
-    operands = tuple(_scalar_operand(o) for o in operands)
-    names = [f"T{i}" for i in range(len(operands))]
+    factors = tuple(_operand(o, i) for i, o in enumerate(operands))
+    names = [f"T{i}" for i in range(len(factors))]
     rule = parse_einsum(spec, names)
     q = Query(rule, semiring, aggregates)
     return q.solve(
-        order=order, join=join, backend=backend, **dict(zip(names, operands, strict=True))
+        order=order, join=join, backend=backend, **dict(zip(names, factors, strict=True))
     )
 
 
-def _scalar_operand(o: Any) -> Any:
-    """A Python or numpy scalar (bool, int, float) as a 0-d array; anything else as it is."""
+def _operand(o: Any, i: int) -> Any:
+    """Operand ``i`` of :func:`einsum`: a plain numpy array (or a scalar, as a 0-d array) as
+    the dense tensor numpy reads it; anything else as it is, once checked to be an input
+    the one rule accepts (rows, a Factor)."""
     if isinstance(o, bool | int | float | np.bool_ | np.integer | np.floating):
-        return np.asarray(o)
+        o = np.asarray(o)
+    if isinstance(o, np.ndarray) and o.dtype.names is None:
+        return Factor.from_numpy(o, vars=[f"k{d}" for d in range(o.ndim)], name=f"T{i}")
+    if not isinstance(o, Factor):
+        try:
+            relation_kind(o, f"einsum operand {i}")
+        except TypeError:
+            listed = isinstance(o, list | tuple)
+            hint = "; for a dense tensor pass np.asarray(...)" if listed else ""
+            raise TypeError(
+                f"einsum operand {i}: expected a numpy array or a number (a dense tensor, as "
+                f"numpy.einsum reads it), or rows: {ROWS}; got {type_name(o)}{hint}"
+            ) from None
     return o

@@ -1,10 +1,13 @@
 """A query's relations, ready for execution: local rows or a checked DataFrame, and statistics.
 
-:func:`prepare_all` turns the factors given for a query's relations into
-:class:`Relation` records (those kept in Spark checked a few per Spark job):
-a local factor as it is, a factor held in Spark read through
-:func:`faq.read.read` (collected into the driver when it fits, at most
-``faq.settings().local_rows`` rows, else checked and kept in Spark).
+:func:`relation_factor` reads a relation given by name (to ``solve``, ``run``,
+``explain``, a program or ``solve_delta``) as a :class:`faq.Factor`, by the one
+rule of :func:`faq.build.relation_kind`.  :func:`prepare_all` turns the factors
+given for a query's relations into :class:`Relation` records (those kept in
+Spark checked a few per Spark job): a local factor as it is, a factor held in
+Spark read through :func:`faq.read.read` (collected into the driver when it
+fits, at most ``faq.settings().local_rows`` rows, else checked and kept in
+Spark).
 :func:`check_key_types` and :func:`check_constants` refuse keys that would
 have to be cast.
 """
@@ -14,8 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from faq.build import check_columns, relation_kind, rows_source
+from faq.factor import Factor
 from faq.kernel.stats import RelationStats, table_stats
 from faq.kernel.table import Table
 from faq.read import Request, read_all
@@ -25,13 +30,12 @@ from semirings import Semiring
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-    from faq.factor import Factor
-
 __all__ = [
     "check_constants",
     "check_key_types",
     "Relation",
     "prepare_all",
+    "relation_factor",
 ]
 
 
@@ -55,6 +59,41 @@ class Relation:
     @property
     def is_local(self) -> bool:
         return self.table is not None
+
+
+def relation_factor(name: str, given: Any, atom: Atom, label: str | None = None) -> Factor:
+    """The relation ``name`` given by name, read through ``atom`` (its arity), as a Factor.
+
+    The one rule (:func:`faq.build.relation_kind`): a Factor as it is; a Spark
+    DataFrame, a pandas DataFrame, a pyarrow Table or RecordBatch and a numpy
+    structured array are rows, key columns bound to the atom's variables by position,
+    then an optional ``value`` column; a number or 0-d array the annotation of a
+    relation without keys.  Local rows are read for each query's semiring (as
+    :meth:`Factor.from_pandas` without one): no Spark session is needed.
+
+    Raises
+    ------
+    TypeError
+        A plain numpy array of one or more dimensions (ambiguous: the message names
+        ``Factor.from_numpy`` and ``pandas.DataFrame``), or anything else not accepted.
+    ValueError
+        The wrong number of key columns, a ``_weight`` column, repeated column names,
+        null keys.  Messages name ``label`` (default ``"relation 'E'"``).
+    """
+    label = label or f"relation {name!r}"
+    arity = atom.arity
+    if isinstance(given, Factor):
+        if len(given.vars) != arity:
+            raise ValueError(
+                f"{label}: atom {atom} takes {arity} key column(s) but the factor has "
+                f"{len(given.vars)} variable(s): {given.vars!r}"
+            )
+        return given
+    kind = relation_kind(given, label)
+    if kind == "spark":
+        check_columns(list(given.columns), arity, label, str(atom))
+        return Factor(given, name=name)
+    return Factor.from_source(rows_source(given, kind, arity, label, str(atom)), name)
 
 
 def prepare_all(

@@ -33,7 +33,6 @@ from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
 from faq.session import (
     current_session,
     fixed_plans_for,
-    is_spark_dataframe,
     quiet_spark_errors,
 )
 from faq.spark.tasks import query_error
@@ -119,37 +118,12 @@ class Query:
                 parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
             raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
         renamed: dict[str, tuple[str, ...]] = {}
-        out = {
-            name: self._as_factor(name, relations[name], a, renamed) for name, a in needed.items()
-        }
+        out = {name: self._as_factor(name, relations[name], renamed) for name in needed}
         return out, renamed
 
-    def _as_factor(
-        self, name: str, rel: Any, arity: int, renamed: dict[str, tuple[str, ...]]
-    ) -> Factor:
+    def _as_factor(self, name: str, rel: Any, renamed: dict[str, tuple[str, ...]]) -> Factor:
         atom = next(a for a in self.rule.atoms if a.relation == name)
-        if isinstance(rel, Factor):
-            f = rel
-        elif is_spark_dataframe(rel):
-            keys = [c for c in rel.columns if c != VALUE]
-            if len(keys) != arity:
-                raise ValueError(
-                    f"relation {name!r}: atom {atom} takes {arity} key column(s) but the "
-                    f"DataFrame has {len(keys)}: {keys!r} (columns found: {rel.columns!r})"
-                )
-            f = Factor(rel, name=name)
-        elif isinstance(rel, np.ndarray):
-            f = Factor.from_numpy(rel, vars=[f"_{i}" for i in range(rel.ndim)], name=name)
-        else:
-            raise TypeError(
-                f"relation {name!r}: expected a Factor, a Spark DataFrame or a numpy array, "
-                f"got {type(rel).__name__}"
-            )
-        if len(f.vars) != arity:
-            raise ValueError(
-                f"relation {name!r}: atom {atom} takes {arity} variable(s) but the factor has "
-                f"{len(f.vars)}: {f.vars!r}"
-            )
+        f = inputs.relation_factor(name, rel, atom)  # the one rule for relations given by name
         if f.source.original is not None and not f.is_local and not _spark_safe(f.vars):
             # names Spark would misread (a dot, a backtick, equal ignoring case): plain ones
             cols = [f"k{i}" for i in range(len(f.vars))]
@@ -333,7 +307,10 @@ class Query:
             :meth:`Factor.witnesses` or ``Factor.witness_frame``.  See
             :mod:`faq.witness` (ties: the smallest eliminated values win).
         **relations
-            One Factor, Spark DataFrame or numpy array per relation name.
+            One per relation name: a Factor, or rows (a Spark or pandas DataFrame, a
+            pyarrow Table, a numpy structured array: key columns by position, then an
+            optional ``value``); a plain numpy array is refused as ambiguous (see
+            :func:`faq.relation_kind`).
 
         Returns
         -------

@@ -34,6 +34,7 @@ import pandas as pd
 import semirings
 from faq.delta import solve_delta
 from faq.factor import Factor
+from faq.inputs import relation_factor
 from faq.kernel.keyed import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.convergence import idempotent_on, negative_cycle, nonconvergence
@@ -187,7 +188,11 @@ class Program:
             if name not in given:
                 r = next(r for r in self.rules if name in r.relations)
                 raise ValueError(f"unknown relation {name!r} in rule {r}: pass it to solve()")
-        return {n: _as_factor(n, given[n], a, self.semiring) for n, a in self.inputs.items()}
+        out = {}
+        for n in self.inputs:  # the one rule for relations given by name (faq.inputs)
+            atom = next(a for r in self.rules for a in r.atoms if a.relation == n)
+            out[n] = relation_factor(n, given[n], atom).for_semiring(self.semiring, n)
+        return out
 
     # -- evaluation --------------------------------------------------------------------------
     def solve(
@@ -213,7 +218,8 @@ class Program:
             Most semi-naive rounds per recursive group (default: the ``max_rounds``
             setting, :func:`faq.settings`).
         **relations
-            One Factor, Spark DataFrame or numpy array per input relation.
+            One per input relation, read as :meth:`faq.Query.solve` reads them
+            (:func:`faq.relation_kind`).
 
         Raises
         ------
@@ -470,26 +476,3 @@ def _reachable(n: str, deps: Mapping[str, set[str]]) -> set[str]:
             seen.add(m)
             todo += deps[m]
     return seen
-
-
-def _as_factor(name: str, rel: Any, arity: int, S: Semiring) -> Factor:
-    """An input relation as a Factor of the semiring, its keys read by position."""
-    from pyspark.sql import DataFrame as SparkDataFrame
-
-    if isinstance(rel, Factor):
-        f = rel
-    elif isinstance(rel, np.ndarray):
-        f = Factor.from_numpy(rel, vars=[f"k{i}" for i in range(rel.ndim)], name=name)
-    elif isinstance(rel, SparkDataFrame) or type(rel).__module__.startswith("pyspark.sql.connect"):
-        f = Factor(rel, name=name)
-    else:
-        raise TypeError(
-            f"relation {name!r}: expected a Factor, a Spark DataFrame or a numpy array, "
-            f"got {type(rel).__name__}"
-        )
-    if len(f.vars) != arity:
-        raise ValueError(
-            f"relation {name!r}: the program reads it with {arity} key(s) but it has "
-            f"{len(f.vars)}: {f.vars!r}"
-        )
-    return f.for_semiring(S, name)

@@ -1,17 +1,24 @@
 """Reading the changes a view is given: annotated rows with multiplicities.
 
-A delta for a relation of arity ``k`` is a table of ``k`` key columns (bound
-by position), an optional ``value`` column (the annotation, one by default)
-and an optional ``_weight`` column (an integer multiplicity: +1 adds the
-annotated row, -1 retracts it; +1 by default).  It may be
+A view's changes (its initial contents and every ``step`` delta) follow the one
+rule every entry point follows (:func:`faq.relation_kind`; README, Semantics):
+a relation of arity ``k`` is given as rows of ``k`` key columns (bound by
+position), an optional ``value`` column (the annotation, one by default) and,
+in a view's changes only, an optional ``_weight`` column (an integer
+multiplicity: +1 adds the annotated row, -1 retracts it; +1 by default).  The
+rows may be
 
 * a Spark DataFrame, or a :class:`faq.Factor` (no ``_weight``);
 * a pandas DataFrame or a pyarrow Table or RecordBatch: columns as in a Spark
   DataFrame (the pandas index is ignored; NaN is null, as in Spark's
   ``createDataFrame``);
-* a numpy array: a 2-D array of keys, one column per key, every row
-  annotated one; or a structured array, whose fields are columns as above
-  (keys by position, then ``value`` and ``_weight`` by name).
+* a numpy structured array, whose fields are columns as above (keys by
+  position, then ``value`` and ``_weight`` by name);
+* a number or 0-d array: the annotation of the one tuple of a relation without keys.
+
+A plain numpy array of one or more dimensions is refused (a TypeError naming
+``Factor.from_numpy`` for a dense tensor and ``pandas.DataFrame(arr, columns=...)``
+for rows of keys), as in ``solve``: the same object means the same everywhere.
 
 :func:`read_delta` checks one and brings it to the driver as numpy arrays;
 a pandas, Arrow or numpy delta runs no Spark job.  :func:`to_spark` turns one
@@ -20,13 +27,12 @@ into a Spark DataFrame, once, for a view whose state is in Spark.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from faq import VALUE, Factor
+from faq import VALUE, Factor, relation_kind
 from faq.kernel import Table
 from faq.spark import arrow_to_table
 from semirings import Semiring
@@ -39,7 +45,6 @@ __all__ = [
     "WEIGHT",
     "Rows",
     "check_weight_type",
-    "is_local_delta",
     "key_names",
     "layout",
     "read_delta",
@@ -52,10 +57,6 @@ WEIGHT = "_weight"
 
 _ROW = "__row__"
 _INTEGERS = ("bigint", "int", "smallint", "tinyint")
-_KINDS = (
-    "a Spark DataFrame, a Factor, a pandas DataFrame, a pyarrow Table or RecordBatch, or a "
-    "numpy array"
-)
 # Arrow types by the names Spark gives the types it reads them as (messages name types alike)
 _SPARK_NAMES = {
     "int8": "tinyint",
@@ -106,7 +107,7 @@ def read_delta(
     Parameters
     ----------
     given : pyspark.sql.DataFrame, faq.Factor, pandas.DataFrame, pyarrow.Table, \
-            pyarrow.RecordBatch or numpy.ndarray
+            pyarrow.RecordBatch, numpy structured array or number
         The delta (see the module docstring).
     arity : int
         The relation's number of key columns.
@@ -122,7 +123,7 @@ def read_delta(
     Raises
     ------
     TypeError
-        ``given`` is none of the kinds above.
+        ``given`` is none of the kinds above, or a plain numpy array (ambiguous).
     ValueError
         Wrong number of key columns, null keys or weights, a weight that is not an
         integer, or an annotation outside the semiring.
@@ -136,7 +137,7 @@ def read_delta(
         if most is not None and t.rows > most:
             return None
         return Rows(t.cols, t.values, np.ones(t.rows, dtype=np.int64))
-    if is_local_delta(given):
+    if relation_kind(given, label) != "spark":  # a TypeError for what is not accepted
         at = _local_arrow(given, label)
         lay = layout(at.column_names, arity, label, atom)
         if lay[2] is not None:
@@ -144,7 +145,6 @@ def read_delta(
         if most is not None and at.num_rows > most:
             return None
         return _from_arrow(at, lay, S, label)
-    _check_spark(given, label)
     schema = given.schema  # one round trip; columns and types both come from it
     cols = schema.fieldNames()
     lay = layout(cols, arity, label, atom)
@@ -161,49 +161,25 @@ def read_delta(
     return _from_arrow(at, lay, S, label)
 
 
-def is_local_delta(given: Any) -> bool:
-    """Whether ``given`` is a delta held in this process: a pandas DataFrame, a pyarrow
-    Table or RecordBatch, or a numpy array."""
-    if isinstance(given, np.ndarray):
-        return True
-    pd = sys.modules.get("pandas")
-    if pd is not None and isinstance(given, pd.DataFrame):
-        return True
-    pa = sys.modules.get("pyarrow")
-    return pa is not None and isinstance(given, pa.Table | pa.RecordBatch)
-
-
 def to_spark(given: Any, label: str) -> Any:
     """``given`` as a Spark DataFrame of the same columns when it is a pandas, Arrow or
-    numpy delta (one conversion, for a view whose state is in Spark); anything else as
-    it is.
+    numpy delta (one conversion, for a view whose state is in Spark); a Spark DataFrame,
+    a Factor or None (no contents) as it is.
 
     Raises
     ------
+    TypeError
+        What the one rule refuses (:func:`faq.relation_kind`): a plain numpy array, a list...
     ValueError
-        A numpy array that is neither 2-D nor structured, or a column Arrow cannot read
-        (the view's own checks of a Spark delta follow).
+        A structured array that is not 1-D, or a column Arrow cannot read (the view's own
+        checks of a Spark delta follow).
     """
-    if not is_local_delta(given):
+    if given is None or isinstance(given, Factor) or relation_kind(given, label) == "spark":
         return given
     from faq.session import get_spark
 
     at = _local_arrow(given, label)
     return get_spark().createDataFrame(at)
-
-
-def _check_spark(given: Any, label: str) -> None:
-    from pyspark.sql import DataFrame as SparkDataFrame
-
-    connect = type(given).__module__.startswith("pyspark.sql.connect")
-    if not isinstance(given, SparkDataFrame) and not connect:
-        if isinstance(given, tuple | list) and given and isinstance(given[0], np.ndarray):
-            raise TypeError(
-                f"{label}: expected {_KINDS}, got a {type(given).__name__} of arrays; for "
-                "keys with annotations, pass a numpy structured array (fields: the keys, "
-                f"then {VALUE!r} and {WEIGHT!r}) or a pandas DataFrame"
-            )
-        raise TypeError(f"{label}: expected {_KINDS}, got {type(given).__name__}")
 
 
 def layout(
@@ -238,13 +214,12 @@ def _type_name(t: pa.DataType) -> str:
 
 
 def _local_arrow(given: Any, label: str) -> pa.Table:
-    """A pandas, Arrow or numpy delta as an Arrow table of its columns, named as Spark
-    would name them (``_1``, ``_2``, ... for a 2-D array): NaN read as null, dictionary
-    columns decoded, unsigned integers as int64."""
+    """A pandas, Arrow, structured-array or scalar delta as an Arrow table of its columns:
+    NaN read as null, dictionary columns decoded, unsigned integers as int64."""
     import pyarrow as pa
 
-    if isinstance(given, np.ndarray):
-        names, arrays = _numpy_columns(given, label)
+    if isinstance(given, np.ndarray | np.generic | bool | int | float):
+        names, arrays = _numpy_columns(np.asarray(given), label)
     elif isinstance(given, pa.Table | pa.RecordBatch):
         names, arrays = [str(c) for c in given.column_names], list(given.columns)
     else:  # pandas: numpy columns as arrays (pa.array of a Series costs 5x more)
@@ -266,20 +241,15 @@ def _local_arrow(given: Any, label: str) -> pa.Table:
 
 
 def _numpy_columns(a: np.ndarray, label: str) -> tuple[list[str], list[np.ndarray]]:
-    if a.dtype.names is not None:
-        if a.ndim != 1:
-            raise ValueError(
-                f"{label}: a structured array delta must be 1-D (one record a row), got "
-                f"shape {a.shape}"
-            )
-        return list(a.dtype.names), [a[n] for n in a.dtype.names]
-    if a.ndim != 2:
+    """A structured array's fields, or a scalar as the one ``value`` of a relation without
+    keys."""
+    if a.dtype.names is None:  # a 0-d array (relation_kind refused the others)
+        return [VALUE], [a.reshape(1)]
+    if a.ndim != 1:
         raise ValueError(
-            f"{label}: a numpy delta is a 2-D array of keys, one column per key (or a "
-            f"structured array with {VALUE!r} and {WEIGHT!r} fields), got shape {a.shape}"
-            + ("; for one key column use arr.reshape(-1, 1)" if a.ndim == 1 else "")
+            f"{label}: a structured array delta must be 1-D (one record a row), got shape {a.shape}"
         )
-    return [f"_{i + 1}" for i in range(a.shape[1])], [a[:, i] for i in range(a.shape[1])]
+    return list(a.dtype.names), [a[n] for n in a.dtype.names]
 
 
 def _signed(a: Any, name: str, label: str) -> Any:

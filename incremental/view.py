@@ -129,9 +129,10 @@ class IncrementalView:
     by default) and an optional ``_weight`` column (an integer multiplicity,
     +1 by default: +1 adds the annotated row, -1 retracts it).  A delta is a
     Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
-    Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
-    array (:mod:`incremental.deltas`, the one reader of both states); pandas,
-    Arrow and numpy deltas run no Spark job to be read.
+    Table or RecordBatch or a numpy structured array (:mod:`incremental.deltas`,
+    the one reader of both states; the rule of every entry point,
+    :func:`faq.relation_kind`: a plain numpy array is refused as ambiguous);
+    pandas, Arrow and numpy deltas run no Spark job to be read.
 
     * ``integer``, ``real`` (rings) and ``counting``: a tuple's annotation
       changes by ``_weight · value``; a deletion is a negative weight (or a
@@ -323,8 +324,8 @@ class IncrementalView:
         **deltas
             One delta per changed relation (see the class notes for the format): a
             Spark DataFrame, a :class:`faq.Factor`, a pandas DataFrame, a pyarrow
-            Table or RecordBatch, a 2-D numpy array of keys or a numpy structured
-            array, e.g. ``view.step(E=pandas_df)``.  Pandas, Arrow and numpy deltas
+            Table or RecordBatch or a numpy structured array (a plain numpy array is
+            refused as ambiguous), e.g. ``view.step(E=pandas_df)``.  Pandas, Arrow and numpy deltas
             are read without a Spark job and get the checks a Spark DataFrame of the
             same rows gets (number of key columns, null keys, key types, annotations
             outside the semiring, an integer ``_weight`` without nulls), with the

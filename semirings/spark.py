@@ -10,6 +10,7 @@ computes the same thing, so every query runs with every semiring.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from semirings.core import Semiring, SparkOps, guarded
@@ -91,8 +92,12 @@ def nonzero(semiring: Semiring, c: Column) -> Column:
 
 
 def _udf_ops(semiring: Semiring) -> SparkOps:
-    from pyspark.sql import functions as F
+    """UDF-based ops for a semiring of Python functions.
 
+    The UDFs are made on first use, not here: PySpark makes a UDF only with an
+    active session, and the local kernel reads ``type`` alone (typing and checking
+    local rows), so a user semiring over local data never needs a session.
+    """
     t = semiring.spark_type
     if t is None:
         raise ValueError(
@@ -101,36 +106,47 @@ def _udf_ops(semiring: Semiring) -> SparkOps:
             "to the Semiring"
         )
     S = semiring
-    mul, add = guarded(S, "mul"), guarded(S, "add")
-    mul_udf = F.udf(lambda a, b: None if a is None or b is None else mul(a, b), t)
-    add_udf = F.udf(lambda a, b: None if a is None or b is None else add(a, b), t)
-    fold = F.udf(lambda xs: functools.reduce(add, xs, S.zero), t)
 
-    def contains(x):  # no annotations: PySpark would read them as a pandas UDF's types
-        try:
-            return bool(S.contains(x))  # type: ignore[misc]
-        except Exception:
-            return False
+    @functools.cache
+    def udfs() -> dict[str, Callable[..., Column]]:
+        from pyspark.sql import functions as F
 
-    valid_udf = F.udf(contains, "boolean")
+        mul, add = guarded(S, "mul"), guarded(S, "add")
+
+        def contains(x):  # no annotations: PySpark would read them as a pandas UDF's types
+            try:
+                return bool(S.contains(x))  # type: ignore[misc]
+            except Exception:
+                return False
+
+        out = {
+            "mul": F.udf(lambda a, b: None if a is None or b is None else mul(a, b), t),
+            "add": F.udf(lambda a, b: None if a is None or b is None else add(a, b), t),
+            "fold": F.udf(lambda xs: functools.reduce(add, xs, S.zero), t),
+            "valid": F.udf(contains, "boolean"),
+        }
+        if S.neg is not None:
+            neg_fn = guarded(S, "neg")
+            out["neg"] = F.udf(lambda a: None if a is None else neg_fn(a), t)
+        return out
 
     def red(df: DataFrame, keys: list[str], value: str) -> DataFrame:
+        from pyspark.sql import functions as F
+
         grouped = df.groupBy(*keys).agg(F.collect_list(value).alias(value))
-        return grouped.select(*keys, fold(F.col(value)).alias(value))
+        return grouped.select(*keys, udfs()["fold"](F.col(value)).alias(value))
 
     neg_udf = None
     if S.neg is not None:
-        neg_fn = guarded(S, "neg")
-        neg_udf_ = F.udf(lambda a: None if a is None else neg_fn(a), t)
 
         def neg_udf(c: Column) -> Column:
-            return neg_udf_(c)
+            return udfs()["neg"](c)
 
     return SparkOps(
         type=t,
-        mul=lambda a, b: mul_udf(a, b),
-        add=lambda a, b: add_udf(a, b),
-        valid=lambda c: c.isNotNull() & valid_udf(c),
+        mul=lambda a, b: udfs()["mul"](a, b),
+        add=lambda a, b: udfs()["add"](a, b),
+        valid=lambda c: c.isNotNull() & udfs()["valid"](c),
         reduce=red,
         neg=neg_udf,
     )

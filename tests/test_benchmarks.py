@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks import _common, triangles
@@ -251,8 +252,9 @@ def test_paired_ticks_time_the_durable_work_within_each_tick(tmp_path):
 
     edges = power_law_graph(60, 300, seed=3)
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    durable = IncrementalView(tri, state_dir=tmp_path / "v", E=edges)
-    plain = IncrementalView(tri, E=edges)
+    rows = pd.DataFrame(edges, columns=["src", "dst"])
+    durable = IncrementalView(tri, state_dir=tmp_path / "v", E=rows)
+    plain = IncrementalView(tri, E=rows)
     present = {(int(u), int(v)) for u, v in edges}
     rng = np.random.default_rng(0)
     seq = []

@@ -1,8 +1,9 @@
 """Deltas as pandas, Arrow and numpy: the same view as the equivalent Spark DataFrame delta.
 
 A delta (keys by position, optional ``value``, optional ``_weight``) may be a pandas
-DataFrame, a pyarrow Table or RecordBatch, a 2-D numpy array of keys or a numpy
-structured array, as well as a Spark DataFrame.  Oracles:
+DataFrame, a pyarrow Table or RecordBatch or a numpy structured array, as well as a
+Spark DataFrame; a plain numpy array is refused as ambiguous (the one rule of every entry
+point, tests/test_input_meaning.py).  Oracles:
 
 * the equivalent Spark DataFrame (``spark.createDataFrame`` of the same rows): the same
   ``result()`` and the same ``step()`` change at every tick, and for a bad delta the same
@@ -51,8 +52,7 @@ def frame(rows: list[Row], arity: int, S: Semiring, weight: bool = True) -> pd.D
 
 
 def as_kind(pdf: pd.DataFrame, kind: str) -> Any:
-    """The pandas delta ``pdf`` as another kind of input (numpy: a structured array, or a
-    2-D array when ``pdf`` has key columns only)."""
+    """The pandas delta ``pdf`` as another kind of input (numpy: a structured array)."""
     if kind == "pandas":
         return pdf
     if kind == "arrow":
@@ -60,18 +60,15 @@ def as_kind(pdf: pd.DataFrame, kind: str) -> Any:
     if kind == "record batch":
         return pa.RecordBatch.from_pandas(pdf, preserve_index=False)
     assert kind == "numpy", kind
-    if not {"value", "_weight"} & set(pdf.columns):
-        return pdf.to_numpy()
     return pdf.to_records(index=False)
 
 
 def spark_form(spark, pdf: pd.DataFrame, kind: str) -> Any:
     """The Spark DataFrame of the same rows, made from pandas (where NaN is null); a numpy
-    delta's own columns (a 2-D array's named as Spark names them, ``_1``, ``_2``...)."""
+    delta's own columns (a structured array's fields)."""
     given = as_kind(pdf, kind)
     if isinstance(given, np.ndarray):
-        names = None if given.dtype.names else [f"_{i + 1}" for i in range(given.shape[1])]
-        pdf = pd.DataFrame(given, columns=names)
+        pdf = pd.DataFrame(given)
     if pdf.empty:  # Spark infers no schema from no rows: the one the columns' dtypes give
         types = {"int64": "bigint", "float64": "double"}
         return spark.createDataFrame(
@@ -143,21 +140,26 @@ def test_each_kind_gives_what_the_spark_delta_gives(spark, name, kind):
     assert local.tick == remote.tick == len(ticks)
 
 
-def test_a_2d_array_is_keys_annotated_one(spark):
+def keys(pairs: list[tuple[int, int]], dtype: Any = np.int64) -> np.ndarray:
+    """Rows of two keys as a numpy structured array (fields ``a``, ``b``)."""
+    return np.array(pairs, dtype=[("a", dtype), ("b", dtype)])
+
+
+def test_a_structured_array_of_keys_is_rows_annotated_one(spark):
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    edges = np.array([[1, 2], [2, 3], [1, 3], [3, 4]], dtype=np.int32)
+    edges = keys([(1, 2), (2, 3), (1, 3), (3, 4)], np.int32)
     local = IncrementalView(tri, state="driver", E=edges)
-    remote = IncrementalView(tri, E=spark.createDataFrame(edges))
-    for delta in (np.array([[2, 4], [1, 4]]), np.empty((0, 2), dtype=np.int64)):
-        got, want = local.step(E=delta), remote.step(E=spark.createDataFrame(delta))
-        assert got.scalar() == want.scalar()
+    remote = IncrementalView(tri, E=spark.createDataFrame(pd.DataFrame(edges)))
+    for delta in (keys([(2, 4), (1, 4)]), keys([])):
+        want = remote.step(E=spark.createDataFrame(pd.DataFrame(delta), "a bigint, b bigint"))
+        assert local.step(E=delta).scalar() == want.scalar()
     assert local.result().scalar() == remote.result().scalar() == 4  # K4 on 1..4
     assert local.relation("E").to_dict() == remote.relation("E").to_dict()
 
 
 def test_unsigned_keys_are_read_as_int64(spark):
     q = query("Q(a) :- E(a, b)", semiring="counting")
-    view = IncrementalView(q, state="driver", E=np.array([[1, 2], [1, 3]], dtype=np.uint32))
+    view = IncrementalView(q, state="driver", E=keys([(1, 2), (1, 3)], np.uint32))
     view.step(E=pd.DataFrame({"a": np.array([2], dtype=np.uint64), "b": [5]}))
     assert view.result().to_dict() == {(1,): 2, (2,): 1}
 
@@ -197,8 +199,8 @@ def test_no_spark_job_per_tick(spark, kind):
         delta = as_kind(frame(rows, 2, S), kind)
         _, jobs = spark_jobs(spark, lambda d=delta: view.step(E=d), f"tick-{kind}-{t}")
         assert jobs == 0, jobs
-    keys_only = np.array([[2, 4]])
-    _, jobs = spark_jobs(spark, lambda: view.step(E=keys_only), f"2d-{kind}")
+    keys_only = keys([(2, 4)])
+    _, jobs = spark_jobs(spark, lambda: view.step(E=keys_only), f"keys-{kind}")
     assert jobs == 0, jobs
     assert view.result().to_dict() == {(1,): 1, (2,): 1}  # 1-3-4 and 2-3-4
 
@@ -243,21 +245,23 @@ def test_a_bad_delta_is_refused_as_the_spark_form_is(spark, case, kind):
 @pytest.mark.parametrize(
     "given, message",
     [
-        (np.array([1, 2]), r"2-D array of keys.*reshape\(-1, 1\)"),
-        (np.zeros((1, 2, 2), dtype=np.int64), r"2-D array of keys"),
-        ((np.array([[1, 2]]), np.array([1.0])), r"tuple of arrays.*structured array"),
-        ({"a": [1], "b": [2]}, r"expected a Spark DataFrame.*got dict"),
+        (np.array([1, 2]), r"plain numpy array \(shape \(2,\)\) is ambiguous.*from_numpy"),
+        (np.array([[1, 2]]), r"ambiguous.*pandas.DataFrame\(arr, columns=\['a', 'b'\]\)"),
+        (np.zeros((1, 2, 2), dtype=np.int64), r"shape \(1, 2, 2\).*Factor.from_numpy"),
+        ((np.array([[1, 2]]), np.array([1.0])), r"got tuple; .*structured array"),
+        ({"a": [1], "b": [2]}, r"expected a Factor, a Spark DataFrame.*got dict"),
+        (np.zeros((1, 2), dtype=[("a", "i8"), ("b", "i8")]), r"structured array.*must be 1-D"),
         (
             pd.DataFrame([[1, 2, 1, 1]], columns=["a", "b", "value", "value"]),
             r"column 'value' appears 2 times",
         ),
-        (np.array([[2**63, 1]], dtype=np.uint64), r"9223372036854775808, beyond the 64-bit"),
+        (keys([(2**63, 1)], np.uint64), r"9223372036854775808, beyond the 64-bit"),
         (pd.DataFrame({"a": [1, "x"], "b": [2, 3]}), r"column 'a' cannot be read"),
     ],
 )
 def test_inputs_no_spark_form_has_are_refused_clearly(spark, given, message):
     q = query("Q(a) :- E(a, b)", semiring="counting")
-    view = IncrementalView(q, state="driver", E=np.array([[1, 2]]))
+    view = IncrementalView(q, state="driver", E=pd.DataFrame({"a": [1], "b": [2]}))
     with pytest.raises((ValueError, TypeError), match=message) as got:
         view.step(E=given)
     assert "delta of relation 'E'" in str(got.value)

@@ -397,5 +397,5 @@ def test_einsum_scalar_operands_as_in_numpy(scalar):
 
 
 def test_einsum_refuses_operands_that_are_not_numbers():
-    with pytest.raises(TypeError, match="relation 'T1'"):
+    with pytest.raises(TypeError, match=r"einsum operand 1: expected a numpy array.*got str"):
         einsum("a,->a", np.array([1.0]), "2.0")

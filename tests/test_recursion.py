@@ -173,13 +173,14 @@ def test_non_recursive_unions_and_chains(spark):
     assert chain.solve(A=A, B=B, C=C).to_dict() == {(1,): 50.0, (2,): 4.0}
 
 
-def test_spark_dataframe_and_numpy_inputs(spark):
+def test_spark_dataframe_and_dense_array_inputs(spark):
     sp = query(SSSP, semiring="min-plus")
     E = spark.createDataFrame([(0, 1, 1.0), (1, 2, 3.0), (0, 2, 9.0)], ["a", "b", "value"])
     S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
     assert sp.solve(S=S, E=E).to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 4.0}
     dense = np.array([[np.inf, 1.0, 9.0], [np.inf, np.inf, 3.0], [np.inf] * 3])
-    run = sp.run(S=np.array([0.0, np.inf, np.inf]), E=dense, backend="spark")
+    S = Factor.from_numpy(np.array([0.0, np.inf, np.inf]), vars=("a",))
+    run = sp.run(S=S, E=Factor.from_numpy(dense, vars=("a", "b")), backend="spark")
     assert run.result.to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 4.0}
     assert any(r.where == ("spark",) for r in run.rounds)
 

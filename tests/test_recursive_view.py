@@ -214,13 +214,14 @@ def test_a_tick_making_a_negative_cycle_is_refused_and_changes_nothing():
 
 def test_a_tick_making_a_counting_cycle_is_refused_and_changes_nothing():
     paths = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="counting")
-    view = IncrementalView(paths, S=np.array([[0]]), E=np.array([[0, 1], [1, 2]]), max_rounds=30)
+    S, E = pd.DataFrame({"a": [0]}), pd.DataFrame({"a": [0, 1], "b": [1, 2]})
+    view = IncrementalView(paths, S=S, E=E, max_rounds=30)
     assert view.result().to_dict() == {(0,): 1, (1,): 1, (2,): 1}
     with pytest.raises(ValueError, match=r"'P' does not converge.*30 rounds.*not idempotent"):
-        view.step(E=np.array([[2, 1]]))
+        view.step(E=pd.DataFrame({"a": [2], "b": [1]}))
     assert view.result().to_dict() == {(0,): 1, (1,): 1, (2,): 1}
     assert view.relation("E").to_dict() == {(0, 1): 1, (1, 2): 1} and view.tick == 0
-    assert view.step(E=np.array([[0, 2]])).to_dict() == {(2,): 1}
+    assert view.step(E=pd.DataFrame({"a": [0], "b": [2]})).to_dict() == {(2,): 1}
 
 
 def test_integer_ring_deletions_by_negative_weights():
@@ -263,8 +264,10 @@ def test_bad_input_is_refused_clearly_and_leaves_the_view_unchanged():
         view.step(E=pd.DataFrame({"a": [0], "b": [1], "value": [9.0], "_weight": [-1]}))
     with pytest.raises(ValueError, match="key column at position 0 holds string"):
         view.step(E=pd.DataFrame({"a": ["x"], "b": [1], "value": [1.0]}))
-    with pytest.raises(TypeError, match="expected a Spark DataFrame"):
+    with pytest.raises(TypeError, match="expected a Factor, a Spark DataFrame.*got list"):
         view.step(E=[(0, 1)])
+    with pytest.raises(TypeError, match="plain numpy array.*ambiguous.*Factor.from_numpy"):
+        view.step(E=np.array([[0, 1]]))
     # a bad delta among good ones: nothing is applied
     with pytest.raises(ValueError, match="retracts"):
         view.step(
@@ -290,9 +293,10 @@ def test_unsupported_options_are_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="unknown join method"):
         IncrementalView(sp, join="hash")
     with pytest.raises(ValueError, match=r"unknown relation\(s\) 'T'"):
-        IncrementalView(sp, T=np.array([[1]]))
+        IncrementalView(sp, T=pd.DataFrame({"a": [1]}))
     counting = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="counting")
-    view = IncrementalView(counting, S=np.array([[0]]), E=np.array([[0, 1]]))
+    S, E = pd.DataFrame({"a": [0]}), pd.DataFrame({"a": [0], "b": [1]})
+    view = IncrementalView(counting, S=S, E=E)
     with pytest.raises(ValueError, match="negative multiplicity"):
         view.step(E=pd.DataFrame({"a": [0], "b": [1], "value": [2], "_weight": [-1]}))
     assert view.result().to_dict() == {(0,): 1, (1,): 1}

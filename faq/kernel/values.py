@@ -141,6 +141,11 @@ def raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) ->
                 "keys must not be null"
             )
         c = s.to_numpy()
+        if c.dtype.kind == "u" and c.size and c.max() > np.iinfo(np.int64).max:
+            raise ValueError(
+                f"{label}: key column {k!r} holds {c.max()}, beyond the 64-bit integers keys "
+                "are read as"
+            )
         cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
     values = pdf[VALUE].to_numpy() if VALUE in pdf.columns else None
     return Table(vars_, tuple(cols), values, unique=False)
