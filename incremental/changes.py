@@ -128,7 +128,9 @@ def changes(df: DataFrame, kind: Literal["delta", "op"], *, check: bool = False)
             + ", ".join(repr(k) for k in KINDS)
         )
     if not isinstance(df, SparkDataFrame):
-        raise TypeError(f"{where}: expects a Spark DataFrame, got {type(df).__name__}")
+        top = type(df).__module__.split(".")[0]  # "pandas DataFrame", never a bare "DataFrame"
+        kind = type(df).__name__ if top == "builtins" else f"{top} {type(df).__name__}"
+        raise TypeError(f"{where}: expects a Spark DataFrame, got {kind}")
     schema = df.schema.fields  # the schema only: no Spark job
     fields = {f.name: f.dataType for f in schema}
     columns = [f.name for f in schema]

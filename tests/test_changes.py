@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from pyspark.sql.types import LongType
 
@@ -166,5 +167,7 @@ def test_repeated_columns_and_non_dataframes_are_refused(spark):
     df = spark.createDataFrame([(1, 2, "+")], "k long, x long, op string").toDF("k", "k", "op")
     with pytest.raises(ValueError, match=r"repeated column names \['k'\]"):
         changes(df, kind="op")
+    with pytest.raises(TypeError, match="expects a Spark DataFrame, got pandas DataFrame"):
+        changes(pd.DataFrame({"a": [1]}), kind="op")
     with pytest.raises(TypeError, match="expects a Spark DataFrame, got list"):
         changes([(1, "+")], kind="op")
