@@ -40,6 +40,8 @@ one, each after the intent of its own tick or (older journals) straight after th
 last.  A *torn* last frame (the file ends inside it: the process died during its
 append) is dropped, as is a tail of zero bytes (what a crash can leave after an
 unfinished append); the next append first cuts the file back to the last whole frame.
+A journal that ends before the last tick of a view closed cleanly (the manifest's
+``last_tick``) lost ticks, and reopening refuses it (:mod:`incremental.manifest`).
 A damaged header, a payload that does not match its checksum, or a tick out of
 sequence raise :class:`incremental.store.StateError` naming the file and the frame.
 """
@@ -213,14 +215,18 @@ def read_frames(path: Path, after: int) -> tuple[list[Frame], int]:
     return frames, end
 
 
-def read_journal(path: Path, after: int) -> tuple[list[Frame], int, Intent | None]:
+def read_journal(
+    path: Path, after: int, last: int | None = None
+) -> tuple[list[Frame], int, Intent | None]:
     """The whole commit frames of the journal ``path``, the offset where the last one
     ends, and the intent of the next tick when it has no whole commit frame (pending).
 
     ``after`` is the tick of the manifest: the commit frames must be of ticks
     ``after + 1``, ``after + 2``, ..., each after its own tick's intent or (a journal
     written before intents) right after the last.  A torn last frame, or a tail of zero
-    bytes, is dropped.
+    bytes, is dropped, with a warning that a crash left it, unless the frames end before
+    ``last`` (the last tick of a view closed cleanly: no crash, ticks were lost, which
+    the caller says, :func:`incremental.manifest.check_last_tick`).
 
     Raises
     ------
@@ -281,7 +287,8 @@ def read_journal(path: Path, after: int) -> tuple[list[Frame], int, Intent | Non
             intent, end = None, stop
         pos = stop
     whole = intent.end if intent is not None else end
-    if whole < len(data):
+    reach = intent.tick if intent is not None else after + len(frames)
+    if whole < len(data) and (last is None or reach >= last):
         left = len(data) - whole
         if intent is not None:
             log.warning(

@@ -32,14 +32,14 @@ What ``kill -9`` leaves: the last checkpoint and every whole frame after it;
 an append cut short (a torn frame, or zeros) is dropped on reopen and cut off
 before the next append, and an intent without its commit frame is applied again.
 A view's state in memory changes only after its commit returned: a failed commit
-leaves view and folder at the old tick.
+leaves view and folder at the old tick.  A view closed cleanly records its last
+tick in the manifest (:mod:`incremental.manifest`), so a journal of it cut short
+later is refused, naming the ticks it lost, unless the caller accepts the loss
+(``if_ticks_lost``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import os
 import shutil
@@ -69,6 +69,18 @@ from incremental.journal import (
     encode_intent,
     read_journal,
 )
+from incremental.manifest import (
+    FORMAT,
+    LAST_TICK,
+    MANIFEST,
+    check_last_tick,
+    file_sha256,
+    holds_view,
+    read_manifest,
+    view_fields,
+    with_last_tick,
+    write_manifest,
+)
 from semirings import Semiring
 from semirings.local import LocalOps
 
@@ -79,25 +91,8 @@ __all__ = ["FINGERPRINT", "FORMAT", "MANIFEST", "StateError", "Store", "semiring
 
 log = logging.getLogger("faq.incremental")
 
-MANIFEST = "manifest.json"
-"""Name of the manifest file in a view's ``state_dir``."""
-
 JOURNAL = "journal.bin"
 """Name of a checkpoint's journal file, in the checkpoint's tick folder."""
-
-OWN = ("format", "parts", "files", "journal", "checksum", FINGERPRINT, "tick", "batch_id")
-"""Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
-
-
-def view_fields(m: Mapping[str, Any]) -> dict[str, Any]:
-    """A manifest's (or a commit head's) fields that are the view's: all but the store's
-    and the tick's (``OWN``)."""
-    return {k: v for k, v in m.items() if k not in OWN}
-
-
-FORMAT = 2
-"""The manifest format, one for both states: ``parts`` names, per part, its base, its
-overrides and its rows (see :meth:`Store.save`)."""
 
 
 class Guard(Protocol):
@@ -124,15 +119,27 @@ class Store:
         The hold on the folder: checked before every manifest rename and every
         journal append (a view that lost it commits nothing) and told of every
         commit.
+    if_ticks_lost : {"error", "accept"}
+        What :meth:`open_journal` does with a journal that lost ticks the view
+        committed before it was closed (:data:`incremental.manifest.IF_TICKS_LOST`).
     """
 
     def __init__(
-        self, root: Path, semiring: Semiring | None = None, guard: Guard | None = None
+        self,
+        root: Path,
+        semiring: Semiring | None = None,
+        guard: Guard | None = None,
+        if_ticks_lost: str = "error",
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.semiring = semiring
         self.guard = guard
+        self.if_ticks_lost = if_ticks_lost
+        self.tick: int | None = None  # the last tick committed (None: none read or written)
+        self._body: dict[str, Any] | None = None  # the manifest on disk, without its checksum
+        self._live = False  # opened(): the view opened, so close() records its last tick
+        self._accepted: int | None = None  # the tick a view accepting lost ticks resumes at
         self.fingerprint = (
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
@@ -146,59 +153,60 @@ class Store:
         if self.guard is not None:
             self.guard.check()
 
+    def opened(self) -> None:
+        """The view opened on this folder: claim the hold (:meth:`Guard.claim`), and when
+        it accepted lost ticks, record the tick it resumes at (:meth:`record_last_tick`)."""
+        if self.guard is not None:
+            self.guard.claim()
+        self._live = True
+        if self._accepted is not None:
+            self.record_last_tick(self._accepted, accepted=True)
+            self._accepted = None
+
     def close(self) -> None:
-        """Give the folder up (the journal, the lock and the lease; idempotent)."""
+        """Give the folder up (the journal, synced, then the lock and the lease;
+        idempotent), recording the view's last tick first (:meth:`record_last_tick`)."""
         if self.journal is not None:
             self.journal.close()
+            if self._live and self.tick is not None:
+                self.record_last_tick(self.tick)
+            self._live = False
         if self.guard is not None:
             self.guard.release()
 
+    def record_last_tick(self, tick: int, accepted: bool = False) -> None:
+        """Write the manifest again with ``tick`` as its last tick (``last_tick``, see
+        :mod:`incremental.manifest`), the hold verified: at close, when the journal holds
+        ticks the manifest does not name (a warning when it cannot be written: the hold
+        lost, a disk error), or the tick a view that ``accepted`` lost ticks resumes at
+        (then an error propagates)."""
+        body, journal = self._body, self.journal
+        if body is None or journal is None or body.get("journal") != self._rel(journal.path):
+            return  # no manifest of this journal (an old Spark manifest: none)
+        if not accepted and tick <= int(body.get(LAST_TICK, body["tick"])):
+            return
+        new = with_last_tick(body, tick)
+        try:
+            write_manifest(self.root, new, self.guard.verify if self.guard else None)
+        except (OSError, StateError) as exc:  # StateError: the hold lost (another holds it)
+            if accepted:
+                raise
+            if isinstance(exc, OSError):
+                log.warning("state_dir %s: last tick %d not recorded (%s)", self.root, tick, exc)
+            return
+        self._body = new
+
     def exists(self) -> bool:
-        """True when the folder holds a committed view (refuses tick data without a manifest)."""
-        if (self.root / MANIFEST).is_file():
-            return True
-        ticks = sorted(p.name for p in self.root.glob("tick-*"))
-        if ticks:
-            raise StateError(
-                f"state_dir {str(self.root)!r} holds tick data ({', '.join(ticks[:3])}"
-                f"{', …' if len(ticks) > 3 else ''}) but no {MANIFEST}: the manifest was "
-                "deleted or lost, so the state cannot be trusted; restore it or use an empty folder"
-            )
-        return False
+        """True when the folder holds a committed view (refuses tick data without a
+        manifest: :func:`incremental.manifest.holds_view`)."""
+        return holds_view(self.root)
 
     # -- reading ------------------------------------------------------------------------------
     def read(self) -> dict[str, Any]:
-        """The manifest, after checking it and every file it names (no file is changed)."""
-        path = self.root / MANIFEST
-        try:
-            text = path.read_text(encoding="utf-8")
-            m = json.loads(text)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise StateError(f"{path}: {MANIFEST} is not a readable view manifest ({exc})") from exc
-        if not isinstance(m, dict) or "checksum" not in m or "files" not in m:
-            raise StateError(
-                f"{path}: {MANIFEST} is not a view manifest of this version (no checksum or "
-                "file list)"
-            )
-        body = {k: v for k, v in m.items() if k != "checksum"}
-        if _digest(body) != m["checksum"]:
-            raise StateError(
-                f"{path}: {MANIFEST} does not match its own checksum: it was edited or damaged"
-            )
-        for rel, want in sorted(m["files"].items()):
-            f = self.root / rel
-            if not f.is_file():
-                raise StateError(f"{f}: file {f.name!r} of the committed state is missing")
-            size = f.stat().st_size
-            if size != want["bytes"]:
-                raise StateError(
-                    f"{f}: file {f.name!r} has {size} bytes, the commit wrote {want['bytes']} "
-                    "(truncated or damaged)"
-                )
-            if _sha256(f) != want["sha256"]:
-                raise StateError(
-                    f"{f}: file {f.name!r} does not match its SHA-256 checksum (damaged)"
-                )
+        """The manifest, after checking it and every file it names (no file is changed;
+        :func:`incremental.manifest.read_manifest`)."""
+        m = read_manifest(self.root)
+        self._body = {k: v for k, v in m.items() if k != "checksum"}
         return m
 
     def check_semiring(self, m: dict[str, Any]) -> None:
@@ -254,10 +262,13 @@ class Store:
 
     def record(self, path: Path) -> tuple[str, dict[str, Any]]:
         """The manifest record of a written file: relative path, size and SHA-256."""
-        return str(path.relative_to(self.root)), {
+        return self._rel(path), {
             "bytes": path.stat().st_size,
-            "sha256": _sha256(path),
+            "sha256": file_sha256(path),
         }
+
+    def _rel(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
 
     def record_tree(self, folder: Path) -> dict[str, dict[str, Any]]:
         """Records of every file under ``folder`` (a Spark-written Parquet folder)."""
@@ -270,28 +281,13 @@ class Store:
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Write ``manifest`` (with its checksum) atomically, then drop unnamed tick folders."""
-        body = {k: v for k, v in manifest.items() if k != "checksum"}
+        body = {k: v for k, v in manifest.items() if k not in ("checksum", LAST_TICK)}
         if self.semiring is not None:
             body[FINGERPRINT] = self.fingerprint
-        full = {**body, "checksum": _digest(body)}
-        tmp = self.root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(full, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            if self.guard is not None:  # a view that lost its hold never commits
-                self.guard.verify()
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, self.root / MANIFEST)
-        with contextlib.suppress(OSError):  # make the rename itself durable where supported
-            fd = os.open(self.root, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        verify = self.guard.verify if self.guard is not None else None
+        write_manifest(self.root, body, verify)  # a view that lost its hold never commits
+        self._body = body
+        self.tick = int(body["tick"])
         journal = body.get("journal")
         keep = {Path(rel).parts[0] for rel in body["files"]}
         self.collect_garbage(keep | ({Path(journal).parts[0]} if journal else set()), journal)
@@ -381,6 +377,7 @@ class Store:
         next intent (:meth:`intend`), or the next tick is a checkpoint.  Returns what
         :meth:`save_tick` returns."""
         frame = self._frame(parts, head, written)
+        self.tick = int(head["tick"])
         if frame is None or self.journal is None:
             self._owed = b""  # the next tick: a checkpoint, with no intent
             return written
@@ -413,6 +410,7 @@ class Store:
                 self.journal.append(frame, verify, sync=pending is None)
                 if pending is not None:
                     pending.wait()
+                self.tick = int(head["tick"])
                 if self.guard is not None:
                     self.guard.committed(int(head["tick"]), st.lease_seconds)
                 return _current(parts, written)
@@ -471,7 +469,17 @@ class Store:
         """The frames committed after the checkpoint ``m`` (a verified manifest) and the
         pending intent after them (:func:`incremental.journal.read_journal`), with the
         journal opened for the next append, after the intent (none before journals: the
-        next tick is a checkpoint); the view owes (:meth:`owe`) or drops the intent."""
+        next tick is a checkpoint); the view owes (:meth:`owe`) or drops the intent.
+
+        Raises
+        ------
+        StateError
+            Besides a damaged journal: one that ends before the last tick the view
+            committed before it was closed (:func:`incremental.manifest.check_last_tick`),
+            unless this store accepts lost ticks (``if_ticks_lost="accept"``: then the
+            view resumes at the last tick the journal holds, with a warning).
+        """
+        self.tick = int(m["tick"])
         rel = m.get("journal")
         if rel is None:
             return [], None
@@ -481,7 +489,12 @@ class Store:
                 f"{path}: the journal {JOURNAL!r} of the committed state is missing (the "
                 "ticks committed since the last checkpoint are lost)"
             )
-        frames, end, intent = read_journal(path, int(m["tick"]))
+        frames, end, intent = read_journal(path, int(m["tick"]), m.get(LAST_TICK))
+        if frames:
+            self.tick = frames[-1].tick
+        reach = self.tick if intent is None else intent.tick
+        if check_last_tick(path, m, reach, self.if_ticks_lost == "accept"):
+            self._accepted = reach
         self.journal = Journal(path, end if intent is None else intent.end, len(frames))
         self._head, self._files = view_fields(m), None
         return frames, intent
@@ -569,19 +582,6 @@ class Store:
 
 def _current(parts: Mapping[str, Part], written: dict[str, Any]) -> dict[str, Any]:
     return {n: {**e, "current": parts[n]} for n, e in written.items()}  # after the tick
-
-
-def _digest(body: dict[str, Any]) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _arrow(a: np.ndarray) -> Any:

@@ -40,6 +40,7 @@ from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_me
 from incremental.driver_state import DriverState
 from incremental.journal import Intent, Pending
 from incremental.lock import FolderLock
+from incremental.manifest import IF_TICKS_LOST
 from incremental.protocol import How, StepReport, ViewState
 from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
@@ -76,13 +77,13 @@ def _releases_on_error(init: Callable[..., None]) -> Callable[..., None]:
     def wrapped(self: IncrementalView, *args: Any, **kwargs: Any) -> None:
         try:
             init(self, *args, **kwargs)
+            if self._store is not None:
+                self._store.opened()
         except BaseException:
             store = getattr(self, "_store", None)
             if store is not None:
                 store.close()
             raise
-        if self._store is not None and self._store.guard is not None:
-            self._store.guard.claim()
 
     return wrapped
 
@@ -112,6 +113,10 @@ class IncrementalView:
         checks as a reopen) and does not read the initial relations.  A stream
         job that creates its view on the first run and resumes it on every
         restart passes ``if_exists="resume"``.
+    if_ticks_lost : {"error", "accept"}
+        A folder whose journal lost ticks the view committed before it was
+        closed: ``"error"`` (default) raises :class:`incremental.StateError`
+        naming them; ``"accept"`` resumes at the last tick it holds (a warning).
     sets : {"ignore", "refuse"} or dict, optional
         Relations kept as sets, not bags (:mod:`incremental.sets`): a tuple is
         present at most once, and inserting one that is present (or retracting
@@ -184,6 +189,7 @@ class IncrementalView:
         order: str | Sequence[str] = "auto",
         state: str = "auto",
         if_exists: str = "error",
+        if_ticks_lost: str = "error",
         sets: str | Mapping[str, str] | None = None,
         **initial: Any,
     ) -> None:
@@ -201,6 +207,8 @@ class IncrementalView:
             raise ValueError(f"unknown state {state!r}; valid: {', '.join(STATES)}")
         if if_exists not in IF_EXISTS:
             raise ValueError(f"unknown if_exists {if_exists!r}; valid: {', '.join(IF_EXISTS)}")
+        if if_ticks_lost not in IF_TICKS_LOST:
+            raise ValueError(f"unknown if_ticks_lost {if_ticks_lost!r}; valid: error, accept")
         self.query = query
         self.join = join
         self.order = order
@@ -208,7 +216,10 @@ class IncrementalView:
         self.semiring: Semiring = query.semiring
         self._sets = set_modes(sets, self.rule.relations)
         self._keys = {name: key_names(self.rule, name) for name in self.rule.relations}
-        self._store = self._open_store(state_dir)
+        self._store: Store | None = None  # held exclusively (LockError: another process has it)
+        if state_dir is not None:
+            root = Path(state_dir)
+            self._store = Store(root, self.semiring, FolderLock(root), if_ticks_lost)
         self._tick = 0
         self._batch: int | None = None
         self._written: dict[str, dict[str, Any]] = {}
@@ -480,14 +491,6 @@ class IncrementalView:
         return Factor.from_table(t, S, f"Δ{self.rule.name}")
 
     # -- durability -----------------------------------------------------------------------------
-    def _open_store(self, state_dir: str | os.PathLike[str] | None) -> Store | None:
-        """The view's folder, held exclusively (refused with LockError when another
-        process holds it), or None without a ``state_dir``."""
-        if state_dir is None:
-            return None
-        root = Path(state_dir)
-        return Store(root, self.semiring, FolderLock(root))
-
     def _check_manifest(self, m: dict[str, Any]) -> None:
         assert self._store is not None
         path = self._store.root / "manifest.json"

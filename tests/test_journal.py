@@ -13,10 +13,18 @@ same deltas up to that tick.  A tick writes its intent (its deltas) first, synce
 the journal's thread while the tick runs, then its commit frame unsynced: an intent
 whose commit frame is missing or torn is applied again on reopen, one that is
 refused then is cut off, and a refused tick leaves no intent behind.
+
+A view closed cleanly records its last tick in the manifest: its journal cut short
+later (at a frame boundary or inside a frame) lost committed ticks, and reopening it
+raises ``StateError`` naming the journal and the ticks missing, unless the caller
+passes ``if_ticks_lost="accept"``: then the view is at the last tick the journal
+holds, equal to a batch solve of the inputs of that tick.  The crash cases above
+leave the folder as a killed process does (:func:`_killed`: no such record).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -29,7 +37,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from faq import query, settings
+from faq import Factor, query, settings
 from incremental import IncrementalView, StateError
 from incremental.journal import HEADER, INTENT, encode_intent, read_frames, read_journal
 from semirings import Semiring
@@ -122,10 +130,18 @@ def _same(a: IncrementalView, b: IncrementalView) -> None:
 
 
 def _journal(folder: Path) -> tuple[Path, dict]:
-    import json
-
     m = json.loads((folder / "manifest.json").read_text())
     return folder / m["journal"], m
+
+
+def _killed(view: IncrementalView, folder: Path) -> bytes:
+    """Close ``view`` and leave its folder as ``kill -9`` would have: without the last tick
+    that closing records in the manifest (the manifest from before the close is put
+    back).  Returns that manifest's bytes."""
+    manifest = (folder / "manifest.json").read_bytes()
+    view.close()
+    (folder / "manifest.json").write_bytes(manifest)
+    return manifest
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -366,16 +382,18 @@ def test_an_intent_without_its_commit_frame_is_applied_again(tmp_path, caplog):
     view.step(E=nxt)
     after = view.result().to_dict()
     path, _ = _journal(tmp_path / "v")
-    view.close()
+    manifest = _killed(view, tmp_path / "v")
     starts = [p for p, _, _ in _frames_at(path)]
     assert len(starts) == 6  # an intent and a commit frame per tick
     data = path.read_bytes()[: starts[4]]  # as if tick 3 never ran
     for cut in [starts[2], starts[2] + 9, starts[3] - 1]:  # inside the intent of tick 2
         path.write_bytes(data[:cut])
+        (tmp_path / "v" / "manifest.json").write_bytes(manifest)
         with IncrementalView(q, state_dir=tmp_path / "v") as v:
             assert (v.tick, (v.result().to_dict(), v.relation("E").to_dict())) == (1, first)
     for cut in [starts[3], starts[3] + 1, starts[3] + HEADER.size + 3, len(data) - 1]:
         path.write_bytes(data[:cut])
+        (tmp_path / "v" / "manifest.json").write_bytes(manifest)
         with IncrementalView(q, state_dir=tmp_path / "v") as v:
             got = (v.result().to_dict(), v.relation("E").to_dict())
             assert (v.tick, got) == (2, last), cut
@@ -469,7 +487,7 @@ def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
     before = (view.result().to_dict(), view.relation("E").to_dict(), view.relation("F").to_dict())
     view.step(E=d.delta("E"), F=d.delta("F"))
     path, _ = _journal(tmp_path / "v")
-    view.close()
+    manifest = _killed(view, tmp_path / "v")
     data = path.read_bytes()
     frames, end = read_frames(path, 0)
     assert len(frames) == 2 and end == len(data)
@@ -481,6 +499,7 @@ def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
     start, stop = at[2][0], at[3][0]
     for cut in range(start, stop):
         path.write_bytes(data[:cut])
+        (tmp_path / "v" / "manifest.json").write_bytes(manifest)
         with IncrementalView(q, state_dir=tmp_path / "v") as v:
             got = (v.result().to_dict(), v.relation("E").to_dict(), v.relation("F").to_dict())
             assert v.tick == 1 and got == before, cut
@@ -488,6 +507,7 @@ def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
     assert "not a whole frame" in caplog.text
     # the next tick cuts the torn frame off and appends after the last whole one
     path.write_bytes(data[: start + 7])
+    (tmp_path / "v" / "manifest.json").write_bytes(manifest)
     with IncrementalView(q, state_dir=tmp_path / "v") as v:
         v.step(E=d.delta("E"))
         live = (v.tick, v.result().to_dict())
@@ -566,6 +586,213 @@ def test_a_missing_journal_is_refused(tmp_path):
     path.unlink()
     with pytest.raises(StateError, match="journal.bin"):
         IncrementalView(q, state_dir=tmp_path / "v")
+
+
+# -- a closed view's journal cut short: ticks lost -------------------------------------------
+LOST = 20
+"""Ticks the view of the lost-tick tests commits before it is closed."""
+
+
+def _closed_history(folder: Path, seed: int = 5, **kw) -> tuple[list[dict], object, Path]:
+    """A counting view of ``PATH`` on ``folder``: its initial relations, then ``LOST`` ticks
+    of deltas of E and F, closed cleanly.  Returns every tick's deltas (tick 0: the initial
+    relations), the query and the journal."""
+    d = Deltas("counting", seed)
+    q = query(PATH, semiring="counting")
+    history = [{"E": d.delta("E", 6)}]
+    view = IncrementalView(q, state_dir=folder, state="driver", **history[0], **kw)
+    for _ in range(LOST):
+        history.append({"E": d.delta("E"), "F": d.delta("F")})
+        view.step(**history[-1])
+    path, m = _journal(folder)
+    assert m["tick"] == 0 and view.tick == LOST  # every tick in the journal
+    view.close()
+    return history, q, path
+
+
+def _inputs(history: list[dict]) -> dict[str, dict]:
+    """The relations after ``history``'s deltas (counting: each key's values summed)."""
+    out: dict[str, dict] = {"E": {}, "F": {}}
+    for deltas in history:
+        for name, df in deltas.items():
+            for a, b, v in df[["a", "b", "value"]].itertuples(index=False):
+                key = (int(a), int(b))
+                out[name][key] = out[name].get(key, 0) + int(v)
+    return {n: {k: v for k, v in r.items() if v} for n, r in out.items()}
+
+
+def _batch(q, history: list[dict]) -> tuple[dict, dict[str, dict]]:
+    """A batch solve of the inputs after ``history`` (no view), and those inputs."""
+    rel = _inputs(history)
+    E = Factor.from_dict(rel["E"], vars=["a", "b"], semiring="counting")
+    F = Factor.from_dict(rel["F"], vars=["b", "c"], semiring="counting")
+    return q.solve(E=E, F=F).to_dict(), rel
+
+
+def _at(v: IncrementalView) -> tuple[dict, dict[str, dict]]:
+    return v.result().to_dict(), {n: v.relation(n).to_dict() for n in ("E", "F")}
+
+
+def test_a_closed_views_journal_cut_short_is_refused_naming_the_lost_ticks(tmp_path, caplog):
+    """A view closed after 20 journaled ticks, its journal cut at a frame boundary or
+    inside a frame: reopening raises StateError naming the journal, the tick it ends at
+    and the ticks missing, and changes nothing (before, it reopened at the last whole
+    frame with a warning: tick 8 of 20).  With ``if_ticks_lost="accept"`` it reopens at
+    that tick, equal to a batch solve of the inputs of that tick; the manifest then says
+    so, and the view goes on from there."""
+    folder = tmp_path / "v"
+    history, q, path = _closed_history(folder)
+    data, manifest = path.read_bytes(), (folder / "manifest.json").read_bytes()
+    at = _frames_at(path)
+    assert [f[1:] for f in at] == [(fl, t) for t in range(1, LOST + 1) for fl in (INTENT, 0)]
+    intent = {t: at[2 * t - 2][0] for t in range(1, LOST + 1)}  # where tick t's intent starts
+    commit = {t: at[2 * t - 1][0] for t in range(1, LOST + 1)}  # and its commit frame
+    cuts = {  # where the journal is cut -> the tick it then ends at
+        intent[9]: 8,  # at a frame boundary: ticks 9-20 gone
+        intent[9] + 1: 8,  # inside the intent of tick 9
+        intent[9] + HEADER.size: 8,
+        intent[9] + HEADER.size + 7: 8,
+        commit[9] - 1: 8,
+        commit[9]: 9,  # tick 9's intent whole: tick 9 is applied again from it
+        commit[9] + HEADER.size + 2: 9,
+        0: 0,  # every tick gone
+        intent[LOST] + 3: LOST - 1,  # the last tick alone
+    }
+    for cut, reach in cuts.items():
+        path.write_bytes(data[:cut])
+        (folder / "manifest.json").write_bytes(manifest)
+        before = _snapshot(folder)
+        with pytest.raises(StateError) as err:
+            IncrementalView(q, state_dir=folder)
+        message = str(err.value)
+        missing = f"tick {LOST} is" if reach == LOST - 1 else f"ticks {reach + 1}-{LOST} are"
+        assert f"journal {path} ends at tick {reach}, but the view committed tick {LOST}" in (
+            message
+        ), (cut, message)
+        assert f"({missing} missing" in message and 'if_ticks_lost="accept"' in message
+        assert _snapshot(folder) == before, cut  # the refused reopen changed nothing
+        caplog.clear()
+        with IncrementalView(q, state_dir=folder, if_ticks_lost="accept") as v:
+            assert v.tick == reach, cut
+            assert _at(v) == _batch(q, history[: reach + 1]), cut
+        assert f"{missing} lost, and the view resumes at tick {reach}" in caplog.text
+        m = json.loads((folder / "manifest.json").read_text())
+        assert m.get("last_tick") == (reach or None), cut  # the loss accepted: recorded
+        with IncrementalView(q, state_dir=folder) as v:  # so the next reopen is plain
+            assert v.tick == reach
+    # the accepted view goes on from its tick: the torn tail is cut off at the next commit
+    path.write_bytes(data[: intent[9] + 5])
+    (folder / "manifest.json").write_bytes(manifest)
+    nxt = {"E": history[12]["E"]}
+    with IncrementalView(q, state_dir=folder, if_ticks_lost="accept") as v:
+        v.step(**nxt)
+    assert _flags(path)[-2:] == [(INTENT, 9), (0, 9)] and len(_flags(path)) == 18
+    with IncrementalView(q, state_dir=folder) as v:
+        assert v.tick == 9 and _at(v) == _batch(q, [*history[:9], nxt])
+
+
+def test_a_closed_journal_cut_anywhere_in_its_last_ticks_loses_no_tick_silently(tmp_path):
+    """Cut every 13 bytes (and at every frame boundary) in the last two ticks' frames: a
+    reopen either refuses, naming the tick the journal ends at, or (a cut inside the last
+    commit frame, the last intent whole) is at the last tick, applied again from its
+    intent, with that tick's answer."""
+    folder = tmp_path / "v"
+    history, q, path = _closed_history(folder)
+    data, manifest = path.read_bytes(), (folder / "manifest.json").read_bytes()
+    at = _frames_at(path)
+    first = at[-4][0]  # the intent of tick LOST - 1
+    cuts = sorted({*range(first, len(data), 13), *(p for p, _, _ in at[-4:])})
+    reached = set()
+    for cut in cuts:
+        path.write_bytes(data[:cut])
+        (folder / "manifest.json").write_bytes(manifest)
+        whole = [t for p, _, t in at if _frame_end(at, data, p) <= cut]
+        reach = whole[-1] if whole else 0  # an intent whole: its tick is applied again
+        if reach < LOST:
+            with pytest.raises(StateError, match=rf"ends at tick {reach}, but .* tick {LOST} "):
+                IncrementalView(q, state_dir=folder)
+        else:
+            with IncrementalView(q, state_dir=folder) as v:
+                assert v.tick == LOST and _at(v) == _batch(q, history), cut
+        reached.add(reach)
+    assert reached == {LOST - 2, LOST - 1, LOST}
+
+
+def _frame_end(at: list[tuple[int, int, int]], data: bytes, start: int) -> int:
+    """Where the frame starting at ``start`` ends (the next frame's start, or the end)."""
+    later = [p for p, _, _ in at if p > start]
+    return later[0] if later else len(data)
+
+
+def test_ticks_lost_are_named_in_a_spark_state_too(spark, tmp_path):
+    """The Spark state commits in the same journal: a closed one cut short is refused."""
+    folder = tmp_path / "v"
+    d = Deltas("counting", 3)
+    q = query(PATH, semiring="counting")
+    history = [{"E": d.delta("E", 6), "F": d.delta("F", 4)}]
+    view = IncrementalView(q, state_dir=folder, state="spark", **history[0])
+    for _ in range(4):
+        history.append({"E": d.delta("E"), "F": d.delta("F")})
+        view.step(**history[-1])
+    path, _ = _journal(folder)
+    view.close()
+    path.write_bytes(path.read_bytes()[: _frames_at(path)[4][0]])  # ticks 3 and 4 gone
+    with pytest.raises(StateError, match=r"ends at tick 2, .* \(ticks 3-4 are missing"):
+        IncrementalView(q, state_dir=folder)
+    with IncrementalView(q, state_dir=folder, if_ticks_lost="accept") as v:
+        assert v.where == "spark" and v.tick == 2 and _at(v) == _batch(q, history[:3])
+
+
+def test_a_crashed_views_reopen_records_its_last_tick_when_closed(tmp_path):
+    """A view killed after its ticks recorded nothing: its torn last frame is dropped as
+    a crash's (the tests above).  Reopened and closed cleanly, even without a tick, it
+    records the tick its journal reached, and a cut is then refused too."""
+    view, d, q = _view("counting", tmp_path / "v")
+    for _ in range(3):
+        view.step(E=d.delta("E"), F=d.delta("F"))
+    path, _ = _journal(tmp_path / "v")
+    _killed(view, tmp_path / "v")
+    assert "last_tick" not in _journal(tmp_path / "v")[1]
+    with IncrementalView(q, state_dir=tmp_path / "v") as v:
+        assert v.tick == 3
+    assert _journal(tmp_path / "v")[1]["last_tick"] == 3
+    path.write_bytes(path.read_bytes()[: _frames_at(path)[4][0]])
+    with pytest.raises(StateError, match=r"ends at tick 2, .* \(tick 3 is missing"):
+        IncrementalView(q, state_dir=tmp_path / "v")
+
+
+def test_the_last_tick_costs_the_ticks_nothing(tmp_path):
+    """The last tick is written when the view is closed, not by its ticks: a reopened
+    view journals its ticks (the manifest's ``last_tick`` is not a view field, which
+    would make every tick a checkpoint), the manifest unchanged; a checkpoint's manifest
+    names no last tick (its journal is empty); an older view object fenced by a newer
+    one records nothing when closed."""
+    view, d, q = _view("counting", tmp_path / "v")
+    view.step(E=d.delta("E"))
+    view.close()
+    manifest = (tmp_path / "v" / "manifest.json").read_bytes()
+    assert json.loads(manifest)["last_tick"] == 1
+    with settings(journal_ticks=3):
+        v = IncrementalView(q, state_dir=tmp_path / "v")
+        for _ in range(2):
+            v.step(E=d.delta("E"))
+            assert (tmp_path / "v" / "manifest.json").read_bytes() == manifest
+        newer = IncrementalView(q, state_dir=tmp_path / "v")  # takes the folder over
+        v.close()
+        assert (tmp_path / "v" / "manifest.json").read_bytes() == manifest
+        newer.step(E=d.delta("E"))  # the journal holds 3 ticks: a checkpoint
+        m = _journal(tmp_path / "v")[1]
+        assert m["tick"] == 4 and "last_tick" not in m
+        newer.step(E=d.delta("E"))
+        newer.close()
+    assert _journal(tmp_path / "v")[1]["last_tick"] == 5
+
+
+def test_an_unknown_if_ticks_lost_is_refused(tmp_path):
+    q = query(PATH, semiring="counting")
+    with pytest.raises(ValueError, match="unknown if_ticks_lost 'ignore'; valid: error, accept"):
+        IncrementalView(q, state_dir=tmp_path / "v", if_ticks_lost="ignore")
+    assert not (tmp_path / "v").exists()
 
 
 # -- a failed append ---------------------------------------------------------------------------
