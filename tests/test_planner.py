@@ -157,3 +157,34 @@ def test_ten_matrix_chain_is_optimal():
     rule, stats = dense_chain_stats(list(itertools.pairwise(dims)))
     assert make_plan(rule, stats).cost == pytest.approx(multi_dot_cost(dims))
     assert make_plan(rule, stats, "greedy").cost > 10 * multi_dot_cost(dims)
+
+
+# -- physical choices and what explain() says of them -------------------------------------------
+def test_a_partitioned_steps_cells_are_capped_and_explain_names_the_limit():
+    """Issue 37: ``choose`` caps a partitioned step's cells at ``max_cell_waves`` × the
+    task slots whatever ``cell_rows`` says, and the report names the limit, the cells
+    wanted and the cells given.  No Spark: statistics as a check job reports them."""
+    from faq.plan.physical import InputInfo, choose
+    from faq.plan.settings import Settings
+    from faq.testing import NAMED_RULES
+
+    rule = parse_rule(NAMED_RULES["4-clique"])
+    hubs = ((0, 21), (1, 20), (2, 3), (3, 2))  # two hubs as the first vertex of an edge
+    stats = [AtomStats(42, {a.vars[0]: 21, a.vars[1]: 21}) for a in rule.atoms]
+    plan = make_plan(rule, stats)
+    (step,) = plan.steps
+    inputs = [InputInfo(f.vars, f.rows, False, f.distinct, {f.vars[0]: hubs}) for f in step.factors]
+    tight = Settings(local_rows=0, cell_rows=5, cell_min_rows=0)
+    c = choose(step, inputs, parallelism=3, settings=tight)
+    assert c.backend == "spark" and c.shares is not None and c.tasks == c.shares.total
+    assert c.shares.total <= 12 and c.shares.cap is not None
+    assert c.shares.cap.wanted > 1000, c.shares.cap  # what cell_rows=5 alone asks for
+    text = render(plan, [c], "counting")
+    assert "capped at 12 cells by max_cell_waves=4 × 3 task slots" in text, text
+    assert f"{c.shares.total} given where cell_rows wanted {c.shares.cap.wanted:,}" in text
+    wide = choose(
+        step, inputs, parallelism=3, settings=Settings(**{**vars(tight), "max_cell_waves": 8})
+    )
+    assert c.shares.total < wide.shares.total <= 24
+    roomy = choose(step, inputs, parallelism=3, settings=Settings(local_rows=0, cell_min_rows=0))
+    assert roomy.shares.cap is None and "capped" not in render(plan, [roomy])

@@ -77,6 +77,15 @@ class Settings:
         a task's fixed cost (its Python worker, its Arrow batches) several times over.
         Consecutive one-cell steps run in the same task (:mod:`faq.spark.fused`).
         0 starts every step from the cluster's task slots.
+    max_cell_waves : int
+        The cap on a partitioned step's cells, whatever ``cell_rows`` says: at most this
+        many waves of the cluster's task slots (:func:`faq.spark.parallelism`, Spark's
+        default parallelism), heavy values' grids included, and never more cells than
+        the step's inputs have rows.  Past it the share search allows a cell more rows
+        than ``cell_rows`` (the smallest budget whose cells fit), and ``explain()`` says
+        so (the limit, the cells wanted, the cells given).  Thousands of cells cost more
+        in scheduling and in every task's plan than they save; raise it on a large
+        cluster whose cells would not fit a task's memory otherwise.  At least 1.
     broadcast_rows : int
         Spark joins broadcast a side with at most this many rows.
     connect_payload : int
@@ -139,6 +148,7 @@ class Settings:
     skew_factor: float = 8
     cell_rows: int = 16_000_000
     cell_min_rows: int = 500_000
+    max_cell_waves: int = 4
     broadcast_rows: int = 2_000_000
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000
@@ -166,6 +176,10 @@ class Settings:
                 raise ValueError(f"setting {f.name!r} must be a non-negative number, got {v!r}")
         if self.gc_ticks < 1:
             raise ValueError(f"setting 'gc_ticks' must be at least 1, got {self.gc_ticks}")
+        if self.max_cell_waves < 1:
+            raise ValueError(
+                f"setting 'max_cell_waves' must be at least 1, got {self.max_cell_waves}"
+            )
         if self.max_rounds < 1:
             raise ValueError(f"setting 'max_rounds' must be at least 1, got {self.max_rounds}")
 
