@@ -371,6 +371,29 @@ def test_a_4_clique_with_two_hubs_under_a_tiny_budget_runs_in_a_few_waves(spark)
     assert seconds < 120, seconds  # minutes before, a few seconds now (a shared machine)
 
 
+def test_explain_marks_estimates_of_relations_kept_in_spark(spark):
+    """Issue 37: for edges kept in Spark, explain() printed "estimate join 281 rows" for a
+    join of 1.18M triangles with no mark.  The inputs' figures are marked as estimates
+    (approximate distinct counts) and the join's size as a guess; the same edges read
+    into the driver have counted inputs, unmarked."""
+    import pandas as pd
+
+    e = power_law_graph(400, 3_000, seed=2)
+    q = query(TRIANGLE, semiring="counting")
+    with faq.settings(local_rows=0):
+        text = q.explain(q.run(E=_edges_df(spark, e)))
+    rows = f"{len(e):,} rows"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("  E(a, b)")]
+    assert rows in line and line.endswith(
+        "(estimates: rows before repeated keys are combined, distinct counts approximate in Spark)"
+    ), line
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("  estimate join")]
+    assert line.startswith("  estimate join ~") and "(guess: no join statistics)" in line
+    local = q.explain(E=Factor.from_pandas(pd.DataFrame(e, columns=["src", "dst"])))
+    (line,) = [ln for ln in local.splitlines() if ln.startswith("  E(a, b)")]
+    assert rows in line and "estimates" not in line, line
+
+
 def test_parquet_edges_under_local_rows_0_never_enter_the_driver(spark, tmp_path, caplog):
     """Spark has no row count for files, only their size: a Parquet relation of a few KB
     was read into the driver (size under ``local_bytes``) even with ``local_rows=0``.
