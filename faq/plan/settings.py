@@ -131,6 +131,12 @@ class Settings:
         A durable view records a journaled tick in its lease file (who holds the
         folder, its last commit) at most once per this many seconds; every
         checkpoint is recorded.  0 records every tick.
+    progress_seconds : float
+        While progress is shown (the ``"faq"`` logger enabled for INFO:
+        :func:`faq.session.show_progress`, ``sparkfaq --progress``), a running step logs a
+        line this often: how long it has run, and the tasks done out of the tasks of its
+        Spark stages, the tasks running and the rows read (:mod:`faq.progress`).  0: only
+        the line at the end of each step.
     spark_adaptive : bool
         Whether a query over relations kept in Spark runs with Spark's adaptive query
         execution.  Off by default: the engine chooses its partitions itself (one per
@@ -163,6 +169,7 @@ class Settings:
     journal_bytes: int = 64 * 2**20
     journal_ticks: int = 2000
     lease_seconds: float = 1.0
+    progress_seconds: float = 5.0
     spark_adaptive: bool = False
 
     def __post_init__(self) -> None:
