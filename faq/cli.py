@@ -140,6 +140,16 @@ def _count(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return x
+
+
 def _parser() -> argparse.ArgumentParser:
     import semirings
     from faq.io import FORMATS
@@ -194,7 +204,14 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--progress",
         action="store_true",
-        help="log each phase and each engine step to stderr, with elapsed time",
+        help="log each phase and each engine step to stderr, with elapsed time, and every "
+        "5 s while a step runs: its Spark tasks done out of tasks, running, rows read",
+    )
+    common.add_argument(
+        "--progress-every",
+        type=_seconds,
+        metavar="SECONDS",
+        help="--progress, with a line this often while a step runs (default 5)",
     )
 
     parser = _Parser(
@@ -283,9 +300,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     except CliError as exc:
         return _fail(exc)
-    handler = _start_progress() if args.progress else None
+    every = args.progress_every
+    handler = _start_progress() if args.progress or every is not None else None
     try:
-        return _run(args)
+        if every is None:
+            return _run(args)
+        from faq.plan.settings import settings
+
+        with settings(progress_seconds=every):
+            return _run(args)
     except (CliError, ValueError, OverflowError) as exc:  # engine errors name the relation
         return _fail(exc)
     except KeyboardInterrupt:

@@ -15,7 +15,8 @@ Data moves between them only when a step needs it: a local input of a Spark
 step becomes a DataFrame, a small Spark input of a local step is collected.
 Runtime figures (where each step ran, its method, sizes, seconds, the
 kernel's candidates) go to a :class:`Trace`; the plan itself never changes.
-Each step logs one line at INFO level on the ``"faq"`` logger.
+Each step logs one line at INFO level on the ``"faq"`` logger when it ends, and, while
+it runs, a line every ``progress_seconds`` (:mod:`faq.progress`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from faq.plan.logical import Pairs, Plan, PlanFactor, Step
 from faq.plan.physical import Choice, InputInfo
 from faq.plan.report import StepTrace, Trace
 from faq.plan.settings import current
+from faq.progress import StepProgress
 from faq.rule import VALUE
 from faq.spark import fused, partitioned, tasks
 from faq.spark import ops as spark_ops
@@ -162,13 +164,15 @@ class Executor:
             S = self.step_semiring(step)
             if self.hook is not None:
                 self.hook.record(self, step, inputs, choice)
-            if choice.backend == "spark":
-                last = k == n and not self.defer_last
-                out, largest = self._spark_step(step, inputs, choice, S, last=last)
-                proposed = None
-            else:
-                out, proposed = self._local_step(step, inputs, choice, S)
-                largest = None
+            what = f"step {k}/{n}: {_describe(step, self.names)} on {_where(choice)}"
+            with StepProgress(what, self.spark, self.settings.progress_seconds):
+                if choice.backend == "spark":
+                    last = k == n and not self.defer_last
+                    out, largest = self._spark_step(step, inputs, choice, S, last=last)
+                    proposed = None
+                else:
+                    out, proposed = self._local_step(step, inputs, choice, S)
+                    largest = None
             seconds = time.perf_counter() - t0
             traces.append(
                 StepTrace(choice, int(out.rows), seconds, proposed, largest, estimated=out.lazy)

@@ -172,7 +172,9 @@ class Query:
                 views[key] = _atom_view(a, rels[a.relation])
             d = views[key]
             atoms.append(d)
-            stats.append(AtomStats(int(d.rows), {back[v]: int(x) for v, x in d.distinct.items()}))
+            exact = rels[a.relation].stats.exact and len(set(a.vars)) == len(a.vars)
+            dist = {back[v]: int(x) for v, x in d.distinct.items()}
+            stats.append(AtomStats(int(d.rows), dist, exact))
         pairs = self._pairs(atoms)
         return atoms, stats, pairs
 

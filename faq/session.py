@@ -115,13 +115,21 @@ def local_session(master: str = "local[*]", **config: str) -> SparkSession:
 
 
 def show_progress(enabled: bool = True) -> None:
-    """Print one line per step of every solve, tick and load to stderr (or stop).
+    """Print one line per step of every solve, tick and load to stderr, and lines while a
+    step runs (or stop).
 
     The engine logs each InsideOut step (what it joins, where it runs, rows
     and seconds) and each incremental load and tick at INFO level on the
     ``"faq"`` logger; this attaches a plain stderr handler to it, as the
     ``sparkfaq --progress`` option does.  Equivalent to configuring
     ``logging.getLogger("faq")`` yourself.
+
+    While progress is on, a step that runs longer than the ``progress_seconds`` setting
+    (5 s; ``faq.settings(progress_seconds=...)``) logs a line that often: how long it has
+    run, the tasks done out of the tasks of its Spark stages, the tasks running and the
+    rows read, from Spark's status tracker (:mod:`faq.progress`).  Under Spark Connect,
+    which has no status tracker on the client, the lines give the time only.  With
+    progress off no thread runs and nothing is logged.
     """
     logger = logging.getLogger("faq")
     for h in [h for h in logger.handlers if getattr(h, "_faq_progress", False)]:

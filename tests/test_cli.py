@@ -469,3 +469,41 @@ def test_help_states_the_reading_rules(capsys):
     assert main(["triangles", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "whatever its format and orientation" in text and "--output" in text
+
+
+def test_progress_every_logs_lines_while_a_step_runs(spark, capsys, monkeypatch):
+    """Issue 37: ``--progress`` printed a step only when it ended.  While a step runs (here
+    held back 0.6 s before its Spark work), ``--progress-every 0.1`` logs a line every
+    0.1 s, with the elapsed time of the command; the setting and the thread are gone
+    afterwards."""
+    import threading
+    import time
+
+    import faq
+    from faq.executor import Executor
+    from faq.progress import THREAD_NAME
+
+    real = Executor._spark_step
+
+    def held(self, *args, **kwargs):
+        time.sleep(0.6)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Executor, "_spark_step", held)
+    argv = ["triangles", NAMED, "--backend", "spark", "--progress-every", "0.1"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "2"
+    live = re.findall(
+        r"^\[ *[\d.]+ s\] step 1/1: eliminate .* on spark .*: running \d+ s", err, re.M
+    )
+    assert len(live) >= 2, err
+    assert faq.settings().progress_seconds == 5.0
+    assert not [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+@pytest.mark.parametrize("every", ["0", "-1", "soon"])
+def test_progress_every_refuses_a_bad_interval(capsys, every):
+    assert main(["triangles", NAMED, "--progress-every", every]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "--progress-every" in line and "seconds" in line, line

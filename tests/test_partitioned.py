@@ -9,16 +9,21 @@ tests/test_conformance.py (backend ``partitioned``).
 from __future__ import annotations
 
 import math
+import time
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import faq
 import semirings
-from faq import Factor, query
+from faq import Factor, query, reference_solve
 from faq.plan.shares import choose_shares
+from faq.rule import parse_rule
 from faq.spark.partitioned import murmur3_int, routing_keys, run_partitioned
 from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
 from semirings import Semiring
@@ -117,6 +122,75 @@ def test_hubs_on_several_variables_are_each_split():
                 assert len(meets) == 1, (a, b, c)
 
 
+def two_hubs() -> np.ndarray:
+    """Issue 37's graph: 42 edges ``u < v``, two hubs (0 and 1) joined to each other and to
+    the same 19 vertices, and a triangle 2-3-4 that makes 0-4 a 5-clique (5 4-cliques)."""
+    hubs = [(h, j) for h in (0, 1) for j in range(2, 21)]
+    return np.array(sorted({*hubs, (0, 1), (2, 3), (2, 4), (3, 4)}), dtype=np.int64)
+
+
+def clique_bag(e: np.ndarray) -> tuple[list, list]:
+    """The 4-clique's one bag over the edges ``e``: ``(variables, rows)`` per atom, and the
+    most frequent values per variable as the check job reports them (8 per column)."""
+    tops = [tuple(Counter(e[:, i].tolist()).most_common(8)) for i in (0, 1)]
+    atoms = parse_rule(NAMED_RULES["4-clique"]).atoms
+    rels = [(a.vars, float(len(e))) for a in atoms]
+    return rels, [dict(zip(a.vars, tops, strict=True)) for a in atoms]
+
+
+def test_no_budget_gives_a_step_more_cells_than_its_rows_or_a_few_waves():
+    """Issue 37: under ``cell_rows=5`` a 4-clique on 42 edges with two hubs got 11,056
+    cells (grids of 4,096 cells, and more for each hub's split) for 252 input rows: a
+    Spark stage of thousands of tasks, each deserialising the whole routing plan.  The
+    cells of all grids together are capped by the rows, and by ``waves`` × the task
+    slots, and the shares say which limit decided, the cells wanted and given."""
+    rels, top = clique_bag(two_hubs())
+    rows_only = choose_shares(rels, (), tasks=4, cell_rows=5, top=top, cores=2)
+    assert rows_only.total <= 252, rows_only.total  # 11,056 before the cap
+    assert rows_only.cap is not None and rows_only.cap.cells == 252
+    assert rows_only.cap.wanted > 10_000 and rows_only.cap.given == rows_only.total
+    s = choose_shares(rels, (), tasks=4, cell_rows=5, top=top, cores=2, waves=4)
+    assert s.total <= 8 and s.cap is not None and s.cap.given == s.total
+    assert s.cap.limit == "max_cell_waves=4 × 2 task slots" and s.cap.budget > 5
+    assert s.load <= s.cap.budget  # the budget the search allowed instead
+    text = s.describe()
+    assert "capped at 8 cells by max_cell_waves=4 × 2 task slots" in text, text
+    assert f"{s.total} given where cell_rows wanted {s.cap.wanted:,}" in text, text
+    # a budget the cap does not reach: the search is as before, and says nothing
+    loose = choose_shares(rels, (), tasks=4, cell_rows=1e3, top=top, cores=2, waves=4)
+    assert loose.cap is None and "capped" not in loose.describe()
+
+
+@given(
+    shape=st.sampled_from(["triangle", "4-clique", "path", "star"]),
+    rows=st.lists(st.integers(0, 2_000_000), min_size=6, max_size=6),
+    cell_rows=st.sampled_from([1, 5, 100, 10_000, 10**6, 10**9]),
+    cores=st.integers(1, 16),
+    waves=st.sampled_from([0, 1, 2, 4, 8]),
+    min_rows=st.sampled_from([0, 1000, 500_000]),
+    heavy=st.floats(0.0, 0.9),
+)
+def test_the_cap_holds_for_every_budget(shape, rows, cell_rows, cores, waves, min_rows, heavy):
+    """Whatever the budget, the cells of every grid together stay within the rows and
+    ``waves`` × the task slots; a capped step records the limit, wanted > cap ≥ given."""
+    bags = {
+        "triangle": [("a", "b"), ("b", "c"), ("a", "c")],
+        "4-clique": [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")],
+        "path": [("a", "b"), ("b", "c"), ("c", "d")],
+        "star": [("a", "b"), ("a", "c"), ("a", "d")],
+    }
+    rels = [(vs, float(r)) for vs, r in zip(bags[shape], rows, strict=False)]
+    # one hub per input, holding a share ``heavy`` of its rows on its first variable
+    top = [{vs[0]: ((7, int(heavy * r)), (8, 1))} for vs, r in rels]
+    s = choose_shares(rels, (), 2 * cores, cell_rows, top, min_rows, cores, waves=waves)
+    cap = max(1, int(sum(r for _, r in rels)))
+    if waves:
+        cap = min(cap, max(1, waves * cores))
+    assert 1 <= s.total <= cap, (s.total, cap, s.describe())
+    if s.cap is not None:
+        assert s.cap.cells == cap and s.cap.given == s.total and s.cap.wanted > cap
+
+
 def test_each_hub_gets_cells_of_its_own_and_the_answers_agree(spark):
     """Hubs heavy on every variable of the triangle (one as a source, one as a target),
     under a budget both overflow: the heaviest cell holds fewer rows than with only
@@ -131,7 +205,8 @@ def test_each_hub_gets_cells_of_its_own_and_the_answers_agree(spark):
     edges = pd.DataFrame(sorted(set(hubs + rest)), columns=["src", "dst"])
     df = spark.createDataFrame(edges)
     q = query(TRIANGLE, semiring="counting")
-    with faq.settings(local_rows=0, cell_rows=60):
+    # a cap above the 96 cells this budget wants (max_cell_waves): the splits are tested here
+    with faq.settings(local_rows=0, cell_rows=60, max_cell_waves=64):
         run = q.run(E=df)
     assert run.result.scalar() == q.solve(E=Factor.from_pandas(edges)).scalar()
     (step,) = [t for t in run.trace.steps if t.choice.shares is not None]
@@ -192,7 +267,7 @@ def test_heavy_values_split_over_cells_give_the_same_answers(spark):
     ]
     for rule, S in cases:
         q = query(rule, semiring=S)
-        with faq.settings(local_rows=0, cell_rows=120):
+        with faq.settings(local_rows=0, cell_rows=120, max_cell_waves=64):  # cap: 128 cells
             run = q.run(E=df)
         cells = [t.choice.shares for t in run.trace.steps if t.choice.shares is not None]
         assert any(c.heavy for c in cells), rule
@@ -270,6 +345,53 @@ def test_triangles_and_4_cliques_in_a_few_jobs(spark):
         assert "a=" in text or "b=" in text or "c=" in text  # the user's variable names
         four = clique.solve(E=df).scalar()
     assert four == clique.solve(E=df).scalar()  # the driver path agrees
+
+
+def test_a_4_clique_with_two_hubs_under_a_tiny_budget_runs_in_a_few_waves(spark):
+    """Issue 37, as reported: ``local_rows=0, cell_rows=5, cell_min_rows=0`` on the
+    4-clique of 42 edges with two hubs was still running after 18 minutes (a stage of
+    more than 1,150 tasks).  Now its cells are at most ``max_cell_waves`` (4) × the task
+    slots, the count is right and explain() says the cap decided."""
+    e = two_hubs()
+    df = _edges_df(spark, e)
+    q = query(NAMED_RULES["4-clique"], semiring="counting")
+    t0 = time.perf_counter()
+    with faq.settings(local_rows=0, cell_rows=5, cell_min_rows=0):
+        run = q.run(E=df)
+    seconds = time.perf_counter() - t0
+    edges = {(int(u), int(v)): 1 for u, v in e}
+    want = reference_solve(NAMED_RULES["4-clique"], "counting", {"E": edges})
+    assert want == {(): 5} and run.result.to_dict() == want
+    slots = faq.spark.parallelism(spark)
+    cells = [t.choice.shares for t in run.trace.steps if t.choice.shares is not None]
+    assert cells and all(c.total <= 4 * slots for c in cells), [c.total for c in cells]
+    assert any(c.cap is not None for c in cells)
+    text = q.explain(run)
+    assert f"capped at {4 * slots} cells by max_cell_waves=4 × {slots} task slots" in text
+    assert seconds < 120, seconds  # minutes before, a few seconds now (a shared machine)
+
+
+def test_explain_marks_estimates_of_relations_kept_in_spark(spark):
+    """Issue 37: for edges kept in Spark, explain() printed "estimate join 281 rows" for a
+    join of 1.18M triangles with no mark.  The inputs' figures are marked as estimates
+    (approximate distinct counts) and the join's size as a guess; the same edges read
+    into the driver have counted inputs, unmarked."""
+    import pandas as pd
+
+    e = power_law_graph(400, 3_000, seed=2)
+    q = query(TRIANGLE, semiring="counting")
+    with faq.settings(local_rows=0):
+        text = q.explain(q.run(E=_edges_df(spark, e)))
+    rows = f"{len(e):,} rows"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("  E(a, b)")]
+    assert rows in line and line.endswith(
+        "(estimates: rows before repeated keys are combined, distinct counts approximate in Spark)"
+    ), line
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("  estimate join")]
+    assert line.startswith("  estimate join ~") and "(guess: no join statistics)" in line
+    local = q.explain(E=Factor.from_pandas(pd.DataFrame(e, columns=["src", "dst"])))
+    (line,) = [ln for ln in local.splitlines() if ln.startswith("  E(a, b)")]
+    assert rows in line and "estimates" not in line, line
 
 
 def test_parquet_edges_under_local_rows_0_never_enter_the_driver(spark, tmp_path, caplog):

@@ -157,3 +157,66 @@ def test_ten_matrix_chain_is_optimal():
     rule, stats = dense_chain_stats(list(itertools.pairwise(dims)))
     assert make_plan(rule, stats).cost == pytest.approx(multi_dot_cost(dims))
     assert make_plan(rule, stats, "greedy").cost > 10 * multi_dot_cost(dims)
+
+
+# -- physical choices and what explain() says of them -------------------------------------------
+def test_a_partitioned_steps_cells_are_capped_and_explain_names_the_limit():
+    """Issue 37: ``choose`` caps a partitioned step's cells at ``max_cell_waves`` × the
+    task slots whatever ``cell_rows`` says, and the report names the limit, the cells
+    wanted and the cells given.  No Spark: statistics as a check job reports them."""
+    from faq.plan.physical import InputInfo, choose
+    from faq.plan.settings import Settings
+    from faq.testing import NAMED_RULES
+
+    rule = parse_rule(NAMED_RULES["4-clique"])
+    hubs = ((0, 21), (1, 20), (2, 3), (3, 2))  # two hubs as the first vertex of an edge
+    stats = [AtomStats(42, {a.vars[0]: 21, a.vars[1]: 21}) for a in rule.atoms]
+    plan = make_plan(rule, stats)
+    (step,) = plan.steps
+    inputs = [InputInfo(f.vars, f.rows, False, f.distinct, {f.vars[0]: hubs}) for f in step.factors]
+    tight = Settings(local_rows=0, cell_rows=5, cell_min_rows=0)
+    c = choose(step, inputs, parallelism=3, settings=tight)
+    assert c.backend == "spark" and c.shares is not None and c.tasks == c.shares.total
+    assert c.shares.total <= 12 and c.shares.cap is not None
+    assert c.shares.cap.wanted > 1000, c.shares.cap  # what cell_rows=5 alone asks for
+    text = render(plan, [c], "counting")
+    assert "capped at 12 cells by max_cell_waves=4 × 3 task slots" in text, text
+    assert f"{c.shares.total} given where cell_rows wanted {c.shares.cap.wanted:,}" in text
+    wide = choose(
+        step, inputs, parallelism=3, settings=Settings(**{**vars(tight), "max_cell_waves": 8})
+    )
+    assert c.shares.total < wide.shares.total <= 24
+    roomy = choose(step, inputs, parallelism=3, settings=Settings(local_rows=0, cell_min_rows=0))
+    assert roomy.shares.cap is None and "capped" not in render(plan, [roomy])
+
+
+def test_explain_marks_what_each_size_rests_on():
+    """Issue 37: explain() printed "estimate join 281 rows" for a join that gave 1.18M
+    triangles, unmarked.  Sizes are now marked: a count as it is, an estimate from
+    statistics with "~" and "(estimate)", a join size no statistic backs (the containment
+    formula over distinct counts) with "(guess: no join statistics)"."""
+    tri = parse_rule("Q() :- E(a, b), E(b, c), E(a, c)")
+    counted = AtomStats(100, {"a": 50, "b": 50})
+    plan = make_plan(tri, [counted] * 3)
+    text = render(plan, semiring="counting")
+    assert "  E(a, b): 100 rows; distinct a=50, b=50\n" in text  # counted: unmarked
+    (step,) = plan.steps
+    assert step.join_basis == "guess" and step.output.basis == "estimate"
+    guessed = f"estimate join ~{round(step.est_join):,} rows (guess: no join statistics)"
+    assert guessed in text and "-> output ~1 rows (estimate)" in text, text
+    # kept in Spark: approximate distinct counts, and the same guess
+    spark = make_plan(tri, [AtomStats(100, {"a": 50, "b": 50}, exact=False)] * 3)
+    text = render(spark, semiring="counting")
+    assert "E(a, b): 100 rows; distinct a=50, b=50   (estimates: rows before repeated keys" in text
+    assert "(guess: no join statistics)" in text
+    # a join of two atoms whose size was counted (pairs): exact; its projection an estimate
+    chain = parse_rule("Q(i, k) :- A(i, j), B(j, k)")
+    stats = [AtomStats(6, {"i": 3, "j": 2}), AtomStats(8, {"j": 2, "k": 4})]
+    text = render(make_plan(chain, stats, pairs={frozenset((0, 1)): 12.0}))
+    assert "  estimate join 12 rows -> output ~12 rows (estimate)" in text, text
+    # the same without the count: the distinct counts bound it (an estimate, not a guess)
+    text = render(make_plan(chain, stats))
+    assert "  estimate join ~24 rows (estimate) -> output ~12 rows (estimate)" in text, text
+    # an aggregation of one counted input is a count; of a guess, a guess
+    star = make_plan(parse_rule("Q(i) :- A(i, j)"), [stats[0]])
+    assert star.steps[0].join_basis == "exact" and "estimate join 6 rows" in render(star)

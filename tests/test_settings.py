@@ -151,3 +151,12 @@ def test_keyed_table_folds_its_log_by_the_log_settings():
     assert folded.over.rows == 0 and folded.base.rows == 100  # folded into the base
     assert kept.over.rows == 1 and kept.base is base or kept.over.rows == 1
     assert folded.table().rows == kept.table().rows == 100
+
+
+def test_max_cell_waves_is_a_setting_of_at_least_one():
+    assert DEFAULTS.max_cell_waves == 4
+    with faq.settings(max_cell_waves=16):
+        assert current().max_cell_waves == 16 and "max_cell_waves=16" in current().describe()
+    with pytest.raises(ValueError, match="'max_cell_waves' must be at least 1, got 0"):
+        faq.settings(max_cell_waves=0)
+    assert current() == DEFAULTS

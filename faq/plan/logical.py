@@ -29,6 +29,9 @@ from dataclasses import dataclass, replace
 from faq.rule import Atom, Rule
 
 __all__ = [
+    "ESTIMATE",
+    "EXACT",
+    "GUESS",
     "STRATEGIES",
     "AtomStats",
     "Pairs",
@@ -49,12 +52,30 @@ EXHAUSTIVE_LIMIT = 11
 optimal on chains, so the limit is as high as planning time allows."""
 
 
+EXACT, ESTIMATE, GUESS = "exact", "estimate", "guess"
+"""What a size of the plan rests on (:attr:`PlanFactor.basis`, :attr:`Step.join_basis`):
+counted (``EXACT``: a local relation's rows and distinct values, a pairwise join
+counted in the driver); derived from statistics (``ESTIMATE``: approximate counts of a
+relation kept in Spark, or a bound by distinct counts); or resting on no statistic of the
+join it sizes (``GUESS``: the containment formula over distinct counts, which assumes
+values spread evenly and is off by orders of magnitude on skewed data)."""
+
+_TRUST = {GUESS: 0, ESTIMATE: 1, EXACT: 2}
+
+
+def _weakest(*bases: str) -> str:
+    return min(bases, key=_TRUST.__getitem__, default=EXACT)
+
+
 @dataclass(frozen=True)
 class AtomStats:
-    """Row count and per-variable distinct counts of one (prepared) atom."""
+    """Row count and per-variable distinct counts of one (prepared) atom; ``exact``
+    False when they are estimates (approximate distinct counts, rows before repeated
+    keys are combined)."""
 
     rows: int
     distinct: dict[str, int]
+    exact: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +93,8 @@ class PlanFactor:
     atom: int | None = None
     args: tuple[str, ...] = ()
     """How an atom with constants is shown (``M(0, b)``); empty: by its variables."""
+    basis: str = EXACT
+    """What ``rows`` rests on: ``EXACT``, ``ESTIMATE`` or ``GUESS`` (see :data:`GUESS`)."""
 
     def __str__(self) -> str:
         return f"{self.label}({', '.join(self.args or self.vars)})"
@@ -95,6 +118,8 @@ class Step:
     op: str | None = None
     """The ⊕ aggregating ``vars`` away when the query gives variables their own operators
     (see :mod:`faq.plan.aggregates`); None for the semiring's own ⊕."""
+    join_basis: str = EXACT
+    """What ``est_join`` rests on: ``EXACT``, ``ESTIMATE`` or ``GUESS``."""
 
     @property
     def factors(self) -> tuple[PlanFactor, ...]:
@@ -124,8 +149,9 @@ class Plan:
 # -- cost model ------------------------------------------------------------------------
 def _join_estimate(
     factors: Sequence[PlanFactor], pairs: Pairs | None = None
-) -> tuple[float, dict[str, float]]:
-    """Estimated rows of the natural join of ``factors`` and each variable's distinct count.
+) -> tuple[float, dict[str, float], str]:
+    """Estimated rows of the natural join of ``factors``, each variable's distinct count,
+    and what the rows rest on (:data:`GUESS`).
 
     For every variable shared by several factors the product of sizes is divided
     by all but the smallest distinct count (containment of value sets), and the
@@ -133,7 +159,7 @@ def _join_estimate(
     join of two atoms whose exact join size is in ``pairs`` has that size.
     """
     if not factors:
-        return 1.0, {}
+        return 1.0, {}, EXACT
     known = _pair_size(factors, pairs)
     size = math.prod(max(f.rows, 0.0) for f in factors)
     dist: dict[str, float] = {}
@@ -146,10 +172,18 @@ def _join_estimate(
             size /= math.prod(ds) / min(ds)
         dist[v] = min(ds)
     cap = math.prod(dist.values()) if dist else 1.0
+    inputs = _weakest(*(f.basis for f in factors))
+    if len(factors) == 1:
+        basis = inputs
+    elif known is not None:
+        basis = _weakest(EXACT if known <= cap else ESTIMATE, inputs)
+    else:  # the containment formula: a guess, unless the distinct counts bound it
+        basis = _weakest(ESTIMATE if size >= cap else GUESS, inputs)
     size = min(size, cap) if known is None else min(known, cap)
-    if any(f.rows <= 0 for f in factors):
-        size = 0.0
-    return size, {v: min(d, max(size, 1.0)) for v, d in dist.items()}
+    empty = [f.basis for f in factors if f.rows <= 0]
+    if empty:
+        size, basis = 0.0, max(empty, key=_TRUST.__getitem__)
+    return size, {v: min(d, max(size, 1.0)) for v, d in dist.items()}, basis
 
 
 Pairs = dict[frozenset[int], float]
@@ -167,14 +201,19 @@ def _pair_size(factors: Sequence[PlanFactor], pairs: Pairs | None) -> float | No
 
 def _merge(
     label: str, factors: Sequence[PlanFactor], keep: Sequence[str], pairs: Pairs | None = None
-) -> tuple[float, PlanFactor]:
-    """The join of ``factors`` projected (⊕-aggregated) onto ``keep``: (join rows, factor)."""
-    joined, dist = _join_estimate(factors, pairs)
+) -> tuple[float, PlanFactor, str]:
+    """The join of ``factors`` projected (⊕-aggregated) onto ``keep``: (join rows, factor,
+    what the join rows rest on).  A projection's rows are an estimate at best: a bound by
+    the kept variables' distinct counts (a guess when those rest on a guess)."""
+    joined, dist, basis = _join_estimate(factors, pairs)
     cap = math.prod(dist[v] for v in keep) if keep else 1.0
     rows = min(joined, cap)
-    return joined, PlanFactor(
-        label, tuple(keep), rows, {v: min(dist[v], max(rows, 1.0)) for v in keep}
-    )
+    out = basis
+    if len(keep) < len(dist):  # a projection
+        bounded = rows < joined and GUESS not in (f.basis for f in factors)
+        out = ESTIMATE if bounded else _weakest(ESTIMATE, basis)
+    dist_out = {v: min(dist[v], max(rows, 1.0)) for v in keep}
+    return joined, PlanFactor(label, tuple(keep), rows, dist_out, basis=out), basis
 
 
 def _ordered(vars_: set[str], reference: Sequence[str]) -> tuple[str, ...]:
@@ -254,7 +293,7 @@ class _Model:
     def step_cost(self, done: frozenset[str], v: str) -> tuple[float, float]:
         factors = self.state(done)
         bag = [f for f in factors if v in f.vars]
-        joined, _ = _join_estimate(bag, self.pairs)
+        joined, _, _ = _join_estimate(bag, self.pairs)
         return joined, sum(f.rows for f in bag)
 
 
@@ -368,7 +407,8 @@ def atom_factors(rule: Rule, stats: Sequence[AtomStats]) -> tuple[PlanFactor, ..
         dv = a.distinct_vars
         dist = {v: float(s.distinct.get(v, s.rows)) for v in dv}
         args = a.arguments if a.consts else ()
-        out.append(PlanFactor(a.relation, dv, float(s.rows), dist, atom=i, args=args))
+        basis = EXACT if s.exact else ESTIMATE
+        out.append(PlanFactor(a.relation, dv, float(s.rows), dist, i, args, basis))
     return tuple(out)
 
 
@@ -480,21 +520,21 @@ def lay_out(
         if steps and not absorbed and bag == [steps[-1].output] and steps[-1].op == op:
             # only aggregates the previous output further: fold into that step
             prev = steps[-1]
-            _, out = _merge(prev.output.label, prev.factors, keep, pairs)
+            _, out, _ = _merge(prev.output.label, prev.factors, keep, pairs)
             steps[-1] = replace(prev, vars=(*prev.vars, v), output=out)
             total += out.rows
         else:
-            joined, out = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep, pairs)
+            joined, out, basis = _merge(f"φ{len(steps) + 1}", [*bag, *absorbed], keep, pairs)
             cyclic = not is_acyclic([f.vars for f in (*bag, *absorbed)])
-            steps.append(Step((v,), tuple(bag), tuple(absorbed), out, joined, cyclic, op))
+            steps.append(Step((v,), tuple(bag), tuple(absorbed), out, joined, cyclic, op, basis))
             total += joined
         used = {id(f) for f in (*bag, *absorbed)}
         current = [f for f in current if id(f) not in used] + [out]
     head = rule.head
     if len(current) != 1 or current[0].vars != head:
-        joined, out = _merge("Q", current, head, pairs)
+        joined, out, basis = _merge("Q", current, head, pairs)
         cyclic = not is_acyclic([f.vars for f in current])
-        steps.append(Step((), tuple(current), (), out, joined, cyclic))
+        steps.append(Step((), tuple(current), (), out, joined, cyclic, join_basis=basis))
         total += joined
     return Plan(rule, tuple(order), tuple(steps), total, strategy, tuple(atoms), blocks)
 

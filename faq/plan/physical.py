@@ -9,7 +9,8 @@ this module decides *how*, from statistics only (no Spark job):
   inside ``T`` Spark tasks that share the index and split the candidates
   (``task_work``).  Larger steps are partitioned over the cluster: one
   HyperCube shuffle, the same kernel in every cell (shares by
-  :func:`faq.plan.shares.choose_shares` under the ``cell_rows`` budget);
+  :func:`faq.plan.shares.choose_shares` under the ``cell_rows`` budget, the cells
+  capped by the rows and by ``max_cell_waves`` waves of the cluster's task slots);
 * **join method**: the local kernel joins every bag by Generic Join (for
   two relations that is a merge join; eliminated variables bound last are
   ⊕-folded as they are found), in the driver, in tasks or in cells; a Spark
@@ -177,6 +178,7 @@ def choose(
             top=[i.top for i in inputs],
             min_rows=st.cell_min_rows,
             cores=parallelism,
+            waves=st.max_cell_waves,
         )
         tasks = shares.total
     return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faq.plan.logical import Plan
+from faq.plan.logical import ESTIMATE, EXACT, Plan
 from faq.plan.physical import Choice
 from faq.plan.settings import Settings
 
@@ -36,6 +36,9 @@ class Trace:
 DECIDING = ("local_rows", "task_work", "thread_work", "cell_rows", "cell_min_rows")
 """The settings :func:`faq.plan.physical.choose` reads, shown at the top of every report."""
 
+_INEXACT = "estimates: rows before repeated keys are combined, distinct counts approximate in Spark"
+"""The mark of an input whose statistics are not counts (:attr:`RelationStats.exact` False)."""
+
 _WHERE = {
     "driver": "local kernel in the driver",
     "tasks": "local kernel in {n} Spark tasks",
@@ -59,7 +62,10 @@ def render(
     lines.append("inputs:")
     for a in plan.atoms:
         d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())
-        lines.append(f"  {a}: {_fmt(a.rows)} rows" + (f"; distinct {d}" if d else ""))
+        line = f"  {a}: {_fmt(a.rows)} rows" + (f"; distinct {d}" if d else "")
+        if a.basis != EXACT:
+            line += f"   ({_INEXACT})"
+        lines.append(line)
     order = ", ".join(plan.order) if plan.order else "(none)"
     lines.append(
         f"variable order (eliminated first to last): {order}   "
@@ -108,7 +114,8 @@ def render(
                 lines.append(f"  pairwise {c.pair_rows:,.0f} rows: the cheapest join of two atoms")
         lines.append(f"  output   {s.output}")
         lines.append(
-            f"  estimate join {_fmt(s.est_join)} rows -> output {_fmt(s.output.rows)} rows"
+            f"  estimate join {_sized(s.est_join, s.join_basis)} -> output "
+            f"{_sized(s.output.rows, s.output.basis)}"
         )
         if trace is not None and n <= len(trace.steps):
             t = trace.steps[n - 1]
@@ -120,7 +127,7 @@ def render(
             if t.estimated:
                 lines.append(
                     f"  actual   output kept in Spark, computed with the next step "
-                    f"(estimate {t.rows:,} rows); planned in {t.seconds:.2f} s"
+                    f"(estimate {_sized(t.rows, s.output.basis)}); planned in {t.seconds:.2f} s"
                 )
             else:
                 lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
@@ -154,6 +161,17 @@ def _precedence(plan: Plan) -> list[str]:
         "before one nested inside it under another operator)"
     )
     return lines
+
+
+def _sized(rows: float, basis: str) -> str:
+    """``rows`` as a size, marked by what it rests on: a count as it is, an estimate
+    from statistics with ``~`` and "(estimate)", one that no statistic of its join backs
+    with ``~`` and "(guess: no join statistics)" (:data:`faq.plan.logical.GUESS`)."""
+    if basis == EXACT:
+        return f"{_fmt(rows)} rows"
+    if basis == ESTIMATE:
+        return f"~{_fmt(rows)} rows (estimate)"
+    return f"~{_fmt(rows)} rows (guess: no join statistics)"
 
 
 def _fmt(x: float) -> str:

@@ -77,6 +77,15 @@ class Settings:
         a task's fixed cost (its Python worker, its Arrow batches) several times over.
         Consecutive one-cell steps run in the same task (:mod:`faq.spark.fused`).
         0 starts every step from the cluster's task slots.
+    max_cell_waves : int
+        The cap on a partitioned step's cells, whatever ``cell_rows`` says: at most this
+        many waves of the cluster's task slots (:func:`faq.spark.parallelism`, Spark's
+        default parallelism), heavy values' grids included, and never more cells than
+        the step's inputs have rows.  Past it the share search allows a cell more rows
+        than ``cell_rows`` (the smallest budget whose cells fit), and ``explain()`` says
+        so (the limit, the cells wanted, the cells given).  Thousands of cells cost more
+        in scheduling and in every task's plan than they save; raise it on a large
+        cluster whose cells would not fit a task's memory otherwise.  At least 1.
     broadcast_rows : int
         Spark joins broadcast a side with at most this many rows.
     connect_payload : int
@@ -122,6 +131,12 @@ class Settings:
         A durable view records a journaled tick in its lease file (who holds the
         folder, its last commit) at most once per this many seconds; every
         checkpoint is recorded.  0 records every tick.
+    progress_seconds : float
+        While progress is shown (the ``"faq"`` logger enabled for INFO:
+        :func:`faq.session.show_progress`, ``sparkfaq --progress``), a running step logs a
+        line this often: how long it has run, and the tasks done out of the tasks of its
+        Spark stages, the tasks running and the rows read (:mod:`faq.progress`).  0: only
+        the line at the end of each step.
     spark_adaptive : bool
         Whether a query over relations kept in Spark runs with Spark's adaptive query
         execution.  Off by default: the engine chooses its partitions itself (one per
@@ -139,6 +154,7 @@ class Settings:
     skew_factor: float = 8
     cell_rows: int = 16_000_000
     cell_min_rows: int = 500_000
+    max_cell_waves: int = 4
     broadcast_rows: int = 2_000_000
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000
@@ -153,6 +169,7 @@ class Settings:
     journal_bytes: int = 64 * 2**20
     journal_ticks: int = 2000
     lease_seconds: float = 1.0
+    progress_seconds: float = 5.0
     spark_adaptive: bool = False
 
     def __post_init__(self) -> None:
@@ -166,6 +183,10 @@ class Settings:
                 raise ValueError(f"setting {f.name!r} must be a non-negative number, got {v!r}")
         if self.gc_ticks < 1:
             raise ValueError(f"setting 'gc_ticks' must be at least 1, got {self.gc_ticks}")
+        if self.max_cell_waves < 1:
+            raise ValueError(
+                f"setting 'max_cell_waves' must be at least 1, got {self.max_cell_waves}"
+            )
         if self.max_rounds < 1:
             raise ValueError(f"setting 'max_rounds' must be at least 1, got {self.max_rounds}")
 

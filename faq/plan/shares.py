@@ -17,6 +17,13 @@ load fits the per-cell budget (the ``cell_rows`` setting).  An acyclic step
 (two relations sharing a variable) comes out one-dimensional: all of ``P``
 on the join variable, plain hash partitioning.
 
+**The cap.**  Doubling under a small budget, and a grid for every split, could make
+thousands of cells for a few hundred rows: each a Spark task with the whole routing plan
+in its closure.  So the cells of a step, all its grids together, are capped by its input
+rows (a cell per row) and by ``max_cell_waves`` waves of the cluster's task slots,
+whatever ``cell_rows`` says; past the cap the search allows a cell the smallest budget
+whose cells fit (:attr:`Shares.cap` records the limit, the cells wanted and given).
+
 A cell's output key can come from several cells when a variable the step
 eliminates has a share above one; the step's outputs are then ⊕-combined by
 key (``combine``).
@@ -47,13 +54,38 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["MAX_CELLS", "Heavy", "Shares", "choose_shares"]
+__all__ = ["MAX_CELLS", "Cap", "Heavy", "Shares", "choose_shares"]
 
 Top = Mapping[str, Sequence[tuple[Any, int]]]
 """Per variable of an input, its most frequent values and their rows, most frequent first."""
 
 MAX_CELLS = 1 << 12
-"""The most cells the search considers (it stops doubling there)."""
+"""The most cells the search considers for one grid (it stops doubling there)."""
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The cells of a step held under a limit that ``cell_rows`` alone would pass.
+
+    ``limit`` names what decided (the input rows, or ``max_cell_waves`` × the task
+    slots); ``cells`` is that limit; ``wanted`` the cells the ``cell_rows`` budget alone
+    would make (grid and splits); ``given`` the cells made; ``budget`` the rows per cell
+    the search allowed instead of ``cell_rows`` to fit under it.
+    """
+
+    limit: str
+    cells: int
+    wanted: int
+    given: int
+    budget: float
+
+    def describe(self) -> str:
+        """One clause: the cells given, the cells wanted and the limit that decided."""
+        return (
+            f"capped at {self.cells:,} cells by {self.limit}: "
+            f"{self.given:,} given where cell_rows wanted {self.wanted:,} "
+            f"(a budget of ~{self.budget:,.0f} rows per cell)"
+        )
 
 
 @dataclass(frozen=True)
@@ -66,7 +98,8 @@ class Shares:
     ``combine`` whether outputs of different cells must be ⊕-combined by key;
     ``heavy`` the values split off into cells of their own, in order (split ``k``
     takes the rows heavy on its variable and light on those of the splits before
-    it; ``cells`` counts this grid only, :attr:`total` all of them).
+    it; ``cells`` counts this grid only, :attr:`total` all of them); ``cap`` what held
+    the cells under a limit the ``cell_rows`` budget alone would pass (None: nothing).
     """
 
     shares: tuple[tuple[str, int], ...]
@@ -75,6 +108,7 @@ class Shares:
     rows: float
     combine: bool
     heavy: tuple[Heavy, ...] = ()
+    cap: Cap | None = None
 
     def share(self, v: str) -> int:
         """The share of variable ``v`` (1 when it is not cut)."""
@@ -99,6 +133,8 @@ class Shares:
         text = _grid(self) + _splits(self)
         if self.combine:
             text += "; outputs ⊕-combined by key"
+        if self.cap is not None:
+            text += f"; {self.cap.describe()}"
         return text
 
 
@@ -150,6 +186,7 @@ def choose_shares(
     min_rows: float = 0,
     cores: int = 1,
     *,
+    waves: float = 0,
     depth: int = 2,
 ) -> Shares:
     """The cheapest shares for a bag of ``relations`` (``(variables, rows)`` each).
@@ -163,6 +200,13 @@ def choose_shares(
     variables (no combine).
     With ``top`` (one mapping per relation), values whose rows would put their
     cell over ``cell_rows`` are split off into a grid of their own (``heavy``).
+
+    **The cap.**  Whatever ``cell_rows`` says, all the grids together get at most as many
+    cells as the relations have rows (a cell per input row), and, with ``waves``, at most
+    ``waves × cores`` (so many waves of the cluster's tasks).  When the budget alone would
+    make more, the search runs again with the smallest budget it finds (a geometric
+    bisection, to within 10%) whose cells fit under the cap, and the result says so
+    (:attr:`Shares.cap`: the limit, the cells wanted and the cells given).
 
     Parameters
     ----------
@@ -181,28 +225,82 @@ def choose_shares(
         The fewest rows worth a cell of their own (the ``cell_min_rows`` setting); 0
         starts from ``tasks``.
     cores : int, optional
-        The tasks that run at once (the cluster's cores).
+        The tasks that run at once (the cluster's task slots).
+    waves : float, optional
+        The most waves of ``cores`` tasks the cells may take (the ``max_cell_waves``
+        setting); 0: no cap but the rows.
     depth : int, optional
         Levels of splits: with 2, each split's grid splits its own heavy values, and
         those grids split nothing (a value's rows in a split's grid are known only by its
         count in the whole input, an upper bound that grows looser with each level).
+
+    Returns
+    -------
+    Shares
+        The grid (and its splits), with :attr:`Shares.cap` set when the cap decided.
     """
+    total = sum(max(float(r), 0.0) for _, r in relations)
+    limits = [(max(1, int(total)), f"the {total:,.0f} input rows (a cell per row)")]
+    if waves > 0:
+        slots = max(1, int(cores))
+        plural = "s" if slots != 1 else ""
+        cells = max(1, int(waves * slots))
+        limits.append((cells, f"max_cell_waves={waves:g} × {slots} task slot{plural}"))
+    cap, limit = min(limits, key=lambda x: x[0])
+    search = (relations, keep, tasks, top, min_rows, cores, depth)
+    wanted = _search(*search, cell_rows, MAX_CELLS, tasks)
+    if wanted.total <= cap:
+        return wanted
+    lo, hi = max(float(cell_rows), 1e-9), 2 * total + 1
+    # under the cap a split's grid starts from one cell and doubles only while over the
+    # budget: a grid of task slots per split would leave no cells for the others
+    best = _search(*search, hi, cap, 1)  # no cell over its budget, no split: ≤ cap cells
+    got = _search(*search, lo, cap, 1)
+    if got.total <= cap:
+        best, hi = got, lo
+    while hi > 1.1 * lo:
+        mid = math.sqrt(lo * hi)
+        got = _search(*search, mid, cap, 1)
+        if got.total <= cap:
+            best, hi = got, mid
+        else:
+            lo = mid
+    return replace(best, cap=Cap(limit, cap, wanted.total, best.total, hi))
+
+
+def _search(
+    relations: Sequence[tuple[Sequence[str], float]],
+    keep: Sequence[str],
+    tasks: int,
+    top: Sequence[Top],
+    min_rows: float,
+    cores: int,
+    depth: int,
+    cell_rows: float,
+    limit: int,
+    split_tasks: int,
+) -> Shares:
+    """:func:`choose_shares` under the budget ``cell_rows``, every grid of at most
+    ``limit`` cells (their sum is the caller's to check), the grids of splits starting
+    from ``split_tasks`` cells."""
     vars_: list[str] = []
     for vs, _ in relations:
         vars_ += [v for v in vs if v not in vars_]
     rels = [(frozenset(vs), max(float(rows), 0.0)) for vs, rows in relations]
     kept = set(keep)
-    P = max(1, int(tasks))
+    size = max(1, int(tasks))
     if min_rows > 0:
         n = max(1, math.ceil(sum(r for _, r in rels) / min_rows))
-        if n < P:  # 3 cells on 2 cores take as long as 4: two waves
-            P = n if n <= cores else n - n % max(1, cores)
-    best = _cheapest(vars_, rels, kept, P)
-    while best[0] > cell_rows and P < MAX_CELLS:
-        more = _cheapest(vars_, rels, kept, 2 * P)
+        if n < size:  # 3 cells on 2 cores take as long as 4: two waves
+            size = n if n <= cores else n - n % max(1, cores)
+    size = min(size, limit)
+    best = _cheapest(vars_, rels, kept, size)
+    while best[0] > cell_rows and size < limit:
+        nxt = min(2 * size, limit)
+        more = _cheapest(vars_, rels, kept, nxt)
         if more[0] >= 0.9 * best[0]:  # more cells hardly lighten one (rows every cell
             break  # gets: an input whose variables the grid does not cut)
-        best, P = more, 2 * P
+        best, size = more, nxt
     load, cells, _, vector = best
     shares = tuple(zip(vars_, vector, strict=True))
     rows = sum(r * cells / math.prod(s for v, s in shares if v in vs) for vs, r in rels)
@@ -211,7 +309,7 @@ def choose_shares(
     splits: list[Heavy] = []
     light, known = list(relations), [dict(t) for t in top]
     while known and depth > 0:  # each split drops its values from what is known: it ends
-        h = _heavy(light, known, keep, out, tasks, cell_rows, depth)
+        h = _heavy(light, known, keep, out, split_tasks, cell_rows, depth, limit)
         if h is None:
             break
         splits.append(h)
@@ -236,6 +334,7 @@ def _heavy(
     tasks: int,
     cell_rows: float,
     depth: int,
+    limit: int,
 ) -> Heavy | None:
     """The values (of the one variable where they weigh most) whose rows would put
     their cell of ``grid`` over ``cell_rows``, with a grid of their own, which splits
@@ -271,7 +370,7 @@ def _heavy(
         for i, (vs, r) in enumerate(relations)
     ]
     within = [{u: vals for u, vals in t.items() if u != v} for t in top]
-    shares = choose_shares(rest, keep, tasks, cell_rows, within, depth=depth - 1)
+    shares = _search(rest, keep, tasks, within, 0, 1, depth - 1, cell_rows, limit, tasks)
     return Heavy(v, tuple(heavy), weight, shares, rows)
 
 
