@@ -114,9 +114,8 @@ class IncrementalView:
         job that creates its view on the first run and resumes it on every
         restart passes ``if_exists="resume"``.
     if_ticks_lost : {"error", "accept"}
-        A folder whose journal lost ticks the view committed before it was
-        closed: ``"error"`` (default) raises :class:`incremental.StateError`
-        naming them; ``"accept"`` resumes at the last tick it holds (a warning).
+        A folder whose journal lost ticks committed before the view was closed: ``"error"``
+        raises :class:`StateError` naming them; ``"accept"`` resumes at its last tick.
     sets : {"ignore", "refuse"} or dict, optional
         Relations kept as sets, not bags (:mod:`incremental.sets`): a tuple is
         present at most once, and inserting one that is present (or retracting
