@@ -549,3 +549,27 @@ def test_paths_through_mutual_recursion_alternate_relations(spark):
     out = query(text, semiring="min-plus").solve(S=nodes({(0,): 0.0}), E=edges(E), witness=True)
     assert out.to_dict() == {(0,): 0.0, (2,): 2.0, (4,): 4.0}
     assert out.path((4,)) == [(0,), (1,), (2,), (3,), (4,)]  # an even number of edges
+
+
+@settings(max_examples=15)
+@given(
+    st.dictionaries(
+        st.tuples(st.integers(0, 6), st.integers(0, 6)).filter(lambda e: e[0] != e[1]),
+        st.sampled_from([1.0, 2.0, 3.0, 5.0]),
+        max_size=20,
+    ),
+    st.integers(0, 6),
+    st.sampled_from([2.0, 4.0, math.inf]),
+)
+def test_paths_of_a_user_bottleneck_semiring_attain_its_values(E, src, cap):
+    # ⊗ = min is not strictly monotone: many predecessors tie, and a path still exists
+    widest = semirings.Semiring(name="widest", zero=-math.inf, one=math.inf, add=max, mul=min)
+    sp = query(SSSP, semiring=widest)
+    out = sp.solve(S=nodes({(src,): cap}, widest), E=edges(E, widest), witness=True)
+    for (v,), value in out.to_dict().items():
+        p = out.path((v,))
+        assert p[0] == (src,) and p[-1] == (v,) and len(set(p)) == len(p)
+        width = cap
+        for (a,), (b,) in zip(p, p[1:], strict=False):
+            width = min(width, E[(a, b)])
+        assert width == value, (v, p, width, value)
