@@ -512,12 +512,12 @@ class Factor:
     #: With ``solve(witness=True)``: a pandas frame of the head columns, one column
     #: per bound variable (a witness) and ``value``; otherwise None.
     witness_frame: Any = None
+    witness_paths: Any = None  # a recursive program's, for path(): faq.paths.WitnessPaths
 
     def witnesses(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         """Per head key, an assignment of the bound variables attaining its value.
 
-        Only for a Factor returned by ``Query.solve(..., witness=True)``; see
-        :mod:`faq.witness`.
+        Only for a Factor returned by ``solve(..., witness=True)``; see :mod:`faq.witness`.
 
         Raises
         ------
@@ -528,6 +528,12 @@ class Factor:
         if w is None:
             raise ValueError("this Factor has no witnesses: solve it with witness=True")
         return witness_dict(w, self.vars)
+
+    def path(self, key: Any) -> list[tuple[Any, ...]]:
+        """The keys from a source to ``key`` along a program answer's witnesses (faq.paths)."""
+        if self.witness_paths is None:
+            raise ValueError("this Factor has no witness paths: solve a program with witness=True")
+        return self.witness_paths.path(key)
 
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
         """``{key tuple: annotation}`` (⊕-combined; collects a distributed factor).

@@ -7,29 +7,38 @@ evaluated in dependency order, one strongly connected group at a time; inside a
 recursive group, semi-naive evaluation:
 
 * round 0: Δ₀ = the group's base rules (those whose body names no relation of
-  the group), evaluated by :meth:`faq.Query.solve`;
+  the group), evaluated by :meth:`faq.Query.run`;
 * round k: the candidates are the delta rule (:func:`faq.delta.solve_delta`) of
   every recursive rule, for the change Δₖ of its relations (the state before
   Δₖ as the relations).  For an idempotent ⊕ (boolean, min-plus, max-plus,
   max-product...) Δₖ₊₁ keeps the candidates that improve the state
   (``c ⊕ old != old``), with their new annotation; otherwise (rings, counting)
   Δₖ₊₁ is every candidate: the state is the sum of all rounds;
-* it stops when Δ is empty.  After ``max_rounds`` rounds (the ``max_rounds``
-  keyword of :meth:`Program.solve`) it raises a ValueError naming the relations
-  still changing: counting around a cycle, or a negative cycle in min-plus.
+* it stops when Δ is empty.
+
+A fixpoint that does not exist in the semiring is refused with a
+:class:`faq.plan.convergence.DivergenceError` (a ValueError) naming the relations
+still changing: for an idempotent ⊕ as soon as a round proves an improving cycle
+(a negative cycle in min-plus; at the latest one round after every key is
+derived, so a long chain is never refused), otherwise after ``max_rounds``
+rounds (the ``max_rounds`` keyword of :meth:`Program.solve`; counting around a
+cycle), and in both as soon as a round derives a value outside the semiring's
+domain (``inf`` in max-product or real, NaN, past 64 bits in counting).
 
 Joins run in the planner and executor (driver kernel, tasks or Spark); the
-state and each round's ⊕-merge are numpy tables in the driver.
+state and each round's ⊕-merge are numpy tables in the driver.  The record of a
+run (:class:`faq.program_run.ProgramRun`) says where each round ran and what it
+cost.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 import semirings
 from faq.delta import solve_delta
@@ -37,8 +46,17 @@ from faq.factor import Factor
 from faq.inputs import relation_factor
 from faq.kernel.keyed import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
-from faq.plan.convergence import idempotent_on, negative_cycle, nonconvergence
+from faq.paths import WitnessPaths, answer_witnesses
+from faq.plan.convergence import (
+    idempotent_on,
+    improving_cycle,
+    improving_cycle_error,
+    nonconvergence,
+    outside_domain,
+    overflowed,
+)
 from faq.plan.settings import current
+from faq.program_run import ProgramRun, Round
 from faq.query import Query
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring
@@ -213,10 +231,13 @@ class Program:
         witness : bool
             Also give, per answer key, the bound variables of a rule attaining
             its value (a selective ⊕ only): in a shortest-path program, each
-            node's predecessor on a best path (None for a key a base rule attains).
+            node's predecessor on a best path (None for a key a base rule attains);
+            ``out.path(key)`` follows them from a source (:mod:`faq.paths`).
         max_rounds : int
-            Most semi-naive rounds per recursive group (default: the ``max_rounds``
-            setting, :func:`faq.settings`).
+            Most semi-naive rounds per recursive group whose ⊕ is not idempotent
+            (default: the ``max_rounds`` setting, :func:`faq.settings`).  An
+            idempotent ⊕ needs no bound: its rounds end at the fixpoint, or refuse
+            an improving cycle at the latest one round after every key is derived.
         **relations
             One per input relation, read as :meth:`faq.Query.solve` reads them
             (:func:`faq.relation_kind`).
@@ -224,8 +245,11 @@ class Program:
         Raises
         ------
         ValueError
-            A missing, unexpected or defined relation, an arity mismatch, or no
-            fixpoint after ``max_rounds`` rounds (the error names the relations).
+            A missing, unexpected or defined relation, an arity mismatch.
+        faq.plan.convergence.DivergenceError
+            (a ValueError) No fixpoint in the semiring: still changing after
+            ``max_rounds`` rounds, an improving cycle, or a value outside the
+            semiring's domain (the error names the relations).
         """
         opts = {"order": order, "join": join, "backend": backend}
         return self.run(witness=witness, max_rounds=max_rounds, **opts, **relations).result
@@ -253,18 +277,33 @@ class Program:
         # fits, collected, so that every round's delta rule joins it in the driver instead of
         # scanning a DataFrame again
         local = backend != "spark"
+        t0 = time.perf_counter()
         inputs = {
             n: f.validated(self.semiring, n, local=local)
             for n, f in self._relations(relations).items()
         }
+        read = _since(t0)
         opts = {"order": order, "join": join, "backend": backend}
         ev = _Evaluation(self, inputs, opts, max_rounds)
         for g in self.groups:
             ev.group(g)
         out = Factor.from_table(ev.state[self.answer], self.semiring, self.answer)
         if witness:
-            out.witness_frame = ev.witnesses(self.answer)
-        return ProgramRun(out, tuple(ev.rounds), self)
+            out.witness_frame = answer_witnesses(
+                self.rules,
+                self.semiring,
+                self.answer,
+                self.vars[self.answer],
+                ev.state[self.answer],
+                ev.relations,
+                ev.opts,
+            )
+            g = next(g for g in self.groups if self.answer in g.names)
+            final = {n: ev.state[n] for n in g.names}
+            out.witness_paths = WitnessPaths(
+                self.rules, g.names, self.answer, self.semiring, final, ev.relations, ev.opts
+            )
+        return ProgramRun(out, tuple(ev.rounds), self, read)
 
     def explain(
         self,
@@ -274,8 +313,9 @@ class Program:
         backend: str = "auto",
         **relations: Any,
     ) -> str:
-        """The groups in evaluation order and, per semi-naive round, each Δ's size and
-        where its joins ran.
+        """The groups in evaluation order and, per semi-naive round, each Δ's size, where
+        its joins ran (and which inputs its lookups read from Spark), the rows it read and
+        derived, and its wall time.
 
         ``p.explain(run)`` reports that run (:meth:`run`); ``p.explain(**relations)``
         runs the program first (a fixpoint's rounds are only known by running it).
@@ -288,41 +328,6 @@ class Program:
                 f"{type(run).__name__}; pass relations by name: p.explain(E=...)"
             )
         return run.explain()
-
-
-@dataclass(frozen=True)
-class Round:
-    """One semi-naive round of a group: its Δ sizes and where the delta rule ran."""
-
-    group: tuple[str, ...]
-    round: int
-    delta: tuple[tuple[str, int], ...]
-    where: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ProgramRun:
-    """The record of one :meth:`Program.run`: the answer and every round."""
-
-    result: Factor
-    rounds: tuple[Round, ...]
-    program: Program
-
-    def explain(self) -> str:
-        """The groups in evaluation order and, per round, each Δ's size and where it ran."""
-        p = self.program
-        lines = [f"program ({p.semiring.name}), answer {p.answer}:"]
-        lines += [f"  {r}" for r in p.rules]
-        for g in p.groups:
-            kind = "recursive" if g.recursive else "non-recursive"
-            lines.append(f"group {', '.join(g.names)} ({kind}):")
-            for rd in self.rounds:
-                if rd.group != g.names:
-                    continue
-                sizes = ", ".join(f"Δ{n} {k} rows" for n, k in rd.delta)
-                where = f" [{', '.join(rd.where)}]" if rd.where else ""
-                lines.append(f"  round {rd.round}: {sizes}{where}")
-        return "\n".join(lines)
 
 
 class _Evaluation:
@@ -367,35 +372,58 @@ class _Evaluation:
 
     def group(self, g: _Group) -> None:
         p = self.p
+        t0 = time.perf_counter()
         base: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+        where: set[str] = set()
         for i in g.base:
             r = p.rules[i]
-            f = p._queries[i].solve(**self.opts, **self.relations(r))
-            base[r.name].append(self.table(r.name, f))
+            run = p._queries[i].run(**self.opts, **self.relations(r))
+            where |= {s.choice.backend for s in run.trace.steps}
+            if not run.trace.steps or not run.result.is_local:  # no join: where its rows are
+                where.add("driver" if run.result.is_local else "spark")
+            base[r.name].append(self.table(r.name, run.result))
         delta = {n: self.merge(ts) for n, ts in base.items()}
         old = {n: self.empty(n) for n in g.names}
-        self.record(g, 0, delta, [])
+        self.rounds.append(Round(g.names, 0, _sizes(delta), tuple(sorted(where)), _since(t0)))
         idempotent = self.S.idempotent or self.idempotent_on(list(delta.values()), check=False)
         k = 0
-        while g.recursive and any(d.rows for d in delta.values()):
-            k += 1
-            if k > self.max_rounds:
-                self.refuse(g, delta)
-            now = {n: self.merge([old[n], delta[n]]) for n in g.names}
-            cand, where = self.candidates(g, old, delta)
-            if idempotent and self.idempotent_on([t for ts in cand.values() for t in ts]):
-                delta = {
-                    n: changed_rows(now[n], self.merge([now[n], *cand[n]]), self.ops)[0]
-                    for n in g.names
-                }
-            else:
-                delta = {n: self.merge(cand[n]) for n in g.names}
-            if negative_cycle(self.S, k, now, delta):
-                raise nonconvergence(self.S, g.names, delta, k, cycle=True)
-            old = now
-            self.record(g, k, delta, where)
+        # values leaving the domain (inf, NaN) are refused below, not warned about
+        with np.errstate(over="ignore", invalid="ignore"):
+            while g.recursive and any(d.rows for d in delta.values()):
+                k += 1
+                if not idempotent and k > self.max_rounds:
+                    raise nonconvergence(self.S, g.names, delta, self.max_rounds)
+                t0 = time.perf_counter()
+                try:
+                    old, delta, rd = self.round(g, k, old, delta, idempotent)
+                except OverflowError as exc:
+                    raise overflowed(self.S, g.names, k, exc) from exc
+                self.rounds.append(replace(rd, seconds=_since(t0)))
         for n in g.names:
             self.state[n] = self.merge([old[n], delta[n]])
+
+    def round(
+        self, g: _Group, k: int, old: dict[str, Table], delta: dict[str, Table], idempotent: bool
+    ) -> tuple[dict[str, Table], dict[str, Table], Round]:
+        """Round ``k``: the state with ``delta`` merged, the next change, the round's record."""
+        now = {n: self.merge([old[n], delta[n]]) for n in g.names}
+        # an idempotent round's change holds the new values; otherwise the sums are new
+        bad = outside_domain(self.S, g.names, delta if idempotent else now, k - 1)
+        if bad is not None:
+            raise bad
+        cand, where, reads = self.candidates(g, old, delta)
+        if idempotent and self.idempotent_on([t for ts in cand.values() for t in ts]):
+            nxt = {
+                n: changed_rows(now[n], self.merge([now[n], *cand[n]]), self.ops)[0]
+                for n in g.names
+            }
+        else:
+            nxt = {n: self.merge(cand[n]) for n in g.names}
+        if idempotent and improving_cycle(k, now, nxt):
+            raise improving_cycle_error(self.S, g.names, nxt, k)
+        rows_in = sum(t.rows for t in delta.values())
+        derived = sum(t.rows for ts in cand.values() for t in ts)
+        return now, nxt, Round(g.names, k, _sizes(nxt), where, 0.0, rows_in, derived, reads)
 
     def idempotent_on(self, tables: list[Table], check: bool = True) -> bool:
         """:func:`idempotent_on` for this program's semiring."""
@@ -403,11 +431,13 @@ class _Evaluation:
 
     def candidates(
         self, g: _Group, old: dict[str, Table], delta: dict[str, Table]
-    ) -> tuple[dict[str, list[Table]], list[str]]:
-        """Every recursive rule's delta terms for the change ``delta`` of ``old``."""
+    ) -> tuple[dict[str, list[Table]], tuple[str, ...], tuple[str, ...]]:
+        """Every recursive rule's delta terms for the change ``delta`` of ``old``, where
+        they ran, and the inputs kept in Spark that driver-side lookups read."""
         p = self.p
         cand: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
-        where: list[str] = []
+        where: set[str] = set()
+        reads: set[str] = set()
         for i in g.recursive:
             r = p.rules[i]
             changes = {
@@ -415,56 +445,28 @@ class _Evaluation:
             }
             if not changes:
                 continue
+            rels = self.relations(r, old)
             res = solve_delta(
                 p._queries[i],
-                self.relations(r, old),
+                rels,
                 changes,
                 order=self.opts["order"],
                 join=self.opts["join"],
                 local=self.opts["backend"] != "spark",
             )
-            where.append(res.where)
+            where.add(res.where)
+            if res.where == "driver":  # lookups of rows kept in Spark: filtered scans
+                reads |= {n for n, f in rels.items() if n not in changes and not f.is_local}
             cand[r.name].append(self.table(r.name, res.change))
-        return cand, sorted(set(where))
+        return cand, tuple(sorted(where)), tuple(sorted(reads))
 
-    def record(self, g: _Group, k: int, delta: dict[str, Table], where: list[str]) -> None:
-        sizes = tuple((n, int(t.rows)) for n, t in delta.items())
-        self.rounds.append(Round(g.names, k, sizes, tuple(where)))
 
-    def refuse(self, g: _Group, delta: dict[str, Table]) -> None:
-        raise nonconvergence(self.S, g.names, delta, self.max_rounds)
+def _sizes(delta: Mapping[str, Table]) -> tuple[tuple[str, int], ...]:
+    return tuple((n, int(t.rows)) for n, t in delta.items())
 
-    def witnesses(self, name: str) -> pd.DataFrame:
-        """Per key of ``name``, the bound variables of the first rule attaining its value
-        (named as in that rule, with ``_`` appended while a name is one of ``name``'s
-        key names; None where the rule has no such variable)."""
-        p = self.p
-        final = self.state[name]
-        head = p.vars[name]
-        want = pd.DataFrame({v: c for v, c in zip(head, final.cols, strict=True)})
-        want["value"] = final.values if final.values is not None else self.S.one
-        found = want[list(head)].copy()
-        done = np.zeros(len(found), dtype=bool)
-        for i, r in enumerate(p.rules):
-            if r.name != name:
-                continue
-            names = dict(zip(r.head, head, strict=True))
-            for b in r.bound:
-                names[b] = b
-                while names[b] in head:
-                    names[b] += "_"
-                if names[b] not in found:
-                    found[names[b]] = None
-            f = p._queries[i].solve(witness=True, **self.opts, **self.relations(r))
-            w = f.witness_frame.rename(columns=names)
-            w = w.astype({names[b]: object for b in r.bound})  # a left merge keeps ints
-            m = want.merge(w, on=list(head), how="left", suffixes=("", "_rule"), indicator=True)
-            hit = (m["_merge"] == "both").to_numpy() & ~done
-            hit &= (m["value_rule"] == m["value"]).to_numpy()
-            for b in r.bound:
-                found.loc[hit, names[b]] = m.loc[hit, names[b]].to_numpy()
-            done |= hit
-        return found
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
 
 
 def _reachable(n: str, deps: Mapping[str, set[str]]) -> set[str]:

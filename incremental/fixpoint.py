@@ -27,21 +27,26 @@ read no changed relation is left as it is.  Inside a group, by the semiring:
      semi-naive rounds that continue from the remaining state.
 
 * **rings and counting** (``integer``, ``real``, counting in ℤ), a *linear*
-  group (every recursive rule reads one atom of the group): the change ΔD is
-  the sum of rounds ``X₀ = Δ(rules)`` for the input changes over the old
-  relations, ``Xₖ₊₁ = Δ(recursive rules)`` for the change ``Xₖ`` over the new
-  inputs and ``D + X₀ + … + Xₖ₋₁`` (DBSP's nested delta: the same delta rule
-  with old and new relations).
-* otherwise (a non-linear ring program, ``log``, a user semiring whose ⊕ is not
-  idempotent): the group is recomputed from its base rules, as a batch solve
-  does, and compared with the old relations.
+  recursive group (every recursive rule reads one atom of the group): the view keeps
+  the batch's rounds ``Δ₀, Δ₁, …`` (their sum is the group's state) and maintains
+  them, every round at once (:mod:`incremental.traced`): the new rounds are exactly
+  the batch solve's, so a tick ends where they end and is refused where the batch is.
+  (Continuing from the old state instead finds *a* solution of ``D = b + M·D``, not
+  always the least one, and may diverge where the new fixpoint is finite.)  A group
+  without recursive rules is one delta step.
+* otherwise (a non-linear ring or counting program, ``log``, a user semiring whose
+  ⊕ is not idempotent): the group is recomputed from its base rules, as a batch
+  solve does, and compared with the old relations at every key either holds.
 
 Every round runs through the planner and executor (:func:`faq.solve_delta`,
-:meth:`faq.Query.solve`); the numpy work is the ⊕-merge of each round's rows.
-A fixpoint that does not converge raises the batch's error
-(:func:`faq.recursion.nonconvergence`), and a min-plus or max-plus round is
-refused early by :func:`faq.recursion.negative_cycle`.  Nothing is changed in
-place: a refused tick leaves the caller's relations as they were.
+:meth:`faq.Query.solve`); the numpy work is the ⊕-merge of each round's rows.  A
+fixpoint that does not exist is refused with the batch's error
+(:class:`faq.plan.DivergenceError`) when the batch would refuse it: an idempotent
+group when a round proves an improving cycle (:func:`faq.plan.improving_cycle`: no
+bound on the rounds otherwise, so long chains converge), any other after
+``max_rounds`` rounds, and any tick that derives a value outside the semiring's
+domain or overflows.  Nothing is changed in place: a refused tick leaves the
+caller's relations as they were.
 """
 
 from __future__ import annotations
@@ -55,12 +60,20 @@ import numpy as np
 import semirings
 from faq import Factor, Program, Query, solve_delta
 from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
-from faq.plan import idempotent_on, negative_cycle, nonconvergence
+from faq.plan import (
+    idempotent_on,
+    improving_cycle,
+    improving_cycle_error,
+    nonconvergence,
+    outside_domain,
+    overflowed,
+)
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime
-from incremental.tables import at_groups, drop_zeros, empty_table
+from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table
 from incremental.terms import recompute_groups, solve
+from incremental.traced import Rounds, maintain, plus_at
 from semirings import Semiring
 from semirings.local import equal, local_ops
 
@@ -98,10 +111,20 @@ class Fixpoint:
     how : How
         Variable order, join method and ``local`` of every delta query.
     max_rounds : int
-        Most rounds per group and tick (over-delete and semi-naive rounds each).
+        Most semi-naive rounds per group and tick where ⊕ is not idempotent.
+    traces : mapping, optional
+        The rounds of every linear recursive ring group before the tick (from the
+        previous tick's :attr:`traces`); after :meth:`apply`, :attr:`traces` holds the
+        new ones.
     """
 
-    def __init__(self, program: Program, how: How, max_rounds: int) -> None:
+    def __init__(
+        self,
+        program: Program,
+        how: How,
+        max_rounds: int,
+        traces: Mapping[tuple[str, ...], Rounds] | None = None,
+    ) -> None:
         self.p = program
         self.S = program.semiring
         self.W = working_semiring(self.S)
@@ -111,6 +134,8 @@ class Fixpoint:
         self.queries = [Query(r, self.W) for r in program.rules]
         self.terms: list[Any] = []
         self.where: set[str] = set()
+        #: the rounds of every linear recursive ring group (see the module docstring)
+        self.traces: dict[tuple[str, ...], Rounds] = dict(traces or {})
 
     # -- one tick -----------------------------------------------------------------------------
     def apply(
@@ -134,7 +159,10 @@ class Fixpoint:
             if self.S.idempotent or self._idempotent(g, old, diffs):
                 after, touched = self._dred(g, old, new, diffs)
             elif regime(self.S) in ("ring", "counting") and self._linear(g):
-                after, touched = self._ring(g, old, new, diffs)
+                if g.recursive:
+                    after, touched = self._traced(g, old, new, diffs)
+                else:
+                    after, touched = self._ring(g, old, new, diffs)
             else:
                 after, touched = self._recompute(g, new)
             for n in g.names:
@@ -187,11 +215,11 @@ class Fixpoint:
             if at.rows:
                 rels = {m: rest[m] for m in r.relations}
                 got, terms, where = recompute_groups(r, self.W, rels, at, self.how)
-                self._report(terms, where)
+                self.report(terms, where)
                 seeds[r.name].append(self.renamed(r.name, got))
             changes = {m: better[m] for m in r.relations if m in better and better[m].rows}
             if changes:
-                seeds[r.name].append(self._delta(i, rest, changes))
+                seeds[r.name].append(self.delta(i, rest, changes))
         delta = {n: self._improving(rest[n], self.merge(seeds[n])) for n in g.names}
         after, touched = self.rounds(g, rest, delta, idempotent=True)
         for n in g.names:
@@ -212,7 +240,7 @@ class Fixpoint:
                 r = self.p.rules[i]
                 changes = {m: frontier[m] for m in r.relations if m in frontier}
                 if changes:
-                    cand[r.name].append(self._delta(i, old, changes))
+                    cand[r.name].append(self.delta(i, old, changes))
             frontier = {}
             for n in g.names:
                 if not cand[n]:
@@ -239,16 +267,39 @@ class Fixpoint:
         new: Mapping[str, LocalKeyed],
         diffs: Mapping[str, Diff],
     ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
-        """A linear group in a ring or counting: the delta rounds from the old state."""
+        """A group without recursive rules in a ring or counting: one delta step."""
         changes = {n: self.minus(d) for n, d in diffs.items()}
         seeds: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
-        for i in (*g.base, *g.recursive):
+        for i in g.base:
             r = self.p.rules[i]
             ch = {m: changes[m] for m in r.relations if m in changes and changes[m].rows}
             if ch:
-                seeds[r.name].append(self._delta(i, old, ch))
+                seeds[r.name].append(self.delta(i, old, ch))
         delta = {n: self.merge(seeds[n]) for n in g.names}
         return self.rounds(g, dict(new), delta, idempotent=False)
+
+    def _traced(
+        self,
+        g: Any,
+        old: Mapping[str, LocalKeyed],
+        new: Mapping[str, LocalKeyed],
+        diffs: Mapping[str, Diff],
+    ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]]:
+        """A linear recursive group in a ring or counting: its rounds maintained
+        (:mod:`incremental.traced`); refused where the batch's rounds are."""
+        changes = {n: self.minus(d) for n, d in diffs.items() if n not in g.names}
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                was = self.traces.get(g.names)
+                after, change, rounds = maintain(self, g, old, new, changes, was)
+        except OverflowError as exc:
+            raise overflowed(self.S, g.names, None, exc) from exc
+        values = {n: a.at(change[n].cols) for n, a in after.items()}
+        bad = outside_domain(self.W, g.names, values, None)
+        if bad is not None:
+            raise bad
+        self.traces[g.names] = rounds
+        return after, {n: [change[n]] for n in g.names}
 
     def _recompute(
         self, g: Any, new: Mapping[str, LocalKeyed]
@@ -280,34 +331,56 @@ class Fixpoint:
         relation, the keys every round changed."""
         touched: dict[str, list[Table]] = {n: [delta[n]] for n in g.names}
         k = 0
-        while any(d.rows for d in delta.values()):
-            k += 1
-            if k > self.max_rounds:
-                raise nonconvergence(self.S, g.names, delta, self.max_rounds)
-            # idempotent: a round's change holds the new annotations, put in place
-            step = _put if idempotent else _plus
-            now = {n: step(rels[n], delta[n], self.o) for n in g.names}
-            cand: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
-            for i in g.recursive:
-                r = self.p.rules[i]
-                ch = {m: delta[m] for m in r.relations if m in delta and delta[m].rows}
-                if ch:
-                    cand[r.name].append(self._delta(i, rels, ch))
-            if idempotent:
-                if not self.S.idempotent:
-                    idempotent_on(self.S, [t for ts in cand.values() for t in ts])
-                delta = {n: self._improving(now[n], self.merge(cand[n])) for n in g.names}
-            else:
-                delta = {n: self.merge(cand[n]) for n in g.names}
-            if negative_cycle(self.S, k, now, delta):
-                raise nonconvergence(self.S, g.names, delta, k, cycle=True)
-            rels = {**rels, **now}
-            for n in g.names:
-                touched[n].append(delta[n])
+        # values leaving the domain (inf, NaN) are refused below, not warned about
+        with np.errstate(over="ignore", invalid="ignore"):
+            while any(d.rows for d in delta.values()):
+                k += 1
+                if not idempotent and k > self.max_rounds:
+                    raise nonconvergence(self.S, g.names, delta, self.max_rounds)
+                try:
+                    now, delta = self._round(g, rels, delta, idempotent, k)
+                except OverflowError as exc:
+                    raise overflowed(self.S, g.names, k, exc) from exc
+                if idempotent and improving_cycle(k, now, delta):
+                    raise improving_cycle_error(self.S, g.names, delta, k)
+                rels = {**rels, **now}
+                for n in g.names:
+                    touched[n].append(delta[n])
         return {n: rels[n] for n in g.names}, touched
 
+    def _round(
+        self,
+        g: Any,
+        rels: dict[str, LocalKeyed],
+        delta: dict[str, Table],
+        idempotent: bool,
+        k: int,
+    ) -> tuple[dict[str, LocalKeyed], dict[str, Table]]:
+        """Round ``k``: the group's relations with ``delta`` in place, and the next change."""
+        if idempotent:  # a round's change holds the new annotations, put in place
+            now = {n: _put(rels[n], delta[n], self.o) for n in g.names}
+            values = delta
+        else:
+            now, values = {}, {}
+            for n in g.names:
+                now[n], _, values[n] = plus_at(rels[n], delta[n], self.o)
+        bad = outside_domain(self.W, g.names, values, k - 1)
+        if bad is not None:
+            raise bad
+        cand: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
+        for i in g.recursive:
+            r = self.p.rules[i]
+            ch = {m: delta[m] for m in r.relations if m in delta and delta[m].rows}
+            if ch:
+                cand[r.name].append(self.delta(i, rels, ch))
+        if not idempotent:
+            return now, {n: self.merge(cand[n]) for n in g.names}
+        if not self.S.idempotent:
+            idempotent_on(self.S, [t for ts in cand.values() for t in ts])
+        return now, {n: self._improving(now[n], self.merge(cand[n])) for n in g.names}
+
     # -- helpers ------------------------------------------------------------------------------
-    def _delta(self, i: int, rels: Mapping[str, LocalKeyed], changes: dict[str, Table]) -> Table:
+    def delta(self, i: int, rels: Mapping[str, LocalKeyed], changes: dict[str, Table]) -> Table:
         """The delta terms of rule ``i`` for ``changes`` ⊕-ed into ``rels``."""
         r = self.p.rules[i]
         res = solve_delta(
@@ -318,10 +391,10 @@ class Fixpoint:
             join=self.how[1],
             local=self.how[2],
         )
-        self._report(res.terms, res.where)
+        self.report(res.terms, res.where)
         return self.renamed(r.name, res.change.to_table())
 
-    def _report(self, terms: Any, where: str) -> None:
+    def report(self, terms: Any, where: str) -> None:
         self.terms.extend(terms)
         self.where.add(where)
 
@@ -360,7 +433,8 @@ class Fixpoint:
         if not keys:
             e = empty_table(before.vars, self.o)
             return Diff(e, e)
-        cols = group_reduce(concat(keys, self.o), keys[0].vars, self.o).cols
+        # the distinct keys, whatever their values (a ⊕ of them could cancel to zero)
+        cols = distinct_keys(concat(keys, self.o).cols)
         at = Table(before.vars, cols, None)
         now = at_groups(after.at(cols), at, self.o)
         new, was = changed_rows(before.at(cols), now, self.o)
@@ -388,15 +462,6 @@ def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             same |= np.abs(a - b) <= _RTOL * np.maximum(np.abs(a), np.abs(b))
     return same
-
-
-def _plus(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
-    """``kt ⊕ t`` (an empty relation takes ``t``'s key types)."""
-    if not t.rows:
-        return kt
-    if not kt.rows:
-        return LocalKeyed.of(drop_zeros(t, o), o)
-    return kt.plus(t)[0]
 
 
 def _put(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:

@@ -14,7 +14,8 @@ deltas in the same format with the same checks (:func:`incremental.deltas.read_d
 Its state is in the driver: every input relation (and its rows or counts) and
 every defined relation as keyed tables.  Each tick updates the defined
 relations by :class:`incremental.fixpoint.Fixpoint` (delete and rederive for an
-idempotent ⊕, delta rounds for rings and counting) and commits all or nothing.
+idempotent ⊕, the batch's rounds maintained for linear rings and counting, a recompute
+otherwise) and commits all or nothing.
 A program view has no ``state_dir`` (not durable) and no Spark state: both are
 refused with a ValueError.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ from incremental.tables import (
     repeat_reduce,
     row_counts,
 )
+from incremental.traced import Rounds
 from incremental.view import PROGRAM_VIEW, STATES, IncrementalView, check_batch_id
 from semirings.local import local_ops
 
@@ -63,11 +65,13 @@ log = logging.getLogger("faq.incremental")
 
 @dataclass(frozen=True)
 class _State:
-    """Every relation (annotation per key, in the working semiring) and, per input
-    relation, its rows (a multiset) or row counts (boolean); immutable."""
+    """Every relation (annotation per key, in the working semiring), per input relation
+    its rows (a multiset) or row counts (boolean), and the rounds of every linear
+    recursive ring group (:class:`incremental.traced.Rounds`); immutable."""
 
     rels: dict[str, LocalKeyed]
     rows: dict[str, LocalKeyed]
+    traces: Mapping[tuple[str, ...], Rounds] = field(default_factory=dict)
 
 
 class ProgramView(IncrementalView):
@@ -246,11 +250,11 @@ class ProgramView(IncrementalView):
             if diffs[name].new.rows:
                 rels[name] = rel
         max_rounds = self.max_rounds or settings().max_rounds
-        engine = Fixpoint(self.program, self._how(), max_rounds)
+        engine = Fixpoint(self.program, self._how(), max_rounds, st.traces)
         new, changed = engine.apply(st.rels, rels, diffs)
         answer = changed.get(self.program.answer)
         change = engine.change(answer) if answer is not None else self._empty_table()
-        return _State(new, rows), change, engine
+        return _State(new, rows, engine.traces), change, engine
 
     def _input(self, name: str, d: Rows) -> tuple[LocalKeyed, LocalKeyed, Diff]:
         """Input relation ``name`` after delta ``d``: its annotations, rows and Diff."""

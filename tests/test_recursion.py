@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +13,10 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
+import faq
+import semirings
 from faq import Factor, query
+from faq.plan import DivergenceError
 from faq.recursion import Program
 from faq.reference import reference_fixpoint
 from faq.rule import split_rules
@@ -200,14 +205,48 @@ def test_explain_shows_rounds_and_delta_sizes(spark):
     S, E = nodes({(0,): 0.0}), edges({(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0})
     run = sp.run(S=S, E=E)
     text = sp.explain(run)
-    assert text == sp.explain(S=S, E=E) == run.explain()
+    assert text == run.explain()
+    assert SECONDS.sub("_", text) == SECONDS.sub("_", sp.explain(S=S, E=E))
     assert "group D (recursive)" in text
-    assert "round 0: ΔD 1 rows" in text
-    assert "round 1: ΔD 2 rows [driver]" in text
-    assert "round 2: ΔD 1 rows [driver]" in text
-    assert "round 3: ΔD 0 rows" in text
+    assert "round 0: ΔD 1 rows [driver]; base rules;" in text
+    assert "round 1: ΔD 2 rows [driver]; read 1 rows of Δ, derived 2;" in text
+    assert "round 2: ΔD 1 rows [driver]; read 2 rows of Δ, derived 1;" in text
+    assert "round 3: ΔD 0 rows [driver]; read 1 rows of Δ, derived 0;" in text
     assert [dict(r.delta)["D"] for r in run.rounds] == [1, 2, 1, 0]
     assert "round 1: ΔD 2 rows [spark]" in sp.explain(S=S, E=E, backend="spark")
+
+
+SECONDS = re.compile(r"\d+\.\d+ s\b")
+
+
+def test_explain_of_a_program_on_spark_says_where_rounds_ran_and_what_they_cost(spark):
+    """With ``local_rows=0`` the inputs stay in Spark and every round's driver-side delta
+    rule fetches rows of E by filtered Spark scans: each round is labelled with them, and
+    the rounds' wall times (Spark jobs included) add up to the run's (issue 37, point 7;
+    every round read "[driver]" with no time at all)."""
+    sp = query(SSSP, semiring="min-plus")
+    E = spark.createDataFrame([(i, i + 1, 1.0) for i in range(4)], ["a", "b", "value"])
+    S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
+    with faq.settings(local_rows=0):
+        t0 = time.perf_counter()
+        run = sp.run(S=S, E=E)
+        wall = time.perf_counter() - t0
+    assert run.result.to_dict() == {(i,): float(i) for i in range(5)}
+    text = sp.explain(run)
+    rounds = [r for r in run.rounds if r.round > 0]
+    assert len(rounds) == 5 and all(r.spark_reads == ("E",) for r in rounds)
+    assert all(r.where == ("driver",) for r in rounds)
+    for r in rounds:
+        line = f"round {r.round}: ΔD {dict(r.delta)['D']} rows [driver; lookups in Spark: E]"
+        assert line in text, text
+        assert r.rows_in == 1 and r.seconds > 0
+    assert run.rounds[0].where == ("spark",)  # S read where it is kept
+    assert "inputs read and checked:" in text and f"total {run.seconds:.2f} s" in text
+    assert 0.8 * wall <= run.seconds <= wall, (run.seconds, wall)
+    # in the driver: no lookups in Spark
+    local = sp.run(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1.0}))
+    assert all(r.spark_reads == () for r in local.rounds)
+    assert "lookups in Spark: E" not in sp.explain(local)
 
 
 def test_nonlinear_transitive_closure_in_counting_on_a_dag(spark):
@@ -257,7 +296,7 @@ def check_against_reference(S, text, E, src, backend):
     run = q.run(backend=backend, **rels)
     got = run.result.to_dict()
     if backend == "spark":  # every recursive round's joins ran as Spark queries
-        assert all(r.where in ((), ("spark",)) for r in run.rounds)
+        assert all(r.where in ((), ("spark",)) for r in run.rounds if r.round)
     ref = {"E": E, "S": src}
     want = reference_fixpoint(text, S, {n: ref[n] for n in q.inputs})[q.answer]
     assert got == pytest.approx(want)
@@ -370,3 +409,168 @@ def test_a_dataframe_input_is_read_once_not_in_every_round(spark):
     assert run.result.to_dict() == {(i,): float(i) for i in range(13)}
     assert len(run.rounds) == 14 and all(r.where in ((), ("driver",)) for r in run.rounds)
     assert jobs <= 4, jobs  # one read per input (and Spark's size estimates), not per round
+
+
+# -- divergence is refused, never answered (issue 37, point 3) ---------------------------------
+def test_max_product_diverging_to_infinity_is_refused():
+    # the issue's reproduction: it answered {(0,): inf, (1,): inf} after 312 rounds
+    E = Factor.from_dict({(0, 0): 10.0, (0, 1): 0.5}, vars=["a", "b"], semiring="max-product")
+    S = Factor.from_dict({(0,): 1.0}, vars=["a"], semiring="max-product")
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="max-product")
+    with pytest.raises(DivergenceError, match=r"'D' does not converge.*after 3 rounds.*above 1"):
+        sp.solve(S=S, E=E)
+    for w in (2.0, 1e100):  # weight 2.0 was refused after max_rounds, 1e100 answered inf
+        E = Factor.from_dict({(0, 0): w, (0, 1): 0.5}, vars=["a", "b"], semiring="max-product")
+        with pytest.raises(ValueError, match="does not converge"):
+            sp.solve(S=S, E=E)
+    # a weight-1 cycle improves nothing: the fixpoint exists
+    E = Factor.from_dict({(0, 0): 1.0, (0, 1): 0.5}, vars=["a", "b"], semiring="max-product")
+    assert sp.solve(S=S, E=E).to_dict() == {(0,): 1.0, (1,): 0.5}
+
+
+@pytest.mark.parametrize(
+    ("S", "E", "words"),
+    [
+        # no cycle: the values leave the domain all the same (a product past the floats)
+        ("max-product", {(0, 1): 1e200, (1, 2): 1e200}, r"round 2 derives D\(2,\) = inf"),
+        ("min-plus", {(0, 1): -1e308, (1, 2): -1e308}, r"round 2 derives D\(2,\) = -inf"),
+        ("real", {(0, 1): 1e200, (1, 2): 1e200}, r"round 2 derives D\(2,\) = inf"),
+        ("real", {(0, 1): 1e300, (0, 2): 1e300, (1, 3): 1e300, (2, 3): 1e300}, r"= inf"),
+        # 2**70 paths, or a cycle doubling: past 64 bits (it raised a bare OverflowError)
+        ("counting", {(i, i + 1): 2 for i in range(70)}, "round 63 overflows"),
+        ("counting", {(0, 0): 2, (0, 1): 1}, "overflows"),
+        ("integer", {(0, 0): -3}, "overflows"),
+    ],
+)
+def test_values_outside_the_semiring_are_refused_by_its_own_check(S, E, words):
+    sp = query(SSSP, semiring=S)
+    one = semirings.get(S).one
+    with pytest.raises(DivergenceError, match=f"does not converge in '{S}'.*{words}"):
+        sp.solve(S=nodes({(0,): one}, S), E=edges(E, S))
+
+
+def test_min_plus_infinity_is_its_zero_not_a_divergence(spark):
+    # +inf is min-plus's zero (in its domain): an unreachable node is simply absent
+    sp = query(SSSP, semiring="min-plus")
+    out = sp.solve(S=nodes({(0,): 0.0}), E=edges({(0, 1): 1e308, (1, 2): 1e308}))
+    assert out.to_dict() == {(0,): 0.0, (1,): 1e308}  # 1e308 + 1e308 = inf: no path
+
+
+def test_a_long_chain_of_a_selective_semiring_converges_past_max_rounds(spark):
+    # bound by the keys, not max_rounds: 1,500 rounds (it was refused after 1000)
+    n = 1500
+    sp = query(SSSP, semiring="min-plus")
+    E = edges({(i, i + 1): 1.0 for i in range(n)})
+    got = sp.solve(S=nodes({(0,): 0.0}), E=E).to_dict()
+    assert got == {(i,): float(i) for i in range(n + 1)}
+    reach = query(SSSP, semiring="boolean")
+    B = edges({(i, i + 1): True for i in range(60)}, "boolean")
+    got = reach.solve(S=nodes({(0,): True}, "boolean"), E=B, max_rounds=5).to_dict()
+    assert len(got) == 61
+    # a ring still obeys max_rounds: 60 rounds of path counts refused after 5
+    paths = query(SSSP, semiring="counting")
+    C = edges({(i, i + 1): 1 for i in range(60)}, "counting")
+    with pytest.raises(DivergenceError, match="after 5 rounds"):
+        paths.solve(S=nodes({(0,): 1}, "counting"), E=C, max_rounds=5)
+
+
+# -- paths along witnesses (issue 37, point 9) --------------------------------------------------
+def check_paths(out: Factor, E: dict, sources: dict, dist: dict) -> None:
+    """Every key's path starts at a source, follows edges of E and costs its distance."""
+    for (v,), d in dist.items():
+        p = out.path((v,))
+        assert p[-1] == (v,) and p[0] in sources, p
+        cost = sources[p[0]] + sum(E[(a, b)] for (a,), (b,) in zip(p, p[1:], strict=False))
+        assert cost == pytest.approx(d), (v, p, cost, d)
+        assert len(set(p)) == len(p), p
+
+
+@settings(max_examples=15)
+@given(
+    st.integers(2, 9),
+    st.dictionaries(
+        st.tuples(st.integers(0, 8), st.integers(0, 8)).filter(lambda e: e[0] != e[1]),
+        st.sampled_from([0.0, 1.0, 2.0, 3.5]),
+        max_size=25,
+    ),
+    st.sets(st.integers(0, 8), min_size=1, max_size=2),
+)
+def test_paths_follow_witnesses_and_cost_the_scipy_distance(n, E, srcs):
+    E = {(a % n, b % n): w for (a, b), w in E.items() if a % n != b % n}
+    sources = {(s % n,): 0.0 for s in srcs}
+    sp = query(SSSP, semiring="min-plus")
+    out = sp.solve(S=nodes(sources), E=edges(E), witness=True)
+    # scipy: 0-weight edges need an explicit graph (a dense 0 means no edge)
+    g = csr_matrix((list(E.values()), ([a for a, _ in E], [b for _, b in E])), shape=(n, n))
+    g.data[g.data == 0] = 1e-300  # zero-weight edges kept (csgraph drops explicit zeros)
+    want = dijkstra(g, indices=[s for (s,) in sources], min_only=True)
+    dist = {(v,): float(round(d, 6)) for v, d in enumerate(want) if np.isfinite(d)}
+    assert out.to_dict() == pytest.approx(dist)
+    check_paths(out, E, {k: 0.0 for k in sources}, dist)
+
+
+def test_path_of_the_design_example_and_ties_on_zero_weight_cycles(spark):
+    sp = query(SSSP, semiring="min-plus")
+    E = {(0, 1): 4.0, (0, 2): 1.0, (2, 1): 2.0, (1, 3): 1.0, (3, 7): 2.0}
+    E |= {(7, 8): 0.0, (8, 7): 0.0, (9, 7): 0.0, (8, 9): 0.0}  # 7, 8, 9 tie at 7.0
+    out = sp.solve(S=nodes({(0,): 0.0}), E=edges(E), witness=True)
+    assert out.path((7,)) == [(0,), (2,), (1,), (3,), (7,)]
+    assert out.path(7) == out.path((7,))  # a bare value for an answer of one variable
+    assert out.path((9,)) == [(0,), (2,), (1,), (3,), (7,), (8,), (9,)]
+    assert out.path((0,)) == [(0,)]
+    check_paths(out, E, {(0,): 0.0}, out.to_dict())
+    # max-product, weight-1 edges tie too; a path is the product of its edges
+    mp = query(SSSP, semiring="max-product")
+    P = {(0, 1): 0.5, (1, 2): 1.0, (2, 1): 1.0, (0, 2): 0.25}
+    best = mp.solve(S=nodes({(0,): 1.0}, "max-product"), E=edges(P, "max-product"), witness=True)
+    assert best.path((2,)) == [(0,), (1,), (2,)]
+
+
+def test_path_errors_are_clear(spark):
+    sp = query(SSSP, semiring="min-plus")
+    S, E = nodes({(0,): 0.0}), edges({(0, 1): 1.0, (1, 2): 1.0})
+    out = sp.solve(S=S, E=E, witness=True)
+    with pytest.raises(ValueError, match=r"key \(5,\) is not in the answer 'D' \(3 keys\)"):
+        out.path((5,))
+    with pytest.raises(ValueError, match=r"not in the answer 'D'.*keys have 1 value"):
+        out.path((1, 2))
+    with pytest.raises(ValueError, match="no witness paths: solve a program with witness=True"):
+        sp.solve(S=S, E=E).path((1,))
+    with pytest.raises(ValueError, match="no witness paths"):
+        query("Q(b) :- E(a, b)", semiring="min-plus").solve(E=E, witness=True).path((1,))
+    closure = query("T(x, y) :- E(x, y)\nT(x, z) :- T(x, y), T(y, z)", semiring="min-plus")
+    t = closure.solve(E=E, witness=True)
+    with pytest.raises(ValueError, match=r"reads 2 atoms of the recursive.*trees, not paths"):
+        t.path((0, 2))
+
+
+def test_paths_through_mutual_recursion_alternate_relations(spark):
+    text = "Ev(x) :- S(x)\nEv(y) :- Od(x), E(x, y)\nOd(y) :- Ev(x), E(x, y)"
+    E = {(0, 1): 1.0, (1, 2): 1.0, (2, 3): 1.0, (0, 3): 5.0, (3, 4): 1.0}
+    out = query(text, semiring="min-plus").solve(S=nodes({(0,): 0.0}), E=edges(E), witness=True)
+    assert out.to_dict() == {(0,): 0.0, (2,): 2.0, (4,): 4.0}
+    assert out.path((4,)) == [(0,), (1,), (2,), (3,), (4,)]  # an even number of edges
+
+
+@settings(max_examples=15)
+@given(
+    st.dictionaries(
+        st.tuples(st.integers(0, 6), st.integers(0, 6)).filter(lambda e: e[0] != e[1]),
+        st.sampled_from([1.0, 2.0, 3.0, 5.0]),
+        max_size=20,
+    ),
+    st.integers(0, 6),
+    st.sampled_from([2.0, 4.0, math.inf]),
+)
+def test_paths_of_a_user_bottleneck_semiring_attain_its_values(E, src, cap):
+    # ⊗ = min is not strictly monotone: many predecessors tie, and a path still exists
+    widest = semirings.Semiring(name="widest", zero=-math.inf, one=math.inf, add=max, mul=min)
+    sp = query(SSSP, semiring=widest)
+    out = sp.solve(S=nodes({(src,): cap}, widest), E=edges(E, widest), witness=True)
+    for (v,), value in out.to_dict().items():
+        p = out.path((v,))
+        assert p[0] == (src,) and p[-1] == (v,) and len(set(p)) == len(p)
+        width = cap
+        for (a,), (b,) in zip(p, p[1:], strict=False):
+            width = min(width, E[(a, b)])
+        assert width == value, (v, p, width, value)

@@ -334,3 +334,92 @@ def test_keyed_whole_key_lookup_matches_a_scan(rows, keys, changes):
     lead = kt.at_prefix((q[0],))  # the rows whose first column is one of the keys'
     found = pairs(lead)
     assert found == {k: v for k, v in data.items() if k[0] in set(q[0].tolist())}
+
+
+# -- issue 37, points 3 and 4: exact views, divergence refused -----------------------------------
+def test_stale_non_linear_ring_view_is_exact():
+    # the issue's reproduction: step() returned {} and result() stayed {(1, 0): 5}
+    p = query(
+        "A(x, y) :- T(x, y), F(x)\nT(x, y) :- E(x, y)\nT(x, z) :- T(x, y), T(y, z)",
+        semiring="integer",
+    )
+    v = IncrementalView(
+        p,
+        E=pd.DataFrame({"a": [1], "b": [0], "value": [1]}),
+        F=pd.DataFrame({"a": [1], "value": [5]}),
+    )
+    change = v.step(E=pd.DataFrame({"a": [1], "b": [0], "value": [-2]}))
+    assert change.to_dict() == {(1, 0): -10}
+    assert v.result().to_dict() == {(1, 0): -5} and v.relation("T").to_dict() == {(1, 0): -1}
+    # two retractions of one row in a tick
+    gone = pd.DataFrame({"a": [1, 1], "b": [0, 0], "value": [-2, -2], "_weight": [-1, -1]})
+    assert v.step(E=gone).to_dict() == {(1, 0): 20}
+    assert v.result().to_dict() == {(1, 0): 15}
+
+
+def test_a_legal_counting_tick_whose_nested_rounds_diverge_is_accepted():
+    # the issue's reproduction: OverflowError, where the batch answer is {}
+    p = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="counting")
+    v = IncrementalView(p, S=pd.DataFrame({"a": [0]}), E=pd.DataFrame({"a": [1], "b": [2]}))
+    change = v.step(
+        S=pd.DataFrame({"a": [0], "_weight": [-1]}),
+        E=pd.DataFrame({"a": [0], "b": [0], "value": [2]}),
+    )
+    assert change.to_dict() == {(0,): -1} and v.result().to_dict() == {}
+    assert v.relation("E").to_dict() == {(1, 2): 1, (0, 0): 2} and v.tick == 1
+
+
+def test_a_cycle_of_weight_one_left_without_its_source_is_not_kept():
+    # continuing from the old state finds *a* solution of D = S + D·E, D(1) = 2 here, not
+    # the least one: the view keeps the batch's rounds instead
+    p = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="counting")
+    v = IncrementalView(p, S=pd.DataFrame({"a": [0]}), E=pd.DataFrame({"a": [0], "b": [1]}))
+    v.step(S=pd.DataFrame({"a": [0], "_weight": [-1]}), E=pd.DataFrame({"a": [1], "b": [1]}))
+    assert v.result().to_dict() == {}
+    assert v.step(S=pd.DataFrame({"a": [2]}), E=pd.DataFrame({"a": [2], "b": [3]})).to_dict() == {
+        (2,): 1,
+        (3,): 1,
+    }
+
+
+def test_a_tick_diverging_to_infinity_is_refused_and_changes_nothing():
+    p = query(SSSP, semiring="max-product")
+    E = pd.DataFrame({"a": [0], "b": [1], "value": [0.5]})
+    v = IncrementalView(p, S=pd.DataFrame({"a": [0], "value": [1.0]}), E=E)
+    for w in (10.0, 1e100):  # the view answered {(0,): inf, (1,): inf}
+        with pytest.raises(ValueError, match=r"'D' does not converge.*above 1 in max-product"):
+            v.step(E=pd.DataFrame({"a": [0], "b": [0], "value": [w]}))
+        assert v.result().to_dict() == {(0,): 1.0, (1,): 0.5} and v.tick == 0
+        assert v.relation("E").to_dict() == {(0, 1): 0.5}
+    # no cycle, but a product past the floats
+    with pytest.raises(ValueError, match=r"derives D\(3,\) = inf, outside"):
+        v.step(E=pd.DataFrame({"a": [1, 2], "b": [2, 3], "value": [1e200, 1e200]}))
+    assert v.relation("E").to_dict() == {(0, 1): 0.5} and v.tick == 0
+    assert v.step(E=pd.DataFrame({"a": [1], "b": [2], "value": [0.5]})).to_dict() == {(2,): 0.25}
+
+
+def test_a_long_chain_converges_in_a_view_past_max_rounds():
+    # 121 rounds from the empty view, refused under max_rounds=50 before: a selective
+    # semiring's rounds are bound by its keys (the issue's chain: 1,500 under 1,000)
+    n = 120
+    E = pd.DataFrame({"a": range(n), "b": range(1, n + 1), "value": [1.0] * n})
+    sp = query(SSSP, semiring="min-plus")
+    v = IncrementalView(sp, S=pd.DataFrame({"a": [0]}), E=E, max_rounds=50)
+    assert v.result().to_dict() == {(i,): float(i) for i in range(n + 1)}
+    assert v.step(S=pd.DataFrame({"a": [0], "_weight": [-1], "value": [0.0]})).to_dict() == {
+        (i,): math.inf for i in range(n + 1)
+    }
+
+
+def test_a_ring_view_tick_takes_the_steps_its_change_travels_not_every_round():
+    # path counts along a chain of 80: 81 rounds; an edge near the end changes 3 keys
+    n = 80
+    E = pd.DataFrame({"a": range(n), "b": range(1, n + 1)})
+    p = query("P(x) :- S(x)\nP(y) :- P(x), E(x, y)", semiring="counting")
+    v = IncrementalView(p, S=pd.DataFrame({"a": [0]}), E=E)
+    assert v.result().to_dict() == {(i,): 1 for i in range(n + 1)}
+    change = v.step(E=pd.DataFrame({"a": [n - 3], "b": [n - 1]}))
+    assert change.to_dict() == {(n - 1,): 1, (n,): 1}
+    assert len(v.last_step.terms) <= 8, len(v.last_step.terms)  # not one per round
+    v.step(S=pd.DataFrame({"a": [0], "_weight": [-1]}), E=pd.DataFrame({"a": [n], "b": [0]}))
+    assert v.result().to_dict() == {}  # the source gone: a cycle through it counts nothing

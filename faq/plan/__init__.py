@@ -6,10 +6,19 @@
   Spark; Generic Join or binary joins) and the binding orders;
 * :mod:`faq.plan.settings`: every threshold, in one frozen ``Settings``;
 * :mod:`faq.plan.report`: the run's trace and the text of ``explain()``;
-* :mod:`faq.plan.convergence`: when a recursive program's fixpoint is refused.
+* :mod:`faq.plan.convergence`: when a recursive program's fixpoint is refused
+  (``DivergenceError``).
 """
 
-from faq.plan.convergence import idempotent_on, negative_cycle, nonconvergence
+from faq.plan.convergence import (
+    DivergenceError,
+    idempotent_on,
+    improving_cycle,
+    improving_cycle_error,
+    nonconvergence,
+    outside_domain,
+    overflowed,
+)
 from faq.plan.physical import BACKENDS, JOIN_METHODS
 from faq.plan.settings import DEFAULTS, Settings, current
 
@@ -19,7 +28,11 @@ __all__ = [
     "JOIN_METHODS",
     "Settings",
     "current",
+    "DivergenceError",
     "idempotent_on",
-    "negative_cycle",
+    "improving_cycle",
+    "improving_cycle_error",
     "nonconvergence",
+    "outside_domain",
+    "overflowed",
 ]

@@ -1,5 +1,17 @@
-"""Convergence of semi-naive fixpoints: when ⊕ is idempotent, when a round proves a
-negative cycle, and the error that refuses a fixpoint that does not converge.
+"""Convergence of semi-naive fixpoints: when ⊕ is idempotent, when a round proves that a
+fixpoint does not exist, and the error that refuses it.
+
+A recursive group's fixpoint is refused (:class:`DivergenceError`, a ValueError) when
+
+* ⊕ is idempotent and a round proves an *improving cycle* (:func:`improving_cycle`): no
+  bound on the rounds is needed then, the proof comes at the latest one round after the
+  group's keys are all derived;
+* ⊕ is not idempotent (rings, counting, ``log``) and it still changes after
+  ``max_rounds`` rounds;
+* a round derives a value outside the semiring's domain, as the semiring's own value
+  check says (:meth:`semirings.local.LocalOps.valid`: ``inf`` in ``max-product`` or
+  ``real``, NaN anywhere; ``+inf`` is min-plus's zero and in its domain), or its
+  arithmetic leaves the 64-bit integers (``counting``, ``integer``).
 
 Read by batch programs (:mod:`faq.recursion`) and by incremental views of programs
 (:mod:`incremental.fixpoint`).
@@ -12,15 +24,28 @@ from typing import Any
 
 import numpy as np
 
-import semirings
 from semirings import Semiring
 from semirings.local import equal, local_ops
 
 Table = Any
-"""A kernel table (:class:`faq.kernel.Table`: ``rows`` and ``values``); the planning layer
-does not import the kernel."""
+"""A kernel table (:class:`faq.kernel.Table`: ``vars``, ``cols``, ``rows`` and ``values``);
+the planning layer does not import the kernel."""
 
-__all__ = ["idempotent_on", "negative_cycle", "nonconvergence"]
+__all__ = [
+    "DivergenceError",
+    "idempotent_on",
+    "improving_cycle",
+    "improving_cycle_error",
+    "nonconvergence",
+    "outside_domain",
+    "overflowed",
+]
+
+
+class DivergenceError(ValueError):
+    """A recursive program's fixpoint does not exist in its semiring: it still changes
+    after the rounds allowed, a round proves a cycle that improves values forever, or
+    a round derives values outside the semiring's domain.  A ValueError."""
 
 
 def idempotent_on(S: Semiring, tables: list[Table], check: bool = True) -> bool:
@@ -46,60 +71,103 @@ def idempotent_on(S: Semiring, tables: list[Table], check: bool = True) -> bool:
     return not bad.size
 
 
-def negative_cycle(S: Semiring, k: int, now: Mapping[str, Any], delta: Mapping[str, Table]) -> bool:
-    """Whether round ``k`` of a min-plus or max-plus group proves a negative (max-plus:
-    positive) cycle: its change ``delta`` is not empty although the state before it,
-    ``now`` (tables or keyed tables with ``rows``), holds fewer than ``k`` keys.
+def improving_cycle(k: int, now: Mapping[str, Any], delta: Mapping[str, Table]) -> bool:
+    """Whether round ``k`` of a group whose ⊕ is idempotent proves an *improving cycle*:
+    its change ``delta`` is not empty although the state before it, ``now`` (tables or
+    keyed tables with ``rows``), holds fewer than ``k`` keys.
 
-    Why it is sound: ⊗ is + there, so a derivation tree's value is the sum of its
-    leaves.  Without such a cycle, cutting the part of a tree between two nodes of the
-    same key never makes it worse, so every best value has a tree in which no key
-    repeats on a path from the root.  The state before round ``k`` holds every value of
-    a tree of depth ≤ ``k`` (round 0: the base rules, depth 1), and holds the whole
-    fixpoint once ``k`` reaches the deepest of those trees; while it does not, the
-    deepest path has ``k`` distinct keys whose subtrees it holds.  So a change at round
-    ``k`` with fewer than ``k`` keys held means no finite fixpoint.  A state that
-    continues from a sound earlier one (an incremental view's) holds at least as much.
+    Why it is sound, for any idempotent ⊕ (min-plus, max-plus, max-product, boolean, a
+    user max/min semiring).  A derivation tree's value is the ⊗ of its leaves.  Cut
+    the part of a tree between two nodes of the same key: the value changes from
+    ``c ⊗ x`` to ``x``, where ``c`` is the ⊗ of the leaves cut off.  Unless some such
+    ``c`` improves on one (``c ⊕ 1 ≠ 1``: a negative cycle in min-plus, a positive one in
+    max-plus, a product above 1 in max-product), ``c ⊗ x ⊕ x = x`` (distributivity), so
+    cutting never makes a tree better, and every key's value is the ⊕ of trees in which
+    no key repeats on a path from the root.  The state before round ``k`` holds the
+    ⊕ of every tree of depth ≤ ``k`` (round 0: the base rules, depth 1) and holds the
+    whole fixpoint once ``k`` reaches the deepest of those trees; while it does not, the
+    deepest path has ``k`` distinct keys whose (non-zero) subtrees it holds.  So a change
+    at round ``k`` with fewer than ``k`` keys held proves an improving cycle, around
+    which values improve forever; without one, a group converges after at most one
+    round more than it has keys, whatever ``max_rounds`` says.  A state that continues
+    from a sound earlier one (an incremental view's) holds at least as much.
     """
-    if S.name not in _TROPICAL or semirings.get(S.name) is not S:
-        return False
     if not any(t.rows for t in delta.values()):
         return False
     return sum(t.rows for t in now.values()) < k
 
 
-_TROPICAL = ("min-plus", "max-plus")
+def improving_cycle_error(
+    S: Semiring, names: Sequence[str], delta: Mapping[str, Table], k: int
+) -> DivergenceError:
+    """The error refusing a fixpoint whose round ``k`` proves an improving cycle
+    (:func:`improving_cycle`)."""
+    return DivergenceError(
+        f"the fixpoint of relation(s) {_moving(names, delta)} does not converge: still "
+        f"changing after {k} rounds with fewer keys derived, which proves a cycle that "
+        f"improves values each time around it (a negative cycle in min-plus, a positive "
+        f"cycle in max-plus, a product above 1 in max-product; {S.name!r} ⊕ is idempotent, "
+        "so a best value never needs more rounds than there are keys)"
+    )
 
 
 def nonconvergence(
-    S: Semiring,
-    names: Sequence[str],
-    delta: Mapping[str, Table],
-    rounds: int,
-    cycle: bool = False,
-) -> ValueError:
-    """The error refusing a fixpoint still changing (``delta``) after ``rounds`` rounds;
-    ``cycle``: refused early by :func:`negative_cycle`."""
-    moving = [n for n in names if delta[n].rows]
-    if cycle:
-        sign = "positive" if S.name == "max-plus" else "negative"
-        cause = (
-            f"a {sign} cycle: a best value never needs more rounds than there are keys, "
-            f"and round {rounds} still changes with fewer keys derived"
-        )
-    elif S.idempotent:
-        cause = "a negative cycle, say, in min-plus"
-    else:
-        cause = (
-            f"a cycle, say: {S.name!r} ⊕ is not idempotent, so values around a cycle grow forever"
-        )
-    if cycle:
-        return ValueError(
-            f"the fixpoint of relation(s) {', '.join(map(repr, moving))} does not converge: "
-            f"still changing after {rounds} rounds ({cause})"
-        )
-    return ValueError(
-        f"the fixpoint of relation(s) {', '.join(map(repr, moving))} does not converge: "
-        f"still changing after {rounds} rounds ({cause}); "
-        "raise max_rounds if it converges slowly"
+    S: Semiring, names: Sequence[str], delta: Mapping[str, Table], rounds: int
+) -> DivergenceError:
+    """The error refusing a fixpoint still changing (``delta``) after ``rounds`` rounds
+    (a ⊕ that is not idempotent)."""
+    return DivergenceError(
+        f"the fixpoint of relation(s) {_moving(names, delta)} does not converge: "
+        f"still changing after {rounds} rounds (a cycle, say: {S.name!r} ⊕ is not "
+        "idempotent, so values around a cycle grow forever); raise max_rounds if it "
+        "converges slowly"
     )
+
+
+def outside_domain(
+    S: Semiring, names: Sequence[str], tables: Mapping[str, Table], k: int | None
+) -> DivergenceError | None:
+    """The error refusing a fixpoint whose round ``k`` (None: a round not counted) derived
+    a value of ``tables`` that is not in ``S`` (its own value check), or None when every
+    value is in ``S``."""
+    ops = local_ops(S)
+    for n, t in tables.items():
+        if t.values is None or not t.rows:
+            continue
+        with np.errstate(invalid="ignore"):
+            bad = np.flatnonzero(~ops.valid(t.values))
+        if bad.size:
+            i = int(bad[0])
+            key = tuple(_plain(c[i]) for c in t.cols)
+            return DivergenceError(
+                f"the fixpoint of relation(s) {_moving(names, tables)} does not converge in "
+                f"{S.name!r} ({S.domain}): {_round(k)} derives {n}{key!r} = "
+                f"{_plain(t.values[i])!r}, outside the semiring's values ({bad.size:,} "
+                "such key(s)); the values diverge, or grow past what the semiring holds"
+            )
+    return None
+
+
+def overflowed(
+    S: Semiring, names: Sequence[str], k: int | None, exc: OverflowError
+) -> DivergenceError:
+    """The error refusing a fixpoint whose round ``k`` (None: a round not counted)
+    overflowed ``S``'s integers."""
+    return DivergenceError(
+        f"the fixpoint of relation(s) {', '.join(map(repr, names))} does not converge in "
+        f"{S.name!r} ({S.domain}): {_round(k)} overflows ({exc}); the values diverge, or "
+        "grow past what the semiring holds"
+    )
+
+
+def _round(k: int | None) -> str:
+    return "a round" if k is None else f"round {k}"
+
+
+def _moving(names: Sequence[str], tables: Mapping[str, Table]) -> str:
+    moving = [n for n in names if n in tables and tables[n].rows] or list(names)
+    return ", ".join(map(repr, moving))
+
+
+def _plain(x: Any) -> Any:
+    return x.item() if hasattr(x, "item") else x

@@ -117,8 +117,10 @@ class Settings:
         Every this many ticks a Spark-resident view runs both garbage collectors, so
         that Spark's cleaner frees checkpoints and shuffle files no longer referenced.
     max_rounds : int
-        Most rounds a recursive program's fixpoint may take before it is refused
-        (``Program.solve(max_rounds=...)`` overrides it per call).
+        Most rounds a recursive program's fixpoint may take before it is refused,
+        where ⊕ is not idempotent (an idempotent ⊕ is bound by its keys instead:
+        :func:`faq.plan.convergence.improving_cycle`); ``Program.solve(max_rounds=...)``
+        overrides it per call.
     journal_bytes : int
         A durable view appends each tick to a journal (:mod:`incremental.journal`)
         and writes a checkpoint (its relations as Parquet files, a new manifest and
