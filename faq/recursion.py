@@ -33,6 +33,7 @@ cost.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,8 @@ from faq.plan.convergence import (
 from faq.plan.settings import current
 from faq.program_run import ProgramRun, Round
 from faq.query import Query
+
+log = logging.getLogger("faq")
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring
 from semirings.local import local_ops
@@ -387,6 +390,7 @@ class _Evaluation:
         self.rounds.append(Round(g.names, 0, _sizes(delta), tuple(sorted(where)), _since(t0)))
         idempotent = self.S.idempotent or self.idempotent_on(list(delta.values()), check=False)
         k = 0
+        progress = RoundProgress(g.names)
         # values leaving the domain (inf, NaN) are refused below, not warned about
         with np.errstate(over="ignore", invalid="ignore"):
             while g.recursive and any(d.rows for d in delta.values()):
@@ -399,6 +403,8 @@ class _Evaluation:
                 except OverflowError as exc:
                     raise overflowed(self.S, g.names, k, exc) from exc
                 self.rounds.append(replace(rd, seconds=_since(t0)))
+                progress.round(k, rd.delta)
+        progress.done(k)
         for n in g.names:
             self.state[n] = self.merge([old[n], delta[n]])
 
@@ -463,6 +469,35 @@ class _Evaluation:
 
 def _sizes(delta: Mapping[str, Table]) -> tuple[tuple[str, int], ...]:
     return tuple((n, int(t.rows)) for n, t in delta.items())
+
+
+class RoundProgress:
+    """Progress lines of one group's fixpoint on the ``"faq"`` logger (INFO): the round
+    and its Δ at most every ``progress_seconds`` (the first round always), and one line
+    when the group converges, so that a long fixpoint is never silent."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = ", ".join(names)
+        self.every = current().progress_seconds
+        self.start = self.last = time.perf_counter()
+        self.on = log.isEnabledFor(logging.INFO) and self.every > 0
+
+    def round(self, k: int, delta: tuple[tuple[str, int], ...]) -> None:
+        """Round ``k`` made the change ``delta`` (rows per relation)."""
+        now = time.perf_counter()
+        if not self.on or (k > 1 and now - self.last < self.every):
+            return
+        self.last = now
+        sizes = ", ".join(f"Δ{n} {rows:,} rows" for n, rows in delta)
+        log.info("fixpoint of %s: round %d: %s; %.1f s", self.names, k, sizes, now - self.start)
+
+    def done(self, rounds: int) -> None:
+        """The group converged after ``rounds`` rounds."""
+        if self.on and rounds:
+            seconds = time.perf_counter() - self.start
+            log.info(
+                "fixpoint of %s: converged after %d rounds in %.2f s", self.names, rounds, seconds
+            )
 
 
 def _since(t0: float) -> float:

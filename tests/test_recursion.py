@@ -574,3 +574,29 @@ def test_paths_of_a_user_bottleneck_semiring_attain_its_values(E, src, cap):
         for (a,), (b,) in zip(p, p[1:], strict=False):
             width = min(width, E[(a, b)])
         assert width == value, (v, p, width, value)
+
+
+def test_a_long_fixpoint_logs_its_rounds_while_it_runs(caplog, use_settings):
+    """A fixpoint is never silent: with progress on, its rounds and Δ sizes are logged as
+    it goes (at most every progress_seconds; here every round), then its convergence."""
+    import logging
+
+    n = 40
+    E = Factor.from_dict({(i, i + 1): 1.0 for i in range(n)}, vars=["a", "b"], semiring="min-plus")
+    S = Factor.from_dict({(0,): 0.0}, vars=["a"], semiring="min-plus")
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    use_settings(progress_seconds=1e-9)
+    with caplog.at_level(logging.INFO, logger="faq"):
+        assert len(sp.solve(S=S, E=E).to_dict()) == n + 1
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fixpoint")]
+    assert lines[0].startswith("fixpoint of D: round 1: ΔD 1 rows;"), lines[:3]
+    assert any(ln.startswith(f"fixpoint of D: round {n}: ΔD 1 rows;") for ln in lines), lines
+    assert lines[-1].startswith(f"fixpoint of D: converged after {n + 1} rounds in "), lines[-1]
+    caplog.clear()
+    use_settings(progress_seconds=3600.0)  # the first round and the end only
+    with caplog.at_level(logging.INFO, logger="faq"):
+        sp.solve(S=S, E=E)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fixpoint")]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("fixpoint of D: round 1: ΔD 1 rows;"), lines
+    assert lines[1].startswith(f"fixpoint of D: converged after {n + 1} rounds in "), lines
