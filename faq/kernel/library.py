@@ -221,10 +221,13 @@ class Axis:
 
     def keys(self, idx: np.ndarray) -> np.ndarray:
         """The keys at indices ``idx``, of the type of the columns the axis was made from."""
-        idx = np.asarray(idx).astype(np.int64, copy=False)
-        if self.domain is None:
-            return (idx + self.lo).astype(self.dtype, copy=False)
-        return self.domain[idx]
+        idx = np.asarray(idx)
+        idx = idx.view(np.int64) if idx.dtype == np.uint64 else idx.astype(np.int64, copy=False)
+        if self.domain is not None:
+            return self.domain[idx]
+        if self.lo:
+            idx = idx + self.lo
+        return idx.astype(self.dtype, copy=False)
 
 
 def _axis(cols: Sequence[np.ndarray], var: str) -> Axis:

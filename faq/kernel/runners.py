@@ -27,9 +27,27 @@ user-defined one (python-graphblas ``Monoid.register_anonymous`` over a numba
 ``logaddexp``) computes a 100k-node 2-hop at about 1.4× the time of the built-in
 ``min_plus`` but compiles for about 6 s in every process.
 
-The cost model's constants (:class:`Costs`) are seconds per unit of work measured
-on a 2-core machine by ``benchmarks/kernels.py``; only their ratios matter to a
-choice.
+Measured by ``benchmarks/kernels.py`` (one process on a shared 2-core machine, CPU
+seconds of the median of 2 runs after a warm-up; the library's own call on its own
+structures is the reference):
+
+* dense real chain 400×1500·1500×400·400×1500, ``driver/blas``: 0.18 s; numpy
+  ``multi_dot`` 0.09 s; the Generic Join kernel 44 s;
+* sparse real chain, three 200k×200k with 5 non-zeros a row, ``driver/graphblas-mxm``:
+  5.8 s; scipy ``(A @ B) @ C`` 3.0 s; the Generic Join kernel 26 s;
+* min-plus 2-hop, 100k nodes and 500k edges, ``driver/graphblas-mxm``: 0.45 s;
+  GraphBLAS ``mxm(min_plus)`` 0.27 s; the Generic Join kernel 0.56 s;
+* triangle count, 1M-edge power-law graph, ``driver/graphblas-masked``: 1.42 s;
+  GraphBLAS masked ``plus_pair`` 1.24 s; the Generic Join kernel 1.15 s;
+* dense min-plus 400×1500·1500×400, ``driver/blas`` (the compiled loop): 0.20 s;
+  ``driver/graphblas-mxm`` on the same full blocks 1.24 s; the Generic Join kernel 21 s.
+
+The runners' times include keys to indices and back and a sorted output; the
+libraries' calls leave their result in their own structures.  On the scalar triangle
+count the Generic Join kernel does as well as GraphBLAS per core; the masked product
+wins when the step keeps an edge (``Q(a, c)``: 1.3 s against 1.7 s, one thread each).
+:class:`Costs` holds the constants fitted to these runs, so that :func:`ranked` puts the
+Generic Join first on the scalar count.
 """
 
 from __future__ import annotations
@@ -83,13 +101,14 @@ class Params:
     cells : int
         ``driver/blas``: the most cells of one dense array (a factor's or the output's).
     threads : int
-        ``driver/blas``: threads of the compiled dense loop (BLAS and GraphBLAS use their
-        own).
+        Threads of a library runner: GraphBLAS's for the call, and the compiled dense
+        loop's; 0 leaves GraphBLAS's own setting (every core) and runs the loop on one.
+        (BLAS and the Generic Join kernel take theirs elsewhere.)
     """
 
     density: float = 0.5
     cells: int = 1 << 26
-    threads: int = 1
+    threads: int = 0
 
 
 class Stats(Protocol):
@@ -107,15 +126,24 @@ class Stats(Protocol):
 
 @dataclass(frozen=True)
 class Costs:
-    """Seconds per unit of work of each runner (measured by ``benchmarks/kernels.py``).
+    """CPU seconds per unit of work of each runner, on one core.
+
+    Fitted to ``benchmarks/kernels.py`` on a 2-core machine (see the module text); they
+    predict its CPU seconds within about 1.3× except the Generic Join kernel on a 25M-row
+    sparse product (3.5× more than predicted).  GraphBLAS and BLAS spread their work over
+    every core, so their wall time on an idle machine is lower.
 
     Attributes
     ----------
     row : float
-        Reading one input or output row into or out of a library (keys to indices,
-        building the matrix, back to keys).
+        One row materialised: a library's input or output row (keys to indices, the
+        matrix built, back to keys), or an output row of the Generic Join kernel.
     join : float
-        One candidate row of the Generic Join kernel (its estimated work).
+        One candidate row of the Generic Join kernel on an acyclic bag (each is built
+        and ⊕-folded or kept).
+    join_cyclic : float
+        One row of the cheapest pairwise join of a cyclic bag (the kernel intersects
+        instead of building them).
     mxm : float
         One multiplication of a GraphBLAS product (a row of ``L ⋈ R``).
     masked : float
@@ -130,11 +158,12 @@ class Costs:
     """
 
     row: float = 1.5e-7
-    join: float = 6e-8
-    mxm: float = 2.5e-8
-    masked: float = 1e-9
+    join: float = 9e-8
+    join_cyclic: float = 2.2e-9
+    mxm: float = 5e-9
+    masked: float = 1.8e-9
     blas: float = 2e-10
-    loop: float = 1.5e-9
+    loop: float = 8e-10
     cell: float = 5e-9
 
 
@@ -236,7 +265,14 @@ def estimate(
     pair_rows: float | None = None,
     costs: Costs = COSTS,
 ) -> float:
-    """Estimated seconds of the runner ``name`` on a step it applies to.
+    """Estimated CPU seconds of the runner ``name`` on a step it applies to.
+
+    The Generic Join kernel: ``join × work`` on an acyclic bag (``join_cyclic × work`` on
+    a cyclic one) plus ``row`` per output row; a GraphBLAS product: ``row`` per input and
+    output row plus ``mxm`` (``masked``) per multiplication; BLAS and the dense loop:
+    ``cell`` per array cell plus ``blas`` (``loop``) per multiply-add.  Output rows are
+    estimated as the multiplications, at most the product of the kept variables'
+    distinct values and the rows of any factor that holds them all.
 
     Parameters
     ----------
@@ -254,22 +290,44 @@ def estimate(
         The rows of the join of the two factors that share the eliminated variable
         (a product's multiplications), when known exactly; else from the statistics.
     costs : Costs
-        Seconds per unit of work.
+        CPU seconds per unit of work.
     """
     rows = sum(i.rows for i in inputs)
-    if name == GENERIC_JOIN:
-        return costs.join * work
     size = _sizes(inputs)
+    products = pair_rows if pair_rows is not None else _pairs(inputs)
+    out = min(products, math.prod(size[v] for v in keep)) if keep else 1.0
+    out = min([out] + [i.rows for i in inputs if set(keep) <= set(i.vars)])
+    if name == GENERIC_JOIN:
+        if _cyclic([tuple(i.vars) for i in inputs]):
+            return costs.join_cyclic * work + costs.row * out
+        return costs.join * work + costs.row * out
     if name == BLAS:
         cells = sum(math.prod(size[v] for v in i.vars) for i in inputs)
         cells += math.prod(size[v] for v in keep)
         flops = math.prod(size.values())
         sums = semiring.library is not None and semiring.library.sums
         return costs.cell * cells + (costs.blas if sums else costs.loop) * flops
-    products = pair_rows if pair_rows is not None else _pairs(inputs)
-    out = min(products, math.prod(size[v] for v in keep))
     per = costs.mxm if name == GRAPHBLAS_MXM else costs.masked
     return costs.row * (rows + out) + per * products
+
+
+def _cyclic(bag: Sequence[tuple[str, ...]]) -> bool:
+    """True when the bag's hypergraph is not α-acyclic (GYO reduction leaves edges)."""
+    edges = [set(vs) for vs in bag if vs]
+    changed = True
+    while changed and len(edges) > 1:
+        changed = False
+        for v in {v for e in edges for v in e}:  # a variable in one edge only: drop it
+            holders = [e for e in edges if v in e]
+            if len(holders) == 1:
+                holders[0].discard(v)
+                changed = True
+        for i, e in enumerate(edges):  # an edge inside another: drop it
+            if any(j != i and e <= f for j, f in enumerate(edges)):
+                edges.pop(i)
+                changed = True
+                break
+    return len(edges) > 1
 
 
 def _pairs(inputs: Sequence[Stats]) -> float:
@@ -320,19 +378,20 @@ def _generic(
 def _mxm(
     tables: Sequence[Table], order: Sequence[str], keep: Sequence[str], ops: LocalOps, p: Params
 ) -> Table:
-    return graphblas_mxm(tables, keep, ops)
+    return graphblas_mxm(tables, keep, ops, threads=p.threads)
 
 
 def _masked(
     tables: Sequence[Table], order: Sequence[str], keep: Sequence[str], ops: LocalOps, p: Params
 ) -> Table:
-    return graphblas_masked(tables, keep, ops)
+    return graphblas_masked(tables, keep, ops, threads=p.threads)
 
 
 def _blas(
     tables: Sequence[Table], order: Sequence[str], keep: Sequence[str], ops: LocalOps, p: Params
 ) -> Table:
-    return dense_step(tables, keep, ops, density=p.density, cells=p.cells, threads=p.threads)
+    threads = max(p.threads, 1)
+    return dense_step(tables, keep, ops, density=p.density, cells=p.cells, threads=threads)
 
 
 RUNNERS: dict[str, Runner] = {

@@ -28,12 +28,15 @@ leaves 64 bits, since GraphBLAS wraps around where the kernel raises; a
 semiring whose ⊕ selects (max, min, or) needs only its products bounded.  Float
 sums may be added in another order than the kernel's (same values to rounding).
 
-python-graphblas is imported on first use (about 1.5 s); GraphBLAS uses as many
-threads as its ``gb.ss.config["nthreads"]`` says.
+python-graphblas is imported on first use (about 1.5 s).  GraphBLAS uses every core
+unless told otherwise (``threads``: a thread-local ``gb.ss.Context`` for the call), which
+is what a step in the driver wants and not what several Spark cells on one executor want;
+on an oversubscribed machine one thread also spends less CPU than two (they spin-wait).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +83,13 @@ def graphblas() -> Any:
     return gb
 
 
+def _threads(gb: Any, threads: int) -> contextlib.AbstractContextManager[Any]:
+    """GraphBLAS's threads for the calls of this thread in the block (0: unchanged)."""
+    if threads <= 0:
+        return contextlib.nullcontext()
+    return gb.ss.Context(engage=False, nthreads=threads)
+
+
 def _matrix(
     gb: Any,
     rows: np.ndarray,
@@ -90,9 +100,53 @@ def _matrix(
     one: Any,
 ) -> Any:
     """A GraphBLAS matrix of ``t``'s annotations (iso-valued, the semiring's ``one``,
-    without any)."""
-    values: Any = np.asarray(one, dtype=lib.dtype)[()] if t.values is None else t.values
-    return gb.Matrix.from_coo(rows, cols, values, dtype=lib.dtype, nrows=shape[0], ncols=shape[1])
+    without any): imported as CSR (or CSC) without a sort when the rows come sorted
+    that way (tables the kernel made are sorted by their variables), else built."""
+    iso = t.values is None
+    values: Any = np.asarray([one], dtype=lib.dtype) if iso else t.values
+    nrows, ncols = shape
+    common = {"nrows": nrows, "ncols": ncols, "values": values, "dtype": lib.dtype, "is_iso": iso}
+    if _sorted(rows, cols, ncols):
+        return gb.Matrix.ss.import_csr(
+            indptr=_pointers(rows, nrows), col_indices=_u64(cols), sorted_cols=True, **common
+        )
+    if _sorted(cols, rows, nrows):
+        return gb.Matrix.ss.import_csc(
+            indptr=_pointers(cols, ncols), row_indices=_u64(rows), sorted_rows=True, **common
+        )
+    if iso:
+        values = values[0]
+    return gb.Matrix.from_coo(rows, cols, values, dtype=lib.dtype, nrows=nrows, ncols=ncols)
+
+
+def _pointers(major: np.ndarray, n: int) -> np.ndarray:
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(major, minlength=n), out=ptr[1:])
+    return ptr.view(np.uint64)
+
+
+def _u64(idx: np.ndarray) -> np.ndarray:
+    """Non-negative int64 indices seen as the uint64 GraphBLAS takes (no copy)."""
+    return np.ascontiguousarray(idx, dtype=np.int64).view(np.uint64)
+
+
+def _sorted(major: np.ndarray, minor: np.ndarray, span: int) -> bool:
+    """True when the pairs ``(major, minor)`` are strictly increasing (row-major order)."""
+    if len(major) < 2:
+        return True
+    key = major * max(span, 1) + minor
+    return bool(np.all(key[1:] > key[:-1]))
+
+
+def _entries(gb: Any, C: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of ``C`` in row-major order, ``C`` emptied (its arrays moved out)."""
+    d = C.ss.unpack("csr", sort=True)
+    ptr = d["indptr"]
+    rows = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr).astype(np.int64))
+    values = d["values"]
+    if d["is_iso"]:
+        values = np.full(len(rows), values[0] if len(values) else 0, dtype=values.dtype)
+    return rows, d["col_indices"], values
 
 
 def _semiring(gb: Any, lib: LibraryOps, *tables: Table) -> Any:
@@ -119,7 +173,9 @@ def wedges(
     return product_work(idx[shape.left][shape.m], idx[shape.right][shape.m], size_m)
 
 
-def graphblas_mxm(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps) -> Table:
+def graphblas_mxm(
+    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+) -> Table:
     """The step ``⊕_{eliminated} L(x, j) ⊗ R(j, y)`` onto ``keep`` as a GraphBLAS product.
 
     Parameters
@@ -131,6 +187,8 @@ def graphblas_mxm(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps) -
     ops : LocalOps
         The semiring's numpy operations; its semiring must declare
         :class:`~semirings.core.LibraryOps`.
+    threads : int
+        GraphBLAS's threads for this call (0: its own setting, by default every core).
 
     Returns
     -------
@@ -147,7 +205,20 @@ def graphblas_mxm(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps) -
     """
     keep = tuple(keep)
     lib = library_ops(ops)
-    shape: Product = product_shapes([t.vars for t in tables], keep)[0]
+    shape = product_shapes([t.vars for t in tables], keep)[0]
+    gb = graphblas()
+    with _threads(gb, threads):
+        return _mxm(gb, tables, keep, ops, lib, shape)
+
+
+def _mxm(
+    gb: Any,
+    tables: Sequence[Table],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    lib: LibraryOps,
+    shape: Product,
+) -> Table:
     ts = [consolidate(t, ops) for t in tables]
     if any(t.rows == 0 for t in ts):
         return empty(keep, ops)
@@ -157,12 +228,12 @@ def graphblas_mxm(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps) -
     li, ri = _index([L, R], axes)
     if lib.int64:
         _check_product(L, R, li[shape.x], li[shape.j], ri[shape.j], ax, aj, lib, len(keep) == 2)
-    gb, one = graphblas(), ops.semiring.one
+    one = ops.semiring.one
     Lm = _matrix(gb, li[shape.x], li[shape.j], L, (ax.size, aj.size), lib, one)
     Rm = _matrix(gb, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
     if len(keep) == 2:
         C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
-        r, c, v = C.to_coo()
+        r, c, v = _entries(gb, C)
         return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
     monoid = getattr(gb.monoid, lib.monoid)
     semiring = getattr(gb.semiring, lib.semiring)
@@ -200,7 +271,9 @@ def _check_product(
     raise Declined(f"a sum of products could overflow 64 bits (bound {bound:.3g})")
 
 
-def graphblas_masked(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps) -> Table:
+def graphblas_masked(
+    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+) -> Table:
     """The triangle-shaped step ``⊕ L(x, m) ⊗ R(m, y) ⊗ M(x, y)`` as a masked GraphBLAS product.
 
     ``C<M> = L ⊕.⊗ R`` computes only the entries ``(x, y)`` where ``M`` has one; ``C ⊗ M``
@@ -217,6 +290,8 @@ def graphblas_masked(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps
     ops : LocalOps
         The semiring's numpy operations; its semiring must declare
         :class:`~semirings.core.LibraryOps`.
+    threads : int
+        GraphBLAS's threads for this call (0: its own setting, by default every core).
 
     Returns
     -------
@@ -234,6 +309,19 @@ def graphblas_masked(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps
     keep = tuple(keep)
     lib = library_ops(ops)
     shapes = triangle_shapes([t.vars for t in tables], keep)
+    gb = graphblas()
+    with _threads(gb, threads):
+        return _masked(gb, tables, keep, ops, lib, shapes)
+
+
+def _masked(
+    gb: Any,
+    tables: Sequence[Table],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    lib: LibraryOps,
+    shapes: list[Triangle],
+) -> Table:
     ts = [consolidate(t, ops) for t in tables]
     if any(t.rows == 0 for t in ts):
         return empty(keep, ops)
@@ -251,7 +339,7 @@ def graphblas_masked(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps
                 raise Declined(f"a sum of products could overflow 64 bits (bound {bound:.3g})")
         elif not product_fits([L, R, M]):
             raise Declined("a product of three annotations could overflow 64 bits")
-    gb, one = graphblas(), ops.semiring.one
+    one = ops.semiring.one
     Lm = _matrix(gb, li[shape.x], li[shape.m], L, (ax.size, am.size), lib, one)
     Rm = _matrix(gb, ri[shape.m], ri[shape.y], R, (am.size, ay.size), lib, one)
     Mm = _matrix(gb, mi[shape.x], mi[shape.y], M, (ax.size, ay.size), lib, one)
@@ -260,7 +348,7 @@ def graphblas_masked(tables: Sequence[Table], keep: Sequence[str], ops: LocalOps
         C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()
     monoid = getattr(gb.monoid, lib.monoid)
     if len(keep) == 2:
-        r, c, v = C.to_coo()
+        r, c, v = _entries(gb, C)
         return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
     if len(keep) == 1:
         i, vals = C.reduce_rowwise(monoid).new().to_coo()
