@@ -45,7 +45,6 @@ from faq.kernel.library import (
     max_abs,
     product_fits,
     product_shapes,
-    result,
     scalar_result,
 )
 from faq.kernel.table import Table
@@ -163,21 +162,39 @@ def dense_fits(
 
 
 def _array(t: Table, axes: dict[str, Axis], dtype: Any, zero: Any, one: Any) -> np.ndarray:
+    """``t`` as an array over its variables' axes, absent cells ``zero`` (a full table in
+    row-major order is its annotations reshaped, without a scatter)."""
     shape = tuple(axes[v].size for v in t.vars)
-    arr = np.full(shape, zero, dtype=dtype)
-    idx = tuple(axes[v].index(t.col(v)) for v in t.vars)
-    arr[idx] = one if t.values is None else t.values
-    return arr
+    size = math.prod(shape)
+    flat = np.zeros(t.rows, dtype=np.int64)
+    for v, n in zip(t.vars, shape, strict=True):
+        flat *= n
+        flat += axes[v].index(t.col(v))
+    if t.values is not None and t.rows == size and _counting_up(flat):
+        return np.asarray(t.values, dtype=dtype).reshape(shape)
+    arr = np.full(size, zero, dtype=dtype)
+    arr[flat] = one if t.values is None else t.values
+    return arr.reshape(shape)
+
+
+def _counting_up(flat: np.ndarray) -> bool:
+    """True when ``flat`` is ``0, 1, 2, …``."""
+    return len(flat) == 0 or (flat[0] == 0 and bool(np.all(np.diff(flat) == 1)))
 
 
 def _rows(keep: tuple[str, ...], out: np.ndarray, axes: dict[str, Axis], ops: LocalOps) -> Table:
     """The non-zero cells of the output array, in row-major (so key) order."""
     if not keep:
         return scalar_result(out[()], ops)
-    alive = ops.nonzero(out.ravel()).reshape(out.shape)
-    where = np.nonzero(alive)
-    cols = [axes[v].keys(w) for v, w in zip(keep, where, strict=True)]
-    return result(keep, cols, out[where], ops)
+    values = out.ravel().astype(ops.dtype, copy=False)
+    alive = ops.nonzero(values)
+    if alive.all():
+        where = tuple(np.indices(out.shape).reshape(out.ndim, -1))
+    else:
+        where = np.unravel_index(np.flatnonzero(alive), out.shape)
+        values = values[alive]
+    cols = tuple(axes[v].keys(w) for v, w in zip(keep, where, strict=True))
+    return Table(keep, cols, values)
 
 
 def dense_step(
@@ -229,7 +246,8 @@ def dense_step(
         raise Declined(f"output {keep} is not a set of the bag's variables")
     if any(len(set(t.vars)) != len(t.vars) for t in tables):
         raise Declined("a factor repeats a variable")
-    ts = [consolidate(t, ops) for t in tables]
+    # distinct keys (a zero annotation is as good as an absent row in an array)
+    ts = [t if t.unique else consolidate(t, ops) for t in tables]
     if any(t.rows == 0 for t in ts):
         return empty(keep, ops)
     axes, _ = dense_fits(ts, keep, density, cells)

@@ -214,10 +214,13 @@ class Axis:
     dtype: Any
 
     def index(self, col: np.ndarray) -> np.ndarray:
-        """The index of every key of ``col`` (each is one of the axis's keys)."""
+        """The index of every key of ``col`` (each is one of the axis's keys); possibly
+        ``col`` itself, not to be written to."""
         if self.domain is None:
-            return col.astype(np.int64) - self.lo
-        return np.searchsorted(self.domain, col).astype(np.int64)
+            if self.lo:
+                return np.subtract(col, self.lo, dtype=np.int64)
+            return col.astype(np.int64, copy=False)
+        return np.searchsorted(self.domain, col).astype(np.int64, copy=False)
 
     def keys(self, idx: np.ndarray) -> np.ndarray:
         """The keys at indices ``idx``, of the type of the columns the axis was made from."""

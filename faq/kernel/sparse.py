@@ -138,7 +138,7 @@ def _sorted(major: np.ndarray, minor: np.ndarray, span: int) -> bool:
     return bool(np.all(key[1:] > key[:-1]))
 
 
-def _entries(gb: Any, C: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _entries(C: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entries of ``C`` in row-major order, ``C`` emptied (its arrays moved out)."""
     d = C.ss.unpack("csr", sort=True)
     ptr = d["indptr"]
@@ -166,10 +166,9 @@ def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
     return int(np.dot(a, b))
 
 
-def wedges(
-    tables: Sequence[Table], shape: Triangle, idx: list[dict[str, np.ndarray]], size_m: int
-) -> int:
-    """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading."""
+def wedges(shape: Triangle, idx: list[dict[str, np.ndarray]], size_m: int) -> int:
+    """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
+    (``idx``: each factor's keys as indices, per variable)."""
     return product_work(idx[shape.left][shape.m], idx[shape.right][shape.m], size_m)
 
 
@@ -233,7 +232,7 @@ def _mxm(
     Rm = _matrix(gb, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
     if len(keep) == 2:
         C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
-        r, c, v = _entries(gb, C)
+        r, c, v = _entries(C)
         return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
     monoid = getattr(gb.monoid, lib.monoid)
     semiring = getattr(gb.semiring, lib.semiring)
@@ -327,7 +326,7 @@ def _masked(
         return empty(keep, ops)
     axes = axes_of(ts)
     idx = _index(ts, axes)
-    shape = min(shapes, key=lambda s: wedges(ts, s, idx, axes[s.m].size))
+    shape = min(shapes, key=lambda s: wedges(s, idx, axes[s.m].size))
     L, R, M = ts[shape.left], ts[shape.right], ts[shape.mask]
     li, ri, mi = idx[shape.left], idx[shape.right], idx[shape.mask]
     ax, am, ay = axes[shape.x], axes[shape.m], axes[shape.y]
@@ -348,7 +347,7 @@ def _masked(
         C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()
     monoid = getattr(gb.monoid, lib.monoid)
     if len(keep) == 2:
-        r, c, v = _entries(gb, C)
+        r, c, v = _entries(C)
         return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
     if len(keep) == 1:
         i, vals = C.reduce_rowwise(monoid).new().to_coo()
