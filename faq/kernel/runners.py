@@ -31,16 +31,16 @@ Measured by ``benchmarks/kernels.py`` (one process on a shared 2-core machine, C
 seconds of the median of 2 runs after a warm-up; the library's own call on its own
 structures is the reference):
 
-* dense real chain 400×1500·1500×400·400×1500, ``driver/blas``: 0.18 s; numpy
-  ``multi_dot`` 0.09 s; the Generic Join kernel 44 s;
+* dense real chain 400×1500·1500×400·400×1500, ``driver/blas``: 0.13 s; numpy
+  ``multi_dot`` 0.09 s; the Generic Join kernel 43 s;
 * sparse real chain, three 200k×200k with 5 non-zeros a row, ``driver/graphblas-mxm``:
-  5.8 s; scipy ``(A @ B) @ C`` 3.0 s; the Generic Join kernel 26 s;
-* min-plus 2-hop, 100k nodes and 500k edges, ``driver/graphblas-mxm``: 0.45 s;
-  GraphBLAS ``mxm(min_plus)`` 0.27 s; the Generic Join kernel 0.56 s;
-* triangle count, 1M-edge power-law graph, ``driver/graphblas-masked``: 1.42 s;
-  GraphBLAS masked ``plus_pair`` 1.24 s; the Generic Join kernel 1.15 s;
-* dense min-plus 400×1500·1500×400, ``driver/blas`` (the compiled loop): 0.20 s;
-  ``driver/graphblas-mxm`` on the same full blocks 1.24 s; the Generic Join kernel 21 s.
+  6.2 s; scipy ``(A @ B) @ C`` 2.8 s; the Generic Join kernel 30 s;
+* min-plus 2-hop, 100k nodes and 500k edges, ``driver/graphblas-mxm``: 0.43 s;
+  GraphBLAS ``mxm(min_plus)`` 0.44 s; the Generic Join kernel 0.64 s;
+* triangle count, 1M-edge power-law graph, ``driver/graphblas-masked``: 1.85 s;
+  GraphBLAS masked ``plus_pair`` 1.78 s; the Generic Join kernel 1.48 s;
+* dense min-plus 400×1500·1500×400, ``driver/blas`` (the compiled loop): 0.24 s;
+  ``driver/graphblas-mxm`` on the same full blocks 1.05 s; the Generic Join kernel 24 s.
 
 The runners' times include keys to indices and back and a sorted output; the
 libraries' calls leave their result in their own structures.  On the scalar triangle
