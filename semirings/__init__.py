@@ -18,7 +18,14 @@ from semirings.builtins import (
     REAL,
     logaddexp,
 )
-from semirings.core import AggregateOps, NumpyOps, Semiring, SemiringFunctionError, SparkOps
+from semirings.core import (
+    AggregateOps,
+    LibraryOps,
+    NumpyOps,
+    Semiring,
+    SemiringFunctionError,
+    SparkOps,
+)
 from semirings.laws import LawError, check_laws
 from semirings.provenance import PROVENANCE, specialise
 from semirings.registry import get, names, register
@@ -38,6 +45,7 @@ __all__ = [
     "REAL",
     "AggregateOps",
     "LawError",
+    "LibraryOps",
     "NumpyOps",
     "Semiring",
     "SemiringFunctionError",

@@ -18,10 +18,15 @@ needs to run it fast: :class:`~semirings.core.SparkOps` (column expressions, a
 native aggregate, a validity predicate, whether Spark's order is its order),
 :class:`~semirings.core.NumpyOps` (dtype, vectorised ⊗, segment ⊕, n-fold ⊕ of
 one, zero test, validity test), :class:`~semirings.core.AggregateOps` (its
-operator names for queries' ``aggregates``) and, where it has them, its ring
-completion and presence flag.  :data:`COUNTING_MAX` (``"max-times"``, ℕ with
-max and ×) is the engine's semiring for ``max`` aggregates in counting and
-integer queries; it is not registered by name.
+operator names for queries' ``aggregates``), :class:`~semirings.core.LibraryOps`
+(its GraphBLAS semiring and monoid, its numpy ufuncs, whether BLAS computes it and
+whether its values are 64-bit integers that libraries wrap) and, where it has them,
+its ring completion and presence flag.  ``log`` declares no library operations:
+GraphBLAS has no logaddexp monoid built in, and a user-defined one compiles for
+about 6 s in every process (see :mod:`faq.kernel.runners`).
+
+:data:`COUNTING_MAX` (``"max-times"``, ℕ with max and ×) is the engine's semiring
+for ``max`` aggregates in counting and integer queries; it is not registered by name.
 
 Spark column helpers import :mod:`pyspark` only when called, so importing
 :mod:`semirings` never starts a JVM.  64-bit integer semirings raise
@@ -39,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semirings.core import AggregateOps, NumpyOps, Semiring, SparkOps, canonical
+from semirings.core import AggregateOps, LibraryOps, NumpyOps, Semiring, SparkOps, canonical
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -284,6 +289,18 @@ def _float_numpy(
     return NumpyOps(np.float64, mul, reduceat, ones, _not(zero), valid)
 
 
+def _library(
+    dtype: Any, semiring: str, add: np.ufunc, mul: np.ufunc, pair: str | None = None
+) -> LibraryOps:
+    """The library side of a built-in: its GraphBLAS semiring (``"<monoid>_<times>"``),
+    its ⊕ and ⊗ ufuncs, and the ``pair`` semiring for factors without annotations."""
+    monoid, times = semiring.split("_")
+    sums = add is np.add and mul is np.multiply
+    return LibraryOps(
+        dtype, semiring, monoid, times, add, mul, pair, sums=sums, int64=dtype is np.int64
+    )
+
+
 # -- the built-ins ----------------------------------------------------------------------
 INTEGER = Semiring(
     name="integer",
@@ -306,6 +323,7 @@ INTEGER = Semiring(
     aggregates=AggregateOps(
         "sum", "×", others={"max": "max-times"}, nonnegative=frozenset({"max"})
     ),
+    library=_library(np.int64, "plus_times", np.add, np.multiply, "plus_pair"),
     domain="64-bit integers",
 )
 """(ℤ, +, ×, 0, 1): a ring; Z-set weights."""
@@ -322,6 +340,7 @@ COUNTING = Semiring(
     ),
     numpy=_int64_numpy("counting", _np_nonneg),
     aggregates=AggregateOps("sum", "×", others={"max": "max-times"}),
+    library=_library(np.int64, "plus_times", np.add, np.multiply, "plus_pair"),
     completion=INTEGER,
     domain="non-negative 64-bit integers",
 )
@@ -350,6 +369,7 @@ REAL = Semiring(
     aggregates=AggregateOps(
         "sum", "×", others={"max": "max-product"}, nonnegative=frozenset({"max"})
     ),
+    library=_library(np.float64, "plus_times", np.add, np.multiply, "plus_pair"),
     domain="finite floats",
 )
 """(ℝ, +, ×, 0, 1) on finite doubles: a ring; sparse linear algebra."""
@@ -374,6 +394,7 @@ BOOLEAN = Semiring(
         _every,
     ),
     aggregates=AggregateOps("or", "and", aliases=("max",)),
+    library=_library(np.bool_, "lor_land", np.logical_or, np.logical_and, "lor_pair"),
     presence=True,
     domain="booleans",
 )
@@ -398,6 +419,7 @@ MAX_PRODUCT = Semiring(
         _np_nonneg_finite,
     ),
     aggregates=AggregateOps("max", "×", others={"sum": "real"}),
+    library=_library(np.float64, "max_times", np.maximum, np.multiply),
     domain="finite non-negative floats",
 )
 """([0, ∞), max, ×, 0, 1): Viterbi, most likely explanation."""
@@ -417,6 +439,7 @@ MIN_PLUS = Semiring(
         INF, np.add, _ufunc_at(np.minimum, np.float64), _each(0.0, np.float64), _np_not_minus_inf
     ),
     aggregates=AggregateOps("min", "+"),
+    library=_library(np.float64, "min_plus", np.minimum, np.add),
     domain="floats other than -inf (+inf is zero)",
 )
 """((-∞, +∞], min, +, +∞, 0): tropical; shortest paths."""
@@ -436,6 +459,7 @@ MAX_PLUS = Semiring(
         -INF, np.add, _ufunc_at(np.maximum, np.float64), _each(0.0, np.float64), _np_not_plus_inf
     ),
     aggregates=AggregateOps("max", "+", others={"logsumexp": "log"}),
+    library=_library(np.float64, "max_plus", np.maximum, np.add),
     domain="floats other than +inf (-inf is zero)",
 )
 """([-∞, +∞), max, +, -∞, 0): longest paths, log-space Viterbi."""
@@ -481,6 +505,7 @@ COUNTING_MAX = Semiring(
         _np_nonneg,
     ),
     aggregates=AggregateOps("max", "×"),
+    library=_library(np.int64, "max_times", np.maximum, np.multiply),
     domain="non-negative 64-bit integers",
 )
 """(ℕ, max, ×, 0, 1): the ⊕ of ``max`` aggregates in counting and integer queries."""

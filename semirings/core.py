@@ -13,6 +13,9 @@ built-ins and left empty by a user semiring:
   element by element);
 * :class:`AggregateOps`: the names of ⊕ and ⊗ as query operators and which other
   aggregates form a semiring with ⊗ (:mod:`semirings.aggregates`);
+* :class:`LibraryOps`: what a library runner needs to compute ⊕.⊗ exactly with
+  SuiteSparse:GraphBLAS or numpy's BLAS (:mod:`faq.kernel.runners`); without it every
+  step runs the Generic Join kernel;
 * ``completion`` and ``presence``: how a view can keep the semiring's
   annotations in a ring (counting in ℤ, booleans as counts of rows).
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "FUNCTION_MARK",
     "AggregateOps",
+    "LibraryOps",
     "NumpyOps",
     "Semiring",
     "SemiringFunctionError",
@@ -157,6 +161,54 @@ class AggregateOps:
     aliases: tuple[str, ...] = ()
     others: Mapping[str, str] = field(default_factory=dict)
     nonnegative: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class LibraryOps:
+    """What a library runner needs to compute a semiring's ⊕.⊗ with GraphBLAS or numpy.
+
+    A built-in declares this when a library computes its matrix products exactly as
+    the Generic Join kernel does (up to the order of a floating-point sum); a
+    semiring without it (``log``, provenance, a user semiring) has no library
+    runner.  Names are python-graphblas's.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        The type the libraries compute in (``float64``, ``int64``, ``bool``).
+    semiring : str
+        The GraphBLAS semiring of ⊕.⊗ (``"plus_times"``, ``"min_plus"``,
+        ``"max_plus"``, ``"max_times"``, ``"lor_land"``).
+    monoid : str
+        The GraphBLAS monoid of ⊕ (``"plus"``, ``"min"``, ``"max"``, ``"lor"``):
+        duplicate keys combined, rows and matrices reduced.
+    times : str
+        The GraphBLAS binary operator of ⊗ (``"times"``, ``"plus"``, ``"land"``).
+    add, mul : numpy ufunc
+        ⊕ and ⊗ as numpy ufuncs (``np.minimum``, ``np.add``...), for dense blocks.
+    pair : str, optional
+        A GraphBLAS semiring that gives the product of two factors whose
+        annotations are all one without reading them (``"plus_pair"``: counts of
+        paths; ``"lor_pair"``); None when one ⊗ one is not what ``PAIR`` returns.
+    sums : bool
+        ⊕ is + and ⊗ is ×: numpy's ``matmul`` and ``einsum`` compute ⊕.⊗ (BLAS for
+        floats; integers through floats while every partial sum is below 2**53).
+    int64 : bool
+        Annotations are 64-bit integers, which the libraries wrap around on
+        overflow where the kernel raises OverflowError: a runner must first prove
+        that no product (and, when ``sums``, no partial sum) leaves 64 bits, and
+        leave the step to the Generic Join when it cannot.
+    """
+
+    dtype: Any
+    semiring: str
+    monoid: str
+    times: str
+    add: Any
+    mul: Any
+    pair: str | None = None
+    sums: bool = False
+    int64: bool = False
 
 
 FUNCTION_MARK = "SemiringFunctionError: "
@@ -314,6 +366,9 @@ class Semiring:
         True when a value says only whether something is present: ⊕ of any
         number of ones is one and every value is zero or one (booleans).  A value
         is then the image of a count of rows (``n > 0``), so a view can keep counts.
+    library : LibraryOps, optional
+        How GraphBLAS and numpy's BLAS compute ⊕.⊗ exactly.  Without it every step
+        runs the Generic Join kernel.
 
     Examples
     --------
@@ -338,6 +393,7 @@ class Semiring:
     aggregates: AggregateOps | None = None
     completion: Semiring | None = None
     presence: bool = False
+    library: LibraryOps | None = None
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickle an engine semiring by name, so a Spark task gets the very same object.
@@ -361,6 +417,7 @@ class Semiring:
             ("spark", SparkOps),
             ("numpy", NumpyOps),
             ("aggregates", AggregateOps),
+            ("library", LibraryOps),
             ("completion", Semiring),
         ):
             value = getattr(self, label)

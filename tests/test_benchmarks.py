@@ -594,3 +594,29 @@ def beyond_floor_label() -> str:
     from benchmarks import beyond_driver
 
     return beyond_driver.LABELS["floor"]
+
+
+def test_kernels_quick_run_compares_every_runner(tmp_path, capsys):
+    """``benchmarks/kernels.py --quick``: every workload, every contender, the same answers,
+    the ratios and the runners' speed-ups written; a differing answer is flagged."""
+    from benchmarks import kernels
+
+    assert kernels.main(["--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "over the Generic Join" in out and "ANSWER DIFFERS" not in out
+    with (tmp_path / "kernels.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    by = {(r["workload"].split(" ")[0], r["contender"]) for r in rows if r["status"] == "ok"}
+    for runner in ("driver/blas", "driver/graphblas-mxm", "driver/graphblas-masked"):
+        assert any(c == runner for _, c in by), runner
+    assert len({w for w, _ in by}) == 4  # dense (chain, min-plus), sparse, min-plus, triangles
+    assert all(r["status"] == "ok" and float(r["cpu_s"]) >= 0 for r in rows)
+    tri = [r for r in rows if r["workload"].startswith("triangles")]
+    assert len({r["count"] for r in tri}) == 1 and int(tri[0]["count"]) > 0
+    assert all(r["speedup_over_generic_join"] for r in rows if r["contender"].startswith("driver/"))
+    args = kernels.parse_args(["--quick"])
+    cs = [kernels.Contender("a", lambda: 1, True), kernels.Contender("b", lambda: 2)]
+    flagged = kernels.bench("w", cs, lambda x, y: x == y, args, [])
+    assert "ANSWER DIFFERS" in flagged[1].note and flagged[1].ratio is not None
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--workloads", "cliques"])

@@ -8,6 +8,10 @@ the driver and inside Spark tasks.
 * :mod:`faq.kernel.table`: the Table and its algebra (⊕-grouping, concatenation);
 * :mod:`faq.kernel.trie` and :mod:`faq.kernel.compiled`: tries and their compiled searches;
 * :mod:`faq.kernel.join`: worst-case optimal Generic Join over tries;
+* :mod:`faq.kernel.runners`: the runners of one step by name: the Generic Join kernel, or a
+  library made for the step's shape (:mod:`faq.kernel.sparse`: GraphBLAS products;
+  :mod:`faq.kernel.dense`: BLAS and compiled dense loops; :mod:`faq.kernel.library`: what
+  they share), each returning exactly what the Generic Join kernel returns;
 * :mod:`faq.kernel.keyed`: KeyedTable, a table kept by key under ⊕-updates;
 * :mod:`faq.kernel.seeded`: the delta rule over keyed tables of integer counts, as seeded joins;
 * :mod:`faq.kernel.stats`: exact row, distinct and pairwise-join counts;

@@ -31,6 +31,7 @@ __all__ = [
     "Warmed",
     "count",
     "intersect",
+    "jit",
     "lookup",
     "warm_up",
     "warm_up_in_background",
@@ -47,7 +48,7 @@ except ImportError:  # pragma: no cover - numba is a dependency; kept for odd pl
 log = logging.getLogger("faq")
 
 
-def _jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     """``numba.njit(**options)`` with numba's disk cache, or without it where numba finds
     no writable cache directory (it refuses ``cache=True`` then)."""
 
@@ -62,7 +63,7 @@ def _jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
 
 if NUMBA:
 
-    @_jit(nogil=True)
+    @jit(nogil=True)
     def lookup(vals, starts, nodes, x):  # pragma: no cover - compiled
         """The child of each ``nodes[i]`` whose value is ``x[i]``, or -1 (binary search)."""
         out = np.empty(len(x), np.int64)
@@ -81,7 +82,7 @@ if NUMBA:
             out[i] = lo if lo < end and vals[lo] == v else -1
         return out
 
-    @_jit(nogil=True, inline="always")
+    @jit(nogil=True, inline="always")
     def _gallop(vals, lo, hi, v):  # pragma: no cover - compiled
         """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
         step = 1
@@ -100,7 +101,7 @@ if NUMBA:
                 bound = mid
         return lo
 
-    @_jit(nogil=True)
+    @jit(nogil=True)
     def intersect(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
         """Per prefix ``i``, the candidates ``skip[i] .. skip[i] + take[i]`` of list
         ``proposer[i]`` that every other sorted list holds: (owner prefix, position in each
@@ -136,7 +137,7 @@ if NUMBA:
                     m += 1
         return owner[:m], pos[:, :m]
 
-    @_jit(nogil=True)
+    @jit(nogil=True)
     def count(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
         """How many matches :func:`intersect` would find for each prefix."""
         k = len(vals)
@@ -168,7 +169,7 @@ if NUMBA:
             out[i] = n
         return out
 
-    @_jit(nogil=True)
+    @jit(nogil=True)
     def _count_two(vals, starts, nodes, proposer, skip, take):  # pragma: no cover
         """Two sorted lists per prefix: a merge when their sizes are close, else a gallop."""
         out = np.zeros(len(proposer), np.int64)

@@ -1,0 +1,473 @@
+"""The kernel's runners against the Generic Join kernel and the libraries, one step at a time.
+
+Usage::
+
+    python benchmarks/kernels.py             # the issue's sizes (several minutes)
+    python benchmarks/kernels.py --quick     # small sizes, one run each (seconds)
+    python benchmarks/kernels.py --workloads triangles,min-plus --repeat 3
+
+Workloads (issue 38), each run as the engine runs its steps: kernel tables in (key
+columns and annotations, as the executor hands them), kernel tables out:
+
+* ``dense-chain``: ``Q(i, l) :- A(i, j), B(j, k), C(k, l)`` over ``real``, dense
+  400×1500 · 1500×400 · 400×1500, as two steps (``j``, then ``k``): ``driver/blas``
+  and the Generic Join kernel against numpy's ``multi_dot`` on the arrays;
+* ``sparse-chain``: the same chain of three 200k×200k ``real`` matrices with 5
+  non-zeros a row: ``driver/graphblas-mxm`` and the Generic Join kernel against
+  scipy.sparse ``(A @ B) @ C`` on CSR matrices;
+* ``min-plus``: the 2-hop ``Q(a, c) :- E(a, b), E(b, c)`` over ``min-plus`` on 100k
+  nodes and 500k weighted edges: ``driver/graphblas-mxm`` and the Generic Join
+  kernel against python-graphblas ``mxm(min_plus)`` on a GraphBLAS matrix;
+* ``triangles``: ``Q() :- E(a, b), E(b, c), E(a, c)`` over ``counting`` on a 1M-edge
+  power-law graph (:func:`faq.testing.power_law_graph`, 200k nodes):
+  ``driver/graphblas-masked`` and the Generic Join kernel against GraphBLAS's masked
+  ``plus_pair`` product ``C<A> = A·A`` summed (LAGraph's method);
+* ``dense-min-plus``: one min-plus product of dense 400×1500 · 1500×400 blocks: the
+  compiled dense loop (``driver/blas``) against ``driver/graphblas-mxm`` and the Generic
+  Join kernel (whether the dense loop is worth keeping).
+
+The Generic Join kernel runs with the binding order the planner gives it
+(:func:`faq.plan.physical.binding_order`, with the step's exact join size).  The
+libraries start from their own structures, built before the clock starts (arrays,
+CSR matrices, GraphBLAS matrices); the runners' times include turning keys into
+indices and back.  Every cell is ``--warmups`` un-timed runs (1) and the median of
+``--repeat`` timed runs (2), wall-clock and CPU seconds of the process (all its
+threads: GraphBLAS and BLAS use every core, the Generic Join kernel and the compiled
+loop one, so on a loaded machine the CPU column is the steadier one); answers are
+compared (floats to 1e-9 relative), and a mismatch is flagged and makes the exit
+status 1.  Ratios: each contender's median
+over the library's; the speed-up of the runner over the Generic Join kernel is
+printed per workload.  Written as CSV and JSON (``benchmarks/results/kernels.csv``
+and ``.json``, or under ``--out DIR``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import ``benchmarks`` from the repository
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import semirings
+from benchmarks._common import (
+    Result,
+    add_out_argument,
+    fmt_ratio,
+    fmt_s,
+    missing_note,
+    optional_import,
+    run_info,
+    write_results,
+)
+from faq.kernel import Table, generic_join
+from faq.kernel.runners import BLAS, GRAPHBLAS_MASKED, GRAPHBLAS_MXM, Params, run
+from faq.plan.physical import InputInfo, binding_order
+from faq.testing import power_law_graph, triangle_count_numpy
+from semirings.local import distinct, local_ops
+
+WORKLOADS = ("dense-chain", "sparse-chain", "min-plus", "triangles", "dense-min-plus")
+GENERIC = "generic join"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of the workloads."""
+
+    dense: tuple[int, int] = (400, 1500)
+    sparse_n: int = 200_000
+    sparse_per_row: int = 5
+    hop_nodes: int = 100_000
+    hop_edges: int = 500_000
+    tri_nodes: int = 200_000
+    tri_edges: int = 1_000_000
+
+
+FULL = Sizes()
+QUICK = Sizes((40, 150), 5_000, 5, 5_000, 25_000, 4_000, 20_000)
+
+
+# -- steps as the executor runs them ------------------------------------------------------
+def info(t: Table) -> InputInfo:
+    """What the planner knows of a table: rows and distinct values per variable (exact)."""
+    return InputInfo(
+        t.vars, float(t.rows), True, {v: float(len(distinct(t.col(v)))) for v in t.vars}
+    )
+
+
+def pair_join(a: Table, b: Table, v: str) -> float:
+    """Rows of ``a ⋈ b`` on ``v`` (exact)."""
+    ka, ca = np.unique(a.col(v), return_counts=True)
+    kb, cb = np.unique(b.col(v), return_counts=True)
+    _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+    return float(np.dot(ca[ia], cb[ib]))
+
+
+def gj_step(
+    tables: list[Table], keep: tuple[str, ...], S: semirings.Semiring, join: float
+) -> Table:
+    """The Generic Join kernel on one step, in the planner's binding order."""
+    order = binding_order([info(t) for t in tables], keep=keep, join=join)
+    return generic_join(tables, order, keep, local_ops(S))
+
+
+def runner_step(
+    name: str, tables: list[Table], keep: tuple[str, ...], S: semirings.Semiring, notes: list[str]
+) -> Table:
+    """The runner ``name`` on one step (a fallback to the Generic Join is noted)."""
+    order = sorted({v for t in tables for v in t.vars})
+    ran = run(name, tables, order, keep, local_ops(S), Params(density=0.5))
+    if ran.runner != name:
+        notes.append(ran.why)
+    return ran.table
+
+
+def matrix_table(vars_: tuple[str, str], rows: np.ndarray, cols: np.ndarray, vals: Any) -> Table:
+    return Table(vars_, (rows.astype(np.int64), cols.astype(np.int64)), vals)
+
+
+def dense_table(vars_: tuple[str, str], m: np.ndarray) -> Table:
+    r, c = np.indices(m.shape).reshape(2, -1)
+    return matrix_table(vars_, r, c, m.ravel().copy())
+
+
+def table_to_dense(t: Table, shape: tuple[int, int], fill: float = 0.0) -> np.ndarray:
+    out = np.full(shape, fill)
+    out[t.cols[0], t.cols[1]] = t.values
+    return out
+
+
+# -- timing ---------------------------------------------------------------------------------
+def measure(
+    fn: Callable[[], Any], warmups: int, repeat: int
+) -> tuple[list[float], list[float], Any]:
+    """``warmups`` un-timed runs, then ``repeat`` timed ones: (wall seconds, CPU seconds of
+    the process, all its threads, last value)."""
+    value = None
+    for _ in range(warmups):
+        value = fn()
+    times, cpu = [], []
+    for _ in range(repeat):
+        c0, t0 = time.process_time(), time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return times, cpu, value
+
+
+@dataclass
+class Contender:
+    name: str
+    fn: Callable[[], Any]
+    library: bool = False
+
+
+def bench(
+    workload: str,
+    contenders: list[Contender],
+    same: Callable[[Any, Any], bool],
+    args: argparse.Namespace,
+    notes: list[str],
+    count: Callable[[Any], int | None] = lambda v: None,
+) -> list[Result]:
+    """Time every contender, compare every answer with the first one's, set the ratios."""
+    out: list[Result] = []
+    first: Any = None
+    for c in contenders:
+        notes.clear()
+        try:
+            times, cpu, value = measure(c.fn, args.warmups, args.repeat)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            out.append(
+                Result(workload, c.name, status="error", note=f"{type(exc).__name__}: {exc}")
+            )
+            continue
+        r = Result(workload, c.name, times=times, count=count(value), note="; ".join(notes))
+        if first is None:
+            first = value
+        elif not same(first, value):
+            r.note = (r.note + "; " if r.note else "") + "ANSWER DIFFERS"
+            print(f"!! {workload}: {c.name}'s answer differs from {contenders[0].name}'s")
+        r.extra["cpu_s"] = statistics.median(cpu)
+        r.extra["library"] = c.library
+        out.append(r)
+    lib = next((r for r in out if r.extra.get("library") and r.status == "ok"), None)
+    for r in out:
+        if lib is not None and r.status == "ok":
+            r.ratio, r.baseline = r.median_s / lib.median_s, lib.contender
+    return out
+
+
+# -- the workloads ---------------------------------------------------------------------------
+def dense_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+    n, m = sz.dense
+    A, B, C = rng.random((n, m)), rng.random((m, n)), rng.random((n, m))
+    ta, tb, tc = dense_table(("i", "j"), A), dense_table(("j", "k"), B), dense_table(("k", "l"), C)
+    S = semirings.REAL
+    notes: list[str] = []
+
+    def runner() -> np.ndarray:
+        ab = runner_step(BLAS, [ta, tb], ("i", "k"), S, notes)
+        return table_to_dense(runner_step(BLAS, [ab, tc], ("i", "l"), S, notes), (n, m))
+
+    def gj() -> np.ndarray:
+        ab = gj_step([ta, tb], ("i", "k"), S, float(n * m * n))
+        return table_to_dense(gj_step([ab, tc], ("i", "l"), S, float(n * n * m)), (n, m))
+
+    cs = [
+        Contender("numpy multi_dot", lambda: np.linalg.multi_dot([A, B, C]), library=True),
+        Contender(BLAS, runner),
+        Contender(GENERIC, gj),
+    ]
+    return bench(f"dense chain {n}×{m}·{m}×{n}·{n}×{m}", cs, _close, args, notes)
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-9, atol=0))
+
+
+def _random_sparse(n: int, per_row: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    rows = np.repeat(np.arange(n, dtype=np.int64), per_row)
+    cols = rng.integers(0, n, n * per_row)
+    key = np.unique(rows * n + cols)
+    return key // n, key % n, rng.uniform(0.5, 1.5, len(key))
+
+
+def sparse_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+    sp = optional_import("scipy.sparse")
+    n = sz.sparse_n
+    mats = [_random_sparse(n, sz.sparse_per_row, rng) for _ in range(3)]
+    names = [("i", "j"), ("j", "k"), ("k", "l")]
+    ta, tb, tc = (matrix_table(v, *m) for v, m in zip(names, mats, strict=True))
+    S = semirings.REAL
+    notes: list[str] = []
+
+    def as_coo(t: Table) -> Any:
+        return sp.coo_matrix((t.values, (t.cols[0], t.cols[1])), shape=(n, n)).tocsr()
+
+    def runner() -> Any:
+        ab = runner_step(GRAPHBLAS_MXM, [ta, tb], ("i", "k"), S, notes)
+        return runner_step(GRAPHBLAS_MXM, [ab, tc], ("i", "l"), S, notes)
+
+    def gj() -> Any:
+        ab = gj_step([ta, tb], ("i", "k"), S, pair_join(ta, tb, "j"))
+        return gj_step([ab, tc], ("i", "l"), S, pair_join(ab, tc, "k"))
+
+    def same(a: Any, b: Any) -> bool:
+        x = a if not isinstance(a, Table) else as_coo(a)
+        y = b if not isinstance(b, Table) else as_coo(b)
+        d = abs(x - y)
+        return x.nnz == y.nnz and (d.nnz == 0 or d.max() <= 1e-9 * abs(x).max())
+
+    cs = []
+    if sp is None:
+        print(missing_note("scipy", "the scipy column of the sparse chain"))
+    else:
+        A, B, C = (sp.csr_matrix((v, (r, c)), shape=(n, n)) for r, c, v in mats)
+        cs.append(Contender("scipy (A@B)@C", lambda: (A @ B) @ C, library=True))
+    cs += [Contender(GRAPHBLAS_MXM, runner), Contender(GENERIC, gj)]
+    per = sz.sparse_per_row
+    return bench(f"sparse chain 3× {n:,}² ({per}/row)", cs, same, args, notes)
+
+
+def min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+    gb = optional_import("graphblas")
+    n = sz.hop_nodes
+    key = np.unique(rng.integers(0, n, sz.hop_edges) * n + rng.integers(0, n, sz.hop_edges))
+    src, dst, w = key // n, key % n, rng.uniform(1.0, 10.0, len(key))
+    E1, E2 = matrix_table(("a", "b"), src, dst, w), matrix_table(("b", "c"), src, dst, w)
+    S = semirings.MIN_PLUS
+    notes: list[str] = []
+
+    def table_of(M: Any) -> Table:
+        r, c, v = M.to_coo()
+        return matrix_table(("a", "c"), r, c, v)
+
+    def same(a: Any, b: Any) -> bool:
+        a = a if isinstance(a, Table) else table_of(a)
+        b = b if isinstance(b, Table) else table_of(b)
+        keys = all(np.array_equal(x, y) for x, y in zip(a.cols, b.cols, strict=True))
+        return a.rows == b.rows and keys and np.allclose(a.values, b.values, rtol=1e-12)
+
+    cs = []
+    if gb is None:
+        print(missing_note("graphblas", "the GraphBLAS column of the min-plus 2-hop"))
+    else:
+        M = gb.Matrix.from_coo(src, dst, w, nrows=n, ncols=n)
+        cs.append(
+            Contender("GraphBLAS mxm(min_plus)", lambda: M.mxm(M, gb.semiring.min_plus).new(), True)
+        )
+    cs += [
+        Contender(
+            GRAPHBLAS_MXM, lambda: runner_step(GRAPHBLAS_MXM, [E1, E2], ("a", "c"), S, notes)
+        ),
+        Contender(GENERIC, lambda: gj_step([E1, E2], ("a", "c"), S, pair_join(E1, E2, "b"))),
+    ]
+    return bench(f"min-plus 2-hop {n:,} nodes, {len(key):,} edges", cs, same, args, notes)
+
+
+def triangles(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+    gb = optional_import("graphblas")
+    e = power_law_graph(sz.tri_nodes, sz.tri_edges, seed=args.seed)
+    want = triangle_count_numpy(e)
+    E = Table(("a", "b"), (e[:, 0], e[:, 1]))
+    bag = [E, Table(("b", "c"), E.cols), Table(("a", "c"), E.cols)]
+    S = semirings.COUNTING
+    notes: list[str] = []
+
+    def scalar(t: Table) -> int:
+        return int(t.values[0]) if t.rows else 0
+
+    cs = []
+    if gb is None:
+        print(missing_note("graphblas", "the GraphBLAS column of the triangle count"))
+    else:
+        k = int(e.max()) + 1
+        A = gb.Matrix.from_coo(e[:, 0], e[:, 1], 1, dtype=np.int64, nrows=k, ncols=k)
+
+        def lagraph() -> int:
+            C = A.mxm(A, gb.semiring.plus_pair).new(mask=A.S)
+            v = C.reduce_scalar().new().value
+            return int(v) if v is not None else 0
+
+        cs.append(Contender("GraphBLAS masked plus_pair", lagraph, library=True))
+    cs += [
+        Contender(
+            GRAPHBLAS_MASKED, lambda: scalar(runner_step(GRAPHBLAS_MASKED, bag, (), S, notes))
+        ),
+        Contender(GENERIC, lambda: scalar(gj_step(bag, (), S, pair_join(bag[0], bag[1], "b")))),
+    ]
+    out = bench(
+        f"triangles power-law {len(e):,} edges",
+        cs,
+        lambda a, b: a == b == want,
+        args,
+        notes,
+        count=lambda v: v,
+    )
+    for r in out:
+        r.edges = len(e)
+        if r.status == "ok" and r.count != want:
+            r.note = (r.note + "; " if r.note else "") + f"ANSWER DIFFERS from numpy's {want}"
+    return out
+
+
+def dense_min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> list[Result]:
+    n, m = sz.dense
+    A, B = rng.uniform(0, 10, (n, m)), rng.uniform(0, 10, (m, n))
+    ta, tb = dense_table(("i", "j"), A), dense_table(("j", "k"), B)
+    S = semirings.MIN_PLUS
+    notes: list[str] = []
+
+    def dense_of(t: Table) -> np.ndarray:
+        return table_to_dense(t, (n, n), np.inf)
+
+    cs = [
+        Contender(BLAS, lambda: dense_of(runner_step(BLAS, [ta, tb], ("i", "k"), S, notes))),
+        Contender(
+            GRAPHBLAS_MXM,
+            lambda: dense_of(runner_step(GRAPHBLAS_MXM, [ta, tb], ("i", "k"), S, notes)),
+        ),
+        Contender(GENERIC, lambda: dense_of(gj_step([ta, tb], ("i", "k"), S, float(n * m * n)))),
+    ]
+    out = bench(f"dense min-plus {n}×{m}·{m}×{n}", cs, np.array_equal, args, notes)
+    base = out[0] if out and out[0].status == "ok" else None
+    for r in out:  # no library peer: ratios to the dense loop
+        if base is not None and r.status == "ok":
+            r.ratio, r.baseline = r.median_s / base.median_s, base.contender
+    return out
+
+
+RUN: dict[str, Callable[[Sizes, np.random.Generator, argparse.Namespace], list[Result]]] = {
+    "dense-chain": dense_chain,
+    "sparse-chain": sparse_chain,
+    "min-plus": min_plus,
+    "triangles": triangles,
+    "dense-min-plus": dense_min_plus,
+}
+
+
+# -- report ---------------------------------------------------------------------------------
+def report(results: list[Result]) -> str:
+    """The table: per workload each contender's median, its ratio to the library, and the
+    runner's speed-up over the Generic Join kernel."""
+    lines = [f"{'workload / contender':<44} {'median':>10} {'÷ library':>10} {'CPU':>10}  note"]
+    by: dict[str, list[Result]] = {}
+    for r in results:
+        by.setdefault(r.workload, []).append(r)
+    for workload, rows in by.items():
+        lines.append(workload)
+        for r in rows:
+            med = fmt_s(r.median_s) if r.status == "ok" and r.median_s is not None else r.status
+            ratio = fmt_ratio(r.ratio) if r.ratio is not None else ""
+            cpu = fmt_s(r.extra["cpu_s"]) if "cpu_s" in r.extra else ""
+            lines.append(f"  {r.contender:<42} {med:>10} {ratio:>10} {cpu:>10}  {r.note}")
+        gj = next((r for r in rows if r.contender == GENERIC and r.status == "ok"), None)
+        for r in rows:
+            if gj is not None and r.contender.startswith("driver/") and r.status == "ok":
+                speed = gj.median_s / r.median_s
+                cpu = gj.extra["cpu_s"] / max(r.extra["cpu_s"], 1e-9)
+                lines.append(
+                    f"  → {r.contender} over the Generic Join: ×{speed:.2g} wall, ×{cpu:.2g} CPU"
+                )
+                r.extra["speedup_over_generic_join"] = round(speed, 3)
+                r.extra["cpu_speedup_over_generic_join"] = round(cpu, 3)
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="small sizes, one run, no warm-up")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"subset of {WORKLOADS}")
+    p.add_argument("--repeat", type=int, default=2, help="timed runs per cell (2)")
+    p.add_argument("--warmups", type=int, default=1, help="un-timed runs before them (1)")
+    p.add_argument("--seed", type=int, default=0)
+    add_out_argument(p)
+    args = p.parse_args(argv)
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    bad = [w for w in args.workloads if w not in WORKLOADS]
+    if bad:
+        p.error(f"unknown workload(s) {bad}; choose from {', '.join(WORKLOADS)}")
+    if args.repeat < 1 or args.warmups < 0:
+        p.error("--repeat must be ≥ 1 and --warmups ≥ 0")
+    if args.quick:
+        args.repeat, args.warmups = 1, 0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    meta = run_info("kernels", argv)
+    print(f"{meta['command']}  ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+    rng = np.random.default_rng(args.seed)
+    results: list[Result] = []
+    for w in args.workloads:
+        t0 = time.perf_counter()
+        got = RUN[w](sizes, rng, args)
+        results += got
+        took = statistics.fsum(sum(r.times) for r in got)
+        print(f"{w}: done in {time.perf_counter() - t0:.1f} s ({took:.1f} s timed)")
+    text = report(results)
+    print(text)
+    csv_path, _ = write_results(results, args.out, "kernels", meta)
+    print(f"written: {csv_path}")
+    return 1 if any("DIFFERS" in r.note or r.status == "error" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,355 @@
+"""Sparse matrix products in a semiring, by SuiteSparse:GraphBLAS (python-graphblas).
+
+Two runners, each returning exactly the table
+:func:`faq.kernel.join.generic_join` returns for the same step (the same rows
+sorted by the output variables, the same annotations, zeros dropped, repeated
+keys ⊕-combined, the same OverflowError), or raising
+:class:`~faq.kernel.library.Declined` when it cannot:
+
+* :func:`graphblas_mxm`: a bag ``L(x, j), R(j, y)`` with ``j`` eliminated (a step
+  of a matrix chain, a 2-hop, a round of a shortest-path fixpoint) is
+  ``L ⊕.⊗ R`` in the semiring's GraphBLAS semiring; with ``y`` eliminated too it
+  is ``L ⊕.⊗ (R ⊕-reduced by rows)``, and with nothing kept an inner product of
+  the two reductions;
+* :func:`graphblas_masked`: a triangle-shaped bag ``L(x, m), R(m, y), M(x, y)``
+  with ``m`` eliminated is ``C<M> = L ⊕.⊗ R`` (only the entries where ``M`` has
+  one are computed), then ``C ⊗ M`` elementwise, then ⊕-reduced onto what is
+  kept (the triangle count is LAGraph's masked ``plus_pair`` product).
+
+Each variable's keys become matrix indices in key order (:class:`~faq.kernel.library.Axis`),
+so GraphBLAS's row-major output is already sorted.  Factors without annotations
+become iso-valued matrices, and two of them are multiplied by the declared
+``pair`` semiring (``plus_pair``: the count of paths, no value read).
+
+64-bit integer semirings (``counting``, ``integer``) run only when
+:func:`~faq.kernel.library.path_bound` (or, for a product kept whole,
+:func:`~faq.kernel.library.row_bound`) proves that no product and no partial sum
+leaves 64 bits, since GraphBLAS wraps around where the kernel raises; a
+semiring whose ⊕ selects (max, min, or) needs only its products bounded.  Float
+sums may be added in another order than the kernel's (same values to rounding).
+
+python-graphblas is imported on first use (about 1.5 s).  GraphBLAS uses every core
+unless told otherwise (``threads``: a thread-local ``gb.ss.Context`` for the call), which
+is what a step in the driver wants and not what several Spark cells on one executor want;
+on an oversubscribed machine one thread also spends less CPU than two (they spin-wait).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from faq.kernel.library import (
+    LIMIT,
+    Axis,
+    Declined,
+    Product,
+    Triangle,
+    axes_of,
+    consolidate,
+    empty,
+    library_ops,
+    magnitudes,
+    path_bound,
+    product_fits,
+    product_shapes,
+    result,
+    row_bound,
+    scalar_result,
+    triangle_shapes,
+)
+from faq.kernel.table import Table
+from semirings.core import LibraryOps
+from semirings.local import LocalOps
+
+__all__ = ["graphblas", "graphblas_masked", "graphblas_mxm", "product_work", "wedges"]
+
+
+def graphblas() -> Any:
+    """The python-graphblas module (imported on first use).
+
+    Raises
+    ------
+    Declined
+        python-graphblas (or SuiteSparse:GraphBLAS) cannot be imported.
+    """
+    try:
+        import graphblas as gb
+    except ImportError as exc:  # pragma: no cover - a runtime dependency
+        raise Declined(f"python-graphblas cannot be imported ({exc})") from None
+    return gb
+
+
+def _threads(gb: Any, threads: int) -> contextlib.AbstractContextManager[Any]:
+    """GraphBLAS's threads for the calls of this thread in the block (0: unchanged)."""
+    if threads <= 0:
+        return contextlib.nullcontext()
+    return gb.ss.Context(engage=False, nthreads=threads)
+
+
+def _matrix(
+    gb: Any,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    t: Table,
+    shape: tuple[int, int],
+    lib: LibraryOps,
+    one: Any,
+) -> Any:
+    """A GraphBLAS matrix of ``t``'s annotations (iso-valued, the semiring's ``one``,
+    without any): imported as CSR (or CSC) without a sort when the rows come sorted
+    that way (tables the kernel made are sorted by their variables), else built."""
+    iso = t.values is None
+    values: Any = np.asarray([one], dtype=lib.dtype) if iso else t.values
+    nrows, ncols = shape
+    common = {"nrows": nrows, "ncols": ncols, "values": values, "dtype": lib.dtype, "is_iso": iso}
+    if _sorted(rows, cols, ncols):
+        return gb.Matrix.ss.import_csr(
+            indptr=_pointers(rows, nrows), col_indices=_u64(cols), sorted_cols=True, **common
+        )
+    if _sorted(cols, rows, nrows):
+        return gb.Matrix.ss.import_csc(
+            indptr=_pointers(cols, ncols), row_indices=_u64(rows), sorted_rows=True, **common
+        )
+    if iso:
+        values = values[0]
+    return gb.Matrix.from_coo(rows, cols, values, dtype=lib.dtype, nrows=nrows, ncols=ncols)
+
+
+def _pointers(major: np.ndarray, n: int) -> np.ndarray:
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(major, minlength=n), out=ptr[1:])
+    return ptr.view(np.uint64)
+
+
+def _u64(idx: np.ndarray) -> np.ndarray:
+    """Non-negative int64 indices seen as the uint64 GraphBLAS takes (no copy)."""
+    return np.ascontiguousarray(idx, dtype=np.int64).view(np.uint64)
+
+
+def _sorted(major: np.ndarray, minor: np.ndarray, span: int) -> bool:
+    """True when the pairs ``(major, minor)`` are strictly increasing (row-major order)."""
+    if len(major) < 2:
+        return True
+    key = major * max(span, 1) + minor
+    return bool(np.all(key[1:] > key[:-1]))
+
+
+def _entries(C: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of ``C`` in row-major order, ``C`` emptied (its arrays moved out)."""
+    d = C.ss.unpack("csr", sort=True)
+    ptr = d["indptr"]
+    rows = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr).astype(np.int64))
+    values = d["values"]
+    if d["is_iso"]:
+        values = np.full(len(rows), values[0] if len(values) else 0, dtype=values.dtype)
+    return rows, d["col_indices"], values
+
+
+def _semiring(gb: Any, lib: LibraryOps, *tables: Table) -> Any:
+    if lib.pair is not None and all(t.values is None for t in tables):
+        return getattr(gb.semiring, lib.pair)
+    return getattr(gb.semiring, lib.semiring)
+
+
+def _index(tables: Sequence[Table], axes: dict[str, Axis]) -> list[dict[str, np.ndarray]]:
+    return [{v: axes[v].index(t.col(v)) for v in t.vars} for t in tables]
+
+
+def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
+    """The multiplications of ``L ⊕.⊗ R`` (the rows of ``L ⋈ R``): Σ_j deg_L(j)·deg_R(j)."""
+    a = np.bincount(left_j, minlength=size_j)
+    b = np.bincount(right_j, minlength=size_j)
+    return int(np.dot(a, b))
+
+
+def wedges(shape: Triangle, idx: list[dict[str, np.ndarray]], size_m: int) -> int:
+    """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
+    (``idx``: each factor's keys as indices, per variable)."""
+    return product_work(idx[shape.left][shape.m], idx[shape.right][shape.m], size_m)
+
+
+def graphblas_mxm(
+    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+) -> Table:
+    """The step ``⊕_{eliminated} L(x, j) ⊗ R(j, y)`` onto ``keep`` as a GraphBLAS product.
+
+    Parameters
+    ----------
+    tables : sequence of Table
+        The bag: two binary factors sharing one variable ``j`` (keys may repeat).
+    keep : sequence of str
+        The output variables: ``(x, y)`` in either order, one of them, or none.
+    ops : LocalOps
+        The semiring's numpy operations; its semiring must declare
+        :class:`~semirings.core.LibraryOps`.
+    threads : int
+        GraphBLAS's threads for this call (0: its own setting, by default every core).
+
+    Returns
+    -------
+    Table
+        What :func:`faq.kernel.join.generic_join` returns for the step.
+
+    Raises
+    ------
+    Declined
+        The bag is not such a product, the semiring declares no library operations,
+        the keys cannot be ordered, or a 64-bit result could overflow.
+    OverflowError
+        Repeated keys of a 64-bit semiring ⊕-combine past 64 bits (as in the kernel).
+    """
+    keep = tuple(keep)
+    lib = library_ops(ops)
+    shape = product_shapes([t.vars for t in tables], keep)[0]
+    gb = graphblas()
+    with _threads(gb, threads):
+        return _mxm(gb, tables, keep, ops, lib, shape)
+
+
+def _mxm(
+    gb: Any,
+    tables: Sequence[Table],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    lib: LibraryOps,
+    shape: Product,
+) -> Table:
+    ts = [consolidate(t, ops) for t in tables]
+    if any(t.rows == 0 for t in ts):
+        return empty(keep, ops)
+    L, R = ts[shape.left], ts[shape.right]
+    axes = axes_of([L, R])
+    ax, aj, ay = axes[shape.x], axes[shape.j], axes[shape.y]
+    li, ri = _index([L, R], axes)
+    if lib.int64:
+        _check_product(L, R, li[shape.x], li[shape.j], ri[shape.j], ax, aj, lib, len(keep) == 2)
+    one = ops.semiring.one
+    Lm = _matrix(gb, li[shape.x], li[shape.j], L, (ax.size, aj.size), lib, one)
+    Rm = _matrix(gb, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
+    if len(keep) == 2:
+        C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
+        r, c, v = _entries(C)
+        return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
+    monoid = getattr(gb.monoid, lib.monoid)
+    semiring = getattr(gb.semiring, lib.semiring)
+    v = Rm.reduce_rowwise(monoid).new()
+    if len(keep) == 1:
+        w = Lm.mxv(v, semiring).new()
+        i, vals = w.to_coo()
+        return result(keep, [ax.keys(i)], vals, ops)
+    u = Lm.reduce_columnwise(monoid).new()
+    return scalar_result(u.inner(v, semiring).new().value, ops)
+
+
+def _check_product(
+    L: Table,
+    R: Table,
+    lx: np.ndarray,
+    lj: np.ndarray,
+    rj: np.ndarray,
+    ax: Axis,
+    aj: Axis,
+    lib: LibraryOps,
+    whole: bool,
+) -> None:
+    """Declined unless ``L ⊕.⊗ R`` (and its reductions) provably stays within 64 bits."""
+    if not lib.sums:
+        if not product_fits([L, R]):
+            raise Declined("a product of two annotations could overflow 64 bits")
+        return
+    lm, rm = magnitudes(L), magnitudes(R)
+    bound = path_bound(lj, lm, rj, rm, aj.size)
+    if bound < LIMIT:
+        return
+    if whole and row_bound(lx, lj, lm, rj, rm, ax.size, aj.size) < LIMIT:
+        return
+    raise Declined(f"a sum of products could overflow 64 bits (bound {bound:.3g})")
+
+
+def graphblas_masked(
+    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+) -> Table:
+    """The triangle-shaped step ``⊕ L(x, m) ⊗ R(m, y) ⊗ M(x, y)`` as a masked GraphBLAS product.
+
+    ``C<M> = L ⊕.⊗ R`` computes only the entries ``(x, y)`` where ``M`` has one; ``C ⊗ M``
+    then multiplies ``M``'s annotations in, and the result is ⊕-reduced onto ``keep``.
+    When two variables are eliminated, the middle one is the one whose unmasked product
+    has the fewest multiplications.
+
+    Parameters
+    ----------
+    tables : sequence of Table
+        The bag: three binary factors over three variables pairwise (keys may repeat).
+    keep : sequence of str
+        The output variables (at most two; at least one variable is eliminated).
+    ops : LocalOps
+        The semiring's numpy operations; its semiring must declare
+        :class:`~semirings.core.LibraryOps`.
+    threads : int
+        GraphBLAS's threads for this call (0: its own setting, by default every core).
+
+    Returns
+    -------
+    Table
+        What :func:`faq.kernel.join.generic_join` returns for the step.
+
+    Raises
+    ------
+    Declined
+        The bag is not a triangle, the semiring declares no library operations, the keys
+        cannot be ordered, or a 64-bit result could overflow.
+    OverflowError
+        Repeated keys of a 64-bit semiring ⊕-combine past 64 bits (as in the kernel).
+    """
+    keep = tuple(keep)
+    lib = library_ops(ops)
+    shapes = triangle_shapes([t.vars for t in tables], keep)
+    gb = graphblas()
+    with _threads(gb, threads):
+        return _masked(gb, tables, keep, ops, lib, shapes)
+
+
+def _masked(
+    gb: Any,
+    tables: Sequence[Table],
+    keep: tuple[str, ...],
+    ops: LocalOps,
+    lib: LibraryOps,
+    shapes: list[Triangle],
+) -> Table:
+    ts = [consolidate(t, ops) for t in tables]
+    if any(t.rows == 0 for t in ts):
+        return empty(keep, ops)
+    axes = axes_of(ts)
+    idx = _index(ts, axes)
+    shape = min(shapes, key=lambda s: wedges(s, idx, axes[s.m].size))
+    L, R, M = ts[shape.left], ts[shape.right], ts[shape.mask]
+    li, ri, mi = idx[shape.left], idx[shape.right], idx[shape.mask]
+    ax, am, ay = axes[shape.x], axes[shape.m], axes[shape.y]
+    if lib.int64:
+        if lib.sums:
+            bound = path_bound(li[shape.m], magnitudes(L), ri[shape.m], magnitudes(R), am.size)
+            bound *= 1 if M.values is None else float(np.abs(M.values.astype(np.float64)).max())
+            if bound >= LIMIT:
+                raise Declined(f"a sum of products could overflow 64 bits (bound {bound:.3g})")
+        elif not product_fits([L, R, M]):
+            raise Declined("a product of three annotations could overflow 64 bits")
+    one = ops.semiring.one
+    Lm = _matrix(gb, li[shape.x], li[shape.m], L, (ax.size, am.size), lib, one)
+    Rm = _matrix(gb, ri[shape.m], ri[shape.y], R, (am.size, ay.size), lib, one)
+    Mm = _matrix(gb, mi[shape.x], mi[shape.y], M, (ax.size, ay.size), lib, one)
+    C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new(mask=Mm.S)
+    if M.values is not None:
+        C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()
+    monoid = getattr(gb.monoid, lib.monoid)
+    if len(keep) == 2:
+        r, c, v = _entries(C)
+        return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
+    if len(keep) == 1:
+        i, vals = C.reduce_rowwise(monoid).new().to_coo()
+        return result(keep, [ax.keys(i)], vals, ops)
+    return scalar_result(C.reduce_scalar(monoid).new().value, ops)
