@@ -59,11 +59,11 @@ from faq.plan.convergence import (
 from faq.plan.settings import current
 from faq.program_run import ProgramRun, Round
 from faq.query import Query
-
-log = logging.getLogger("faq")
 from faq.rule import Rule, parse_rule, split_rules
 from semirings import Semiring
 from semirings.local import local_ops
+
+log = logging.getLogger("faq")
 
 __all__ = [
     "Program",
