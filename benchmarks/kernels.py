@@ -73,10 +73,17 @@ from benchmarks._common import (
     write_results,
 )
 from faq.kernel import Table, generic_join
-from faq.kernel.runners import BLAS, GRAPHBLAS_MASKED, GRAPHBLAS_MXM, Params, run
+from faq.kernel.runners import Params, run
+from faq.plan import runners
 from faq.plan.physical import InputInfo, binding_order
 from faq.testing import power_law_graph, triangle_count_numpy
 from semirings.local import distinct, local_ops
+
+BLAS, GRAPHBLAS_MXM, GRAPHBLAS_MASKED = (
+    runners.BLAS,
+    runners.GRAPHBLAS_MXM,
+    runners.GRAPHBLAS_MASKED,
+)
 
 WORKLOADS = ("dense-chain", "sparse-chain", "min-plus", "triangles", "dense-min-plus")
 GENERIC = "generic join"
@@ -128,7 +135,8 @@ def runner_step(
 ) -> Table:
     """The runner ``name`` on one step (a fallback to the Generic Join is noted)."""
     order = sorted({v for t in tables for v in t.vars})
-    ran = run(name, tables, order, keep, local_ops(S), Params(density=0.5))
+    shape = runners.shape_of(name, [t.vars for t in tables], keep)  # the planner's reading
+    ran = run(name, tables, order, keep, local_ops(S), Params(shape, density=0.5))
     if ran.runner != name:
         notes.append(ran.why)
     return ran.table
@@ -228,7 +236,7 @@ def dense_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -
 
     cs = [
         Contender("numpy multi_dot", lambda: np.linalg.multi_dot([A, B, C]), library=True),
-        Contender(BLAS, runner),
+        Contender(f"driver/{BLAS}", runner),
         Contender(GENERIC, gj),
     ]
     return bench(f"dense chain {n}×{m}·{m}×{n}·{n}×{m}", cs, _close, args, notes)
@@ -277,7 +285,7 @@ def sparse_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) 
     else:
         A, B, C = (sp.csr_matrix((v, (r, c)), shape=(n, n)) for r, c, v in mats)
         cs.append(Contender("scipy (A@B)@C", lambda: (A @ B) @ C, library=True))
-    cs += [Contender(GRAPHBLAS_MXM, runner), Contender(GENERIC, gj)]
+    cs += [Contender(f"driver/{GRAPHBLAS_MXM}", runner), Contender(GENERIC, gj)]
     per = sz.sparse_per_row
     return bench(f"sparse chain 3× {n:,}² ({per}/row)", cs, same, args, notes)
 
@@ -311,7 +319,8 @@ def min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> l
         )
     cs += [
         Contender(
-            GRAPHBLAS_MXM, lambda: runner_step(GRAPHBLAS_MXM, [E1, E2], ("a", "c"), S, notes)
+            f"driver/{GRAPHBLAS_MXM}",
+            lambda: runner_step(GRAPHBLAS_MXM, [E1, E2], ("a", "c"), S, notes),
         ),
         Contender(GENERIC, lambda: gj_step([E1, E2], ("a", "c"), S, pair_join(E1, E2, "b"))),
     ]
@@ -345,7 +354,8 @@ def triangles(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> 
         cs.append(Contender("GraphBLAS masked plus_pair", lagraph, library=True))
     cs += [
         Contender(
-            GRAPHBLAS_MASKED, lambda: scalar(runner_step(GRAPHBLAS_MASKED, bag, (), S, notes))
+            f"driver/{GRAPHBLAS_MASKED}",
+            lambda: scalar(runner_step(GRAPHBLAS_MASKED, bag, (), S, notes)),
         ),
         Contender(GENERIC, lambda: scalar(gj_step(bag, (), S, pair_join(bag[0], bag[1], "b")))),
     ]
@@ -375,9 +385,11 @@ def dense_min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace
         return table_to_dense(t, (n, n), np.inf)
 
     cs = [
-        Contender(BLAS, lambda: dense_of(runner_step(BLAS, [ta, tb], ("i", "k"), S, notes))),
         Contender(
-            GRAPHBLAS_MXM,
+            f"driver/{BLAS}", lambda: dense_of(runner_step(BLAS, [ta, tb], ("i", "k"), S, notes))
+        ),
+        Contender(
+            f"driver/{GRAPHBLAS_MXM}",
             lambda: dense_of(runner_step(GRAPHBLAS_MXM, [ta, tb], ("i", "k"), S, notes)),
         ),
         Contender(GENERIC, lambda: dense_of(gj_step([ta, tb], ("i", "k"), S, float(n * m * n)))),

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from faq.kernel import join as kernel
+from faq.kernel import runners
 from faq.kernel.join import JoinStats
 from faq.kernel.table import Table, group_reduce
 from faq.kernel.values import spark_type
@@ -146,6 +147,7 @@ class Executor:
             pair_rows=pair_rows(step, pairs),
             parallelism=self.parallelism,
             driver_cores=self.driver_cores,
+            semiring=self.step_semiring(step),
         )
 
     # -- running -------------------------------------------------------------------------
@@ -165,24 +167,34 @@ class Executor:
             if self.hook is not None:
                 self.hook.record(self, step, inputs, choice)
             what = f"step {k}/{n}: {_describe(step, self.names)} on {_where(choice)}"
+            ran = None
             with StepProgress(what, self.spark, self.settings.progress_seconds):
                 if choice.backend == "spark":
                     last = k == n and not self.defer_last
                     out, largest = self._spark_step(step, inputs, choice, S, last=last)
                     proposed = None
                 else:
-                    out, proposed = self._local_step(step, inputs, choice, S)
+                    out, proposed, ran = self._local_step(step, inputs, choice, S)
                     largest = None
             seconds = time.perf_counter() - t0
+            declined = ran is not None and bool(ran.why)
             traces.append(
-                StepTrace(choice, int(out.rows), seconds, proposed, largest, estimated=out.lazy)
+                StepTrace(
+                    choice,
+                    int(out.rows),
+                    seconds,
+                    proposed,
+                    largest,
+                    estimated=out.lazy,
+                    ran=ran.runner if declined else "",
+                    ran_why=ran.why if declined else "",
+                )
             )
             log.info(
-                "step %d/%d: %s: %s join on %s -> %s rows in %.2f s",
+                "step %d/%d: %s: %s -> %s rows in %.2f s",
                 k,
                 n,
                 _describe(step, self.names),
-                choice.method,
                 _where(choice),
                 f"~{int(out.rows):,} (estimated; computed with a later step)"
                 if out.lazy
@@ -219,11 +231,12 @@ class Executor:
     # -- the local kernel ------------------------------------------------------------------
     def _local_step(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring
-    ) -> tuple[Data, int]:
+    ) -> tuple[Data, int, runners.Ran | None]:
         keep = step.output.vars
         tables = [self.table(d) for d in inputs]
         ops = self.ops if S is self.S else local_ops(S)
         stats = JoinStats()
+        ran = None
         if choice.method == "binary":
             out = local_binary(tables, [d.info() for d in inputs], keep, ops, stats)
         elif choice.backend == "tasks" and self.spark is not None:
@@ -240,14 +253,16 @@ class Executor:
                 )
                 assert isinstance(res, Table)
                 out = res
-        elif choice.tasks > 1:
-            out = kernel.generic_join_threads(
-                tables, choice.order, keep, ops, choice.tasks, stats=stats
+        else:  # the runner the planner named, looked up by name
+            st = self.settings
+            params = runners.Params(
+                choice.shape, st.dense_fraction, st.dense_cells, threads=choice.tasks
             )
-        else:
-            out = kernel.generic_join(tables, choice.order, keep, ops, stats=stats)
+            ran = runners.run(choice.runner, tables, choice.order, keep, ops, params)
+            out = ran.table
+            stats.proposed.append(ran.proposed)
         proposed = sum(stats.proposed)
-        return Data(keep, out.rows, table=out, distinct=_distinct_of(out)), proposed
+        return Data(keep, out.rows, table=out, distinct=_distinct_of(out)), proposed, ran
 
     def table(self, d: Data) -> Table:
         """The rows of ``d`` as a local table (collects a Spark input: one job)."""
@@ -310,6 +325,8 @@ class Executor:
                     keep,
                     S,
                     combine=combine,
+                    runner=choice.runner,
+                    shape=choice.shape,
                 )
             if settle:
                 return self._settle(keep, df, S), None
@@ -414,11 +431,13 @@ def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
 
 
 def _where(c: Choice) -> str:
+    """The step's runner and placement for the log: ``driver/blas``, ``tasks/generic-join
+    (4 tasks)``, ``cells/graphblas-masked (16 cells)``, ``spark/binary-join``..."""
     if c.backend == "tasks":
-        return f"{c.tasks} tasks"
+        return f"{c.runs} ({c.tasks} tasks)"
     if c.shares is not None:
-        return "spark (one task)" if c.one_cell else f"spark ({c.shares.total} cells)"
-    return c.backend
+        return f"{c.runs} (one task)" if c.one_cell else f"{c.runs} ({c.shares.total} cells)"
+    return c.runs
 
 
 def _describe(step: Step, names: dict[str, str] | None = None) -> str:

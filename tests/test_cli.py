@@ -252,7 +252,7 @@ def test_triangles_string_ids_with_progress(spark, capsys):
 def test_spark_backend_starts_spark_and_agrees(spark, capsys):
     assert main(["triangles", NAMED, "--backend", "spark", "--progress"]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() == "2" and "starting Spark" in err and "on spark" in err
+    assert out.strip() == "2" and "starting Spark" in err and ": cells/generic-join" in err
 
 
 def test_triangles_matrix_market(spark, capsys):
@@ -495,7 +495,7 @@ def test_progress_every_logs_lines_while_a_step_runs(spark, capsys, monkeypatch)
     out, err = capsys.readouterr()
     assert out.strip() == "2"
     live = re.findall(
-        r"^\[ *[\d.]+ s\] step 1/1: eliminate .* on spark .*: running \d+ s", err, re.M
+        r"^\[ *[\d.]+ s\] step 1/1: eliminate .* on cells/.*: running \d+ s", err, re.M
     )
     assert len(live) >= 2, err
     assert faq.settings().progress_seconds == 5.0

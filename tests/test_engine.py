@@ -329,7 +329,7 @@ def test_show_progress_prints_one_line_per_step(spark, capsys):
     finally:
         show_progress(False)
     err = capsys.readouterr().err
-    assert "step 1/1: eliminate j: wcoj join on driver -> 12 rows" in err
+    assert "step 1/1: eliminate j: driver/blas -> 12 rows" in err  # dense: BLAS
     query("Q(i, k) :- A(i, j), B(j, k)").solve(A=A, B=B)
     assert "step 1/1" not in capsys.readouterr().err
 

@@ -24,7 +24,7 @@ from faq.testing import power_law_graph, triangle_count_numpy
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 LIVE = re.compile(
-    r"^step 1/1: eliminate .* on spark \((\d+) cells\): running \d+ s; "
+    r"^step 1/1: eliminate .* on cells/\S+ \((\d+) cells\): running \d+ s; "
     r"(\d+)/(\d+) tasks done, (\d+) running, (\d+) stages?(; ([\d,]+) rows read)?$"
 )
 

@@ -38,13 +38,13 @@ from faq.kernel.compiled import NUMBA, jit
 from faq.kernel.library import (
     Axis,
     Declined,
+    ProductShape,
     axes_of,
     consolidate,
     empty,
     library_ops,
     max_abs,
     product_fits,
-    product_shapes,
     scalar_result,
 )
 from faq.kernel.table import Table
@@ -201,6 +201,7 @@ def dense_step(
     tables: Sequence[Table],
     keep: Sequence[str],
     ops: LocalOps,
+    shape: ProductShape | None = None,
     *,
     density: float = 0.5,
     cells: int = 1 << 26,
@@ -218,6 +219,9 @@ def dense_step(
     ops : LocalOps
         The semiring's numpy operations; its semiring must declare
         :class:`~semirings.core.LibraryOps`.
+    shape : ProductShape, optional
+        How the planner read the bag as a product (:func:`faq.plan.runners.product_shapes`);
+        needed unless ⊕.⊗ is the sum of products.
     density : float
         The least fraction of its array's cells each factor must hold.
     cells : int
@@ -241,7 +245,8 @@ def dense_step(
     """
     keep = tuple(keep)
     lib = library_ops(ops)
-    shape = None if lib.sums else product_shapes([t.vars for t in tables], keep)[0]
+    if shape is None and not lib.sums:
+        raise Declined("not a sum of products, and no product shape given")
     if len(set(keep)) != len(keep) or not set(keep) <= {v for t in tables for v in t.vars}:
         raise Declined(f"output {keep} is not a set of the bag's variables")
     if any(len(set(t.vars)) != len(t.vars) for t in tables):

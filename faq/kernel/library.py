@@ -7,9 +7,9 @@ of a plan, a bag of :class:`~faq.kernel.table.Table` joined, ⊗-multiplied and
 :func:`faq.kernel.join.generic_join` returns for it.  This module holds what they
 need for that:
 
-* the **bags** they run: a matrix product ``L(x, j) ⊗ R(j, y)`` with ``j``
-  eliminated (:func:`product_shapes`), and a triangle ``L(x, m), R(m, y), M(x, y)``
-  with ``m`` eliminated (:func:`triangle_shapes`);
+* the **bags** they run, as the planner read them (:mod:`faq.plan.runners`): a matrix
+  product ``L(x, j) ⊗ R(j, y)`` with ``j`` eliminated (:class:`ProductShape`), and a
+  triangle ``L(x, m), R(m, y), M(x, y)`` with ``m`` eliminated (:class:`TriangleShape`);
 * the tables **consolidated** as the Generic Join kernel indexes them (equal keys
   ⊕-combined with the kernel's own overflow checks, zero annotations dropped:
   :func:`consolidate`);
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,8 +41,8 @@ __all__ = [
     "LIMIT",
     "Axis",
     "Declined",
-    "Product",
-    "Triangle",
+    "ProductShape",
+    "TriangleShape",
     "axes_of",
     "consolidate",
     "empty",
@@ -51,11 +51,9 @@ __all__ = [
     "max_abs",
     "path_bound",
     "product_fits",
-    "product_shapes",
     "result",
     "row_bound",
     "scalar_result",
-    "triangle_shapes",
 ]
 
 LIMIT = 2.0**63 * (1 - 1e-6)
@@ -84,14 +82,10 @@ def library_ops(ops: LocalOps) -> LibraryOps:
 
 
 # -- the bags ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Product:
-    """A bag that is one matrix product: ``L(x, j) ⊗ R(j, y)``, ``j`` eliminated.
-
-    ``left`` and ``right`` are the positions of ``L`` and ``R`` in the bag; ``x``
-    comes first in the output when both ``x`` and ``y`` are kept, and is the kept
-    one when one is.
-    """
+class ProductShape(Protocol):
+    """How a bag reads as one matrix product ``L(x, j) ⊗ R(j, y)``, ``j`` eliminated
+    (``faq.plan.runners.Product``): positions of ``L`` and ``R`` in the bag, and the
+    variables (``x`` first in the output, the kept one when one is)."""
 
     left: int
     right: int
@@ -100,11 +94,9 @@ class Product:
     y: str
 
 
-@dataclass(frozen=True)
-class Triangle:
-    """A triangle-shaped bag ``L(x, m), R(m, y), M(x, y)``, ``m`` eliminated: the masked
-    product ``C<M> = L ⊕.⊗ R``, then ``C ⊗ M``.  Positions in the bag, and the variables
-    (``x`` before ``y`` in the output, ``x`` the kept one when one is)."""
+class TriangleShape(Protocol):
+    """How a bag reads as a masked product ``L(x, m), R(m, y), M(x, y)``, ``m``
+    eliminated (``faq.plan.runners.Triangle``)."""
 
     left: int
     right: int
@@ -112,76 +104,6 @@ class Triangle:
     x: str
     m: str
     y: str
-
-
-def _binary(bag: Sequence[tuple[str, ...]], n: int) -> None:
-    if len(bag) != n:
-        raise Declined(f"the bag has {len(bag)} factors, not {n}")
-    for vs in bag:
-        if len(vs) != 2 or vs[0] == vs[1]:
-            raise Declined(f"a factor over {vs} is not binary")
-
-
-def _kept(bag_vars: set[str], keep: tuple[str, ...]) -> None:
-    if len(set(keep)) != len(keep) or not set(keep) <= bag_vars:
-        raise Declined(f"output {keep} is not a set of the bag's variables")
-
-
-def product_shapes(bag: Sequence[tuple[str, ...]], keep: Sequence[str]) -> list[Product]:
-    """The ways to read the bag (each factor's variables) as one matrix product onto
-    ``keep``: one, or two mirror images when neither side is kept.
-
-    Raises
-    ------
-    Declined
-        Not two binary factors sharing exactly one variable that is eliminated, with
-        the output within the other two.
-    """
-    keep = tuple(keep)
-    _binary(bag, 2)
-    a, b = bag
-    shared = set(a) & set(b)
-    if len(shared) != 1:
-        raise Declined(f"factors over {a} and {b} share {len(shared)} variables, not one")
-    (j,) = shared
-    i = a[1 - a.index(j)]
-    k = b[1 - b.index(j)]
-    _kept({i, j, k}, keep)
-    if j in keep:
-        raise Declined(f"the shared variable {j!r} is kept")
-    one, two = Product(0, 1, i, j, k), Product(1, 0, k, j, i)
-    if not keep:
-        return [one, two]
-    return [one if keep[0] == i else two]
-
-
-def triangle_shapes(bag: Sequence[tuple[str, ...]], keep: Sequence[str]) -> list[Triangle]:
-    """The ways to read the bag as a masked product onto ``keep`` (one per eliminated
-    variable that can be the middle one).
-
-    Raises
-    ------
-    Declined
-        Not three binary factors over three variables pairwise (a triangle), or no
-        variable eliminated.
-    """
-    keep = tuple(keep)
-    _binary(bag, 3)
-    sets = [frozenset(vs) for vs in bag]
-    names = set().union(*sets)
-    if len(names) != 3 or len(set(sets)) != 3:
-        raise Declined(f"factors over {[tuple(vs) for vs in bag]} are not a triangle")
-    _kept(names, keep)
-    out = []
-    for m in sorted(names - set(keep)):
-        rest = [v for v in keep if v != m] + sorted(names - {m} - set(keep))
-        x, y = rest
-        at = {s: p for p, s in enumerate(sets)}
-        left, right, mask = at[frozenset((x, m))], at[frozenset((m, y))], at[frozenset((x, y))]
-        out.append(Triangle(left, right, mask, x, m, y))
-    if not out:
-        raise Declined("every variable of the triangle is kept")
-    return out
 
 
 # -- tables and keys ------------------------------------------------------------------------

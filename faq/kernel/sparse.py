@@ -46,8 +46,8 @@ from faq.kernel.library import (
     LIMIT,
     Axis,
     Declined,
-    Product,
-    Triangle,
+    ProductShape,
+    TriangleShape,
     axes_of,
     consolidate,
     empty,
@@ -55,11 +55,9 @@ from faq.kernel.library import (
     magnitudes,
     path_bound,
     product_fits,
-    product_shapes,
     result,
     row_bound,
     scalar_result,
-    triangle_shapes,
 )
 from faq.kernel.table import Table
 from semirings.core import LibraryOps
@@ -166,14 +164,19 @@ def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
     return int(np.dot(a, b))
 
 
-def wedges(shape: Triangle, idx: list[dict[str, np.ndarray]], size_m: int) -> int:
+def wedges(shape: TriangleShape, idx: list[dict[str, np.ndarray]], size_m: int) -> int:
     """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
     (``idx``: each factor's keys as indices, per variable)."""
     return product_work(idx[shape.left][shape.m], idx[shape.right][shape.m], size_m)
 
 
 def graphblas_mxm(
-    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+    tables: Sequence[Table],
+    keep: Sequence[str],
+    ops: LocalOps,
+    shape: ProductShape,
+    *,
+    threads: int = 0,
 ) -> Table:
     """The step ``⊕_{eliminated} L(x, j) ⊗ R(j, y)`` onto ``keep`` as a GraphBLAS product.
 
@@ -186,6 +189,8 @@ def graphblas_mxm(
     ops : LocalOps
         The semiring's numpy operations; its semiring must declare
         :class:`~semirings.core.LibraryOps`.
+    shape : ProductShape
+        How the planner read the bag as a product (:func:`faq.plan.runners.product_shapes`).
     threads : int
         GraphBLAS's threads for this call (0: its own setting, by default every core).
 
@@ -197,14 +202,13 @@ def graphblas_mxm(
     Raises
     ------
     Declined
-        The bag is not such a product, the semiring declares no library operations,
+        The semiring declares no library operations,
         the keys cannot be ordered, or a 64-bit result could overflow.
     OverflowError
         Repeated keys of a 64-bit semiring ⊕-combine past 64 bits (as in the kernel).
     """
     keep = tuple(keep)
     lib = library_ops(ops)
-    shape = product_shapes([t.vars for t in tables], keep)[0]
     gb = graphblas()
     with _threads(gb, threads):
         return _mxm(gb, tables, keep, ops, lib, shape)
@@ -216,7 +220,7 @@ def _mxm(
     keep: tuple[str, ...],
     ops: LocalOps,
     lib: LibraryOps,
-    shape: Product,
+    shape: ProductShape,
 ) -> Table:
     ts = [consolidate(t, ops) for t in tables]
     if any(t.rows == 0 for t in ts):
@@ -271,7 +275,12 @@ def _check_product(
 
 
 def graphblas_masked(
-    tables: Sequence[Table], keep: Sequence[str], ops: LocalOps, *, threads: int = 0
+    tables: Sequence[Table],
+    keep: Sequence[str],
+    ops: LocalOps,
+    shapes: Sequence[TriangleShape],
+    *,
+    threads: int = 0,
 ) -> Table:
     """The triangle-shaped step ``⊕ L(x, m) ⊗ R(m, y) ⊗ M(x, y)`` as a masked GraphBLAS product.
 
@@ -289,6 +298,9 @@ def graphblas_masked(
     ops : LocalOps
         The semiring's numpy operations; its semiring must declare
         :class:`~semirings.core.LibraryOps`.
+    shapes : sequence of TriangleShape
+        The ways the planner read the bag as a masked product, one per variable that
+        can be the middle one (:func:`faq.plan.runners.triangle_shapes`).
     threads : int
         GraphBLAS's threads for this call (0: its own setting, by default every core).
 
@@ -300,14 +312,13 @@ def graphblas_masked(
     Raises
     ------
     Declined
-        The bag is not a triangle, the semiring declares no library operations, the keys
+        The semiring declares no library operations, the keys
         cannot be ordered, or a 64-bit result could overflow.
     OverflowError
         Repeated keys of a 64-bit semiring ⊕-combine past 64 bits (as in the kernel).
     """
     keep = tuple(keep)
     lib = library_ops(ops)
-    shapes = triangle_shapes([t.vars for t in tables], keep)
     gb = graphblas()
     with _threads(gb, threads):
         return _masked(gb, tables, keep, ops, lib, shapes)
@@ -319,7 +330,7 @@ def _masked(
     keep: tuple[str, ...],
     ops: LocalOps,
     lib: LibraryOps,
-    shapes: list[Triangle],
+    shapes: Sequence[TriangleShape],
 ) -> Table:
     ts = [consolidate(t, ops) for t in tables]
     if any(t.rows == 0 for t in ts):

@@ -28,12 +28,14 @@ as it goes (the executor, with actual sizes).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from faq.plan import runners
 from faq.plan.logical import Step
 from faq.plan.settings import Settings, current
 from faq.plan.shares import Shares, choose_shares
+from semirings.core import Semiring
 
 __all__ = [
     "BACKENDS",
@@ -43,6 +45,7 @@ __all__ = [
     "binding_order",
     "check_options",
     "choose",
+    "choose_runner",
     "join_order",
 ]
 
@@ -78,7 +81,11 @@ class Choice:
     ``pair_rows`` the cheapest pairwise join of the bag's atoms (exact, from
     the statistics) when known; ``why`` says what decided; ``shares`` the cells of
     a step partitioned over the cluster (``"spark"`` and ``"wcoj"``: one HyperCube
-    shuffle, the kernel in every cell, :mod:`faq.spark.partitioned`).
+    shuffle, the kernel in every cell, :mod:`faq.spark.partitioned`).  ``runner`` is the
+    kernel runner of a ``"wcoj"`` step (:mod:`faq.plan.runners`: ``generic-join``,
+    ``graphblas-mxm``, ``graphblas-masked``, ``blas``), looked up by name wherever the
+    step runs (:func:`faq.kernel.runners.run`); ``shape`` how a library runner reads the
+    bag; ``runner_why`` why that runner (the estimates compared).
     """
 
     backend: str
@@ -89,6 +96,25 @@ class Choice:
     pair_rows: float | None = None
     why: str = ""
     shares: Shares | None = None
+    runner: str = runners.GENERIC_JOIN
+    shape: Any = None
+    runner_why: str = ""
+
+    @property
+    def placement(self) -> str:
+        """Where the step's runner runs: ``driver``, ``tasks``, ``cells`` (partitioned over
+        the cluster) or ``spark`` (Spark DataFrame joins)."""
+        if self.backend == "spark":
+            return "cells" if self.shares is not None else "spark"
+        return self.backend
+
+    @property
+    def runs(self) -> str:
+        """The runner and its placement, as ``explain()`` names them: ``driver/blas``,
+        ``driver/graphblas-mxm``, ``cells/generic-join``, ``driver/binary-join``,
+        ``spark/binary-join``..."""
+        name = "binary-join" if self.method == "binary" else self.runner
+        return f"{self.placement}/{name}"
 
     @property
     def one_cell(self) -> bool:
@@ -115,6 +141,7 @@ def choose(
     parallelism: int = 1,
     driver_cores: int = 1,
     settings: Settings | None = None,
+    semiring: Semiring | None = None,
 ) -> Choice:
     """The physical choice for ``step`` given its ``inputs`` (in ``step.factors`` order).
 
@@ -122,7 +149,9 @@ def choose(
     ``driver_cores`` the driver's own; in local mode they are the same cores,
     and the driver's threads do the parallel work without a Spark job.  The thresholds
     are ``settings`` (by default those in force, :func:`faq.settings`); ``why`` names
-    the ones that decided, with their values.
+    the ones that decided, with their values.  With the step's ``semiring``, a step the
+    kernel joins in the driver or in cells gets the runner :func:`choose_runner` ranks
+    first; without it, the Generic Join kernel.
     """
     st = settings or current()
     LOCAL_ROWS, TASK_WORK = st.local_rows, st.task_work
@@ -181,7 +210,49 @@ def choose(
             waves=st.max_cell_waves,
         )
         tasks = shares.total
-    return Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)
+    choice = Choice(where, method, tuple(order), tasks, work, pair_rows, why, shares)
+    # the driver's kernel, or every cell's (a one-cell step runs fused with its
+    # neighbours, by the Generic Join kernel: faq.spark.fused)
+    kernel_joins = where == "driver" or (shares is not None and shares.total > 1)
+    if semiring is not None and method == "wcoj" and len(inputs) > 1 and kernel_joins:
+        choice = choose_runner(choice, step, inputs, semiring, st)
+    return choice
+
+
+def choose_runner(
+    choice: Choice,
+    step: Step,
+    inputs: Sequence[InputInfo],
+    semiring: Semiring,
+    settings: Settings,
+) -> Choice:
+    """``choice`` with the runner of its step: the cheapest of :func:`faq.plan.runners.ranked`
+    by estimated CPU seconds, the Generic Join kernel when none is cheaper (or the
+    ``library_runners`` setting is off).  A partitioned step's cells take the GraphBLAS
+    runners but not ``blas`` (a cell holds a slice of each key domain, not dense blocks).
+    """
+    if not settings.library_runners:
+        return replace(choice, runner_why="library_runners=False")
+    keep = step.output.vars
+    ranking = runners.ranked(
+        inputs,
+        keep,
+        semiring,
+        work=choice.work,
+        pair_rows=choice.pair_rows,
+        density=settings.dense_fraction,
+        cells=settings.dense_cells,
+    )
+    if choice.shares is not None:
+        ranking = [r for r in ranking if r[0] != runners.BLAS]
+    best, seconds, _ = ranking[0]
+    if best == runners.GENERIC_JOIN or seconds == float("inf"):
+        return choice
+    gj = next(s for n, s, _ in ranking if n == runners.GENERIC_JOIN)
+    bag = [tuple(i.vars) for i in inputs]
+    shape = runners.shape_of(best, bag, keep)
+    why = f"estimated {seconds:.2g} s < generic-join {gj:.2g} s"
+    return replace(choice, runner=best, shape=shape, runner_why=why)
 
 
 def _work(step: Step, pair_rows: float | None) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from faq.plan.logical import ESTIMATE, EXACT, Plan
 from faq.plan.physical import Choice
+from faq.plan.runners import GENERIC_JOIN
 from faq.plan.settings import Settings
 
 __all__ = ["StepTrace", "Trace", "render"]
@@ -22,6 +23,8 @@ class StepTrace:
     proposed: int | None = None  # candidates the local kernel proposed
     largest: int | None = None  # largest intermediate (Spark, with ``trace``)
     estimated: bool = False  # a lazy output (computed with a later step): ``rows`` estimated
+    ran: str = ""  # the runner that computed a driver step, when not the one chosen
+    ran_why: str = ""  # why (a library runner declined: the data could overflow, ...)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ def render(
             lines.append(f"  bag      {shape}")
         else:
             label = "worst-case optimal (Generic Join)" if c.method == "wcoj" else "binary"
+            if c.method == "wcoj" and c.runner != GENERIC_JOIN:
+                label = f"{c.runner} (a library runner)"
             lines.append(f"  method   {label} ({shape} bag)")
             where = _WHERE[c.backend].format(n=c.tasks)
             if c.backend == "driver" and c.tasks > 1:
@@ -104,6 +109,10 @@ def render(
             elif c.shares is not None:
                 where = f"local kernel in {c.shares.total} cells partitioned over Spark"
             lines.append(f"  runs on  {where}   [{c.why}]")
+            if c.method == "wcoj":
+                lines.append(
+                    f"  runner   {c.runs}" + (f"   [{c.runner_why}]" if c.runner_why else "")
+                )
             if c.shares is not None and c.one_cell:
                 lines.append(f"  cells    one: ~{_fmt(c.shares.load)} rows, read where they are")
             elif c.shares is not None:
@@ -131,6 +140,8 @@ def render(
                 )
             else:
                 lines.append(f"  actual   output {t.rows:,} rows{extra}; {t.seconds:.2f} s")
+            if t.ran:
+                lines.append(f"  ran      {t.ran}   [{t.ran_why}]")
     if trace is None:
         lines.append("(estimates: q.explain(q.run(...)) reports a run with its actual sizes)")
     else:

@@ -139,6 +139,17 @@ class Settings:
         line this often: how long it has run, and the tasks done out of the tasks of its
         Spark stages, the tasks running and the rows read (:mod:`faq.progress`).  0: only
         the line at the end of each step.
+    library_runners : bool
+        Whether a step may be run by a library runner (:mod:`faq.plan.runners`: a
+        GraphBLAS product or masked product, BLAS on dense factors) when the planner
+        estimates it cheaper than the Generic Join kernel.  False: the Generic Join
+        kernel runs every step (the same answers).
+    dense_fraction : float
+        A factor is dense, for the ``blas`` runner, when it holds at least this fraction
+        of the cells of its variables' key domains (more than 0, at most 1).
+    dense_cells : int
+        The most cells of one dense array (a factor's or a step's output) the ``blas``
+        runner builds (8 bytes each).
     spark_adaptive : bool
         Whether a query over relations kept in Spark runs with Spark's adaptive query
         execution.  Off by default: the engine chooses its partitions itself (one per
@@ -172,6 +183,9 @@ class Settings:
     journal_ticks: int = 2000
     lease_seconds: float = 1.0
     progress_seconds: float = 5.0
+    library_runners: bool = True
+    dense_fraction: float = 0.5
+    dense_cells: int = 1 << 26
     spark_adaptive: bool = False
 
     def __post_init__(self) -> None:
@@ -188,6 +202,11 @@ class Settings:
         if self.max_cell_waves < 1:
             raise ValueError(
                 f"setting 'max_cell_waves' must be at least 1, got {self.max_cell_waves}"
+            )
+        if not 0 < self.dense_fraction <= 1:
+            raise ValueError(
+                f"setting 'dense_fraction' must be more than 0 and at most 1, "
+                f"got {self.dense_fraction}"
             )
         if self.max_rounds < 1:
             raise ValueError(f"setting 'max_rounds' must be at least 1, got {self.max_rounds}")

@@ -12,7 +12,8 @@ A step whose inputs do not fit in the driver runs here.  Its shares
    :func:`grids`);
 2. **the kernel in every cell**: each task (``mapInArrow``, Arrow batches in
    and out, no Python per row) takes its cell's rows, splits them by relation
-   into kernel tables, and runs :func:`faq.kernel.generic_join` with the step's
+   into kernel tables, and runs the step's runner (:func:`faq.kernel.runners.run`: the
+   Generic Join kernel or a library runner the planner named) with the step's
    binding order, ⊕-folding the eliminated variables as it goes;
 3. when an output key can come from several cells (an eliminated variable is
    cut), the cells' outputs are ⊕-combined by key (a Spark aggregation).
@@ -42,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from faq.kernel.join import generic_join
 from faq.kernel.pointers import back_pointers
+from faq.kernel.runners import Params, run
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
@@ -83,6 +84,8 @@ def run_partitioned(
     S: Semiring,
     *,
     combine: bool = True,
+    runner: str = "generic-join",
+    shape: Any = None,
 ) -> DataFrame:
     """The step's bag joined and ⊕-aggregated onto ``keep``, cell by cell (lazy).
 
@@ -102,6 +105,9 @@ def run_partitioned(
         ⊕-combine the outputs of different cells by key in Spark when the shares
         need it; without it, a key may come in several rows (one per cell, for a
         caller that combines them itself, e.g. a scalar in the driver).
+    runner, shape : str, object
+        The kernel runner every cell runs (:func:`faq.kernel.runners.run`, one thread
+        each) and how it reads the bag, as the planner named them.
 
     Returns
     -------
@@ -110,7 +116,7 @@ def run_partitioned(
         zeros dropped.
     """
 
-    out = _in_cells(frames, shares, order, tuple(keep), S)
+    out = _in_cells(frames, shares, order, tuple(keep), S, runner=runner, shape=shape)
     if combine and shares.combine:
         out = sops.consolidate(S, out, list(keep), VALUE)
     return out
@@ -142,6 +148,8 @@ def _in_cells(
     out: tuple[str, ...],
     S: Semiring,
     pointers: int | None = None,
+    runner: str = "generic-join",
+    shape: Any = None,
 ) -> DataFrame:
     """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
     and ``value`` (see :class:`_Cell` for ``pointers``)."""
@@ -149,7 +157,8 @@ def _in_cells(
     rows, types = route(frames, shares, vtype)
     schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
     relations = tuple(vars_ for vars_, _ in frames)
-    return rows.mapInArrow(_Cell(relations, tuple(order), out, S, vtype, pointers), schema)
+    cell = _Cell(relations, tuple(order), out, S, vtype, pointers, runner, shape)
+    return rows.mapInArrow(cell, schema)
 
 
 def route(
@@ -272,6 +281,8 @@ class _Cell:
         S: Semiring,
         vtype: str,
         pointers: int | None = None,
+        runner: str = "generic-join",
+        shape: Any = None,
     ) -> None:
         self.relations = relations
         self.order = order
@@ -282,6 +293,9 @@ class _Cell:
         # back-pointers: ``keep`` is the output key (its first ``pointers`` variables)
         # and the eliminated variables; each cell keeps the best row per key
         self.pointers = pointers
+        # the runner the planner named, one thread per cell (cells share executors' cores)
+        self.runner = runner
+        self.params = Params(shape, threads=1)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -302,7 +316,7 @@ class _Cell:
                 ]
                 if any(t.rows == 0 for t in tables):
                     continue
-                out = generic_join(tables, self.order, self.keep, ops)
+                out = run(self.runner, tables, self.order, self.keep, ops, self.params).table
                 if self.pointers is not None:
                     k = self.pointers
                     out = back_pointers(out, self.keep[:k], self.keep[k:], ops, self.S)
