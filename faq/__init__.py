@@ -11,7 +11,7 @@ from faq.front import einsum, query
 from faq.plan.settings import Settings, settings
 from faq.query import Query, Run
 from faq.recursion import Program, ProgramRun
-from faq.reference import reference_solve
+from faq.reference import reference_fixpoint, reference_solve
 from faq.rule import VALUE, Atom, Rule
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "TermReport",
     "einsum",
     "query",
+    "reference_fixpoint",
     "reference_solve",
     "settings",
     "solve_delta",
