@@ -133,8 +133,17 @@ class _Draw:
     the strategies built from them once (a draw only picks from them)."""
 
     def __init__(
-        self, query: Query | Program, keys: Iterable[Any], values: Any, max_rows: int = 6
+        self,
+        query: Query | Program,
+        keys: Iterable[Any],
+        values: Any,
+        min_rows: int = 0,
+        max_rows: int = 6,
     ) -> None:
+        if not 0 <= min_rows <= max_rows:
+            raise InvalidArgument(
+                f"need 0 <= min_rows <= max_rows, got min_rows={min_rows}, max_rows={max_rows}"
+            )
         self.query = query
         self.S: Semiring = query.semiring
         self.arities = inputs_of(query)
@@ -147,7 +156,11 @@ class _Draw:
         self.weights = st.integers(1, 3)
         self.keys = {a: st.tuples(*[st.sampled_from(self.domain)] * a) for a in {0, 1, 2, 3}}
         self.initial = {
-            a: st.lists(st.tuples(self.key(a), self.values, self.weights), max_size=max_rows)
+            a: st.lists(
+                st.tuples(self.key(a), self.values, self.weights),
+                min_size=min_rows,
+                max_size=max_rows,
+            )
             for a in set(self.arities.values())
         }
         inserts = ["insert", "duplicate"]
@@ -155,8 +168,8 @@ class _Draw:
         if self.ring:
             everything.append("retract any")
         self.kinds = {
-            False: st.lists(st.sampled_from(inserts), max_size=3),
-            True: st.lists(st.sampled_from(everything), max_size=3),
+            False: st.lists(st.sampled_from(inserts), min_size=1, max_size=3),
+            True: st.lists(st.sampled_from(everything), min_size=1, max_size=3),
         }
         self.relations = st.lists(
             st.sampled_from(self.names), min_size=1, max_size=len(self.names), unique=True
@@ -183,7 +196,8 @@ class _Draw:
         )
 
     def initial_rows(self, draw: Any, arity: int) -> list[Row]:
-        """Up to ``max_rows`` inserted rows (weights 1 to 3), one of them maybe repeated."""
+        """``min_rows`` to ``max_rows`` inserted rows (weights 1 to 3), one of them maybe
+        repeated."""
         rows = draw(self.initial[arity])
         if rows and draw(st.booleans()):
             rows.append(self.pick(draw, rows))
@@ -277,6 +291,7 @@ def relations(
     keys: Iterable[Any] = range(4),
     *,
     values: st.SearchStrategy[Any] | None = None,
+    min_rows: int = 0,
     max_rows: int = 6,
 ) -> st.SearchStrategy[dict[str, pd.DataFrame]]:
     """Initial contents for a view of ``query``: one pandas frame per input relation.
@@ -290,8 +305,8 @@ def relations(
     values : hypothesis strategy, optional
         The annotations; by default :func:`semiring_values` of the query's semiring.
         Every value drawn must pass the semiring's ``contains``.
-    max_rows : int
-        Most distinct rows drawn per relation (a few more repeat drawn ones).
+    min_rows, max_rows : int
+        How many rows are drawn per relation (one more may repeat a drawn one).
 
     Returns
     -------
@@ -300,7 +315,7 @@ def relations(
         ``_weight`` (multiplicities 1 to 3) or fewer columns when they are implied.
     """
 
-    d = _Draw(query, keys, values, max_rows)
+    d = _Draw(query, keys, values, min_rows, max_rows)
 
     @st.composite
     def draw_relations(draw: Any) -> dict[str, pd.DataFrame]:
@@ -316,6 +331,7 @@ def ticks(
     *,
     min_ticks: int = 1,
     values: st.SearchStrategy[Any] | None = None,
+    min_rows: int = 0,
     max_rows: int = 6,
     retract: bool = True,
 ) -> st.SearchStrategy[Ticks]:
@@ -347,15 +363,17 @@ def ticks(
         How many ticks.
     values : hypothesis strategy, optional
         The annotations (default :func:`semiring_values`).
-    max_rows : int
-        Most distinct rows of each initial relation.
+    min_rows, max_rows : int
+        How many rows each initial relation has (one more may repeat a drawn one).
+        Hypothesis's first example is the smallest: with ``min_rows=0`` its relations
+        are empty, so a test that affords few examples (a Spark state) wants a few.
     retract : bool
         False draws insertions only (an append-only stream).
     """
     if not 0 <= min_ticks <= max_ticks:
         raise InvalidArgument(f"need 0 <= min_ticks <= max_ticks, got {min_ticks}, {max_ticks}")
 
-    d = _Draw(query, keys, values, max_rows)
+    d = _Draw(query, keys, values, min_rows, max_rows)
 
     @st.composite
     def draw_ticks(draw: Any) -> Ticks:
