@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import math
 import operator
 import os
@@ -463,6 +464,16 @@ def test_witnesses_are_checked():
     strategy = ticks(q, keys=range(3), max_ticks=2)
     message, _ = caught(q, strategy, witness=True, make_view=WrongWitness)
     assert "does not attain its value" in message, message
+
+
+def test_witness_true_needs_a_view_that_maintains_witnesses():
+    q = query("Q(a) :- R(a, b), S(b)", semiring="max-plus")
+    initial = {"R": delta_frame([((0, 1), 1.0, 1)], semirings.MAX_PLUS, 2)}
+    if "witness" in inspect.signature(IncrementalView.__init__).parameters:
+        assert_incremental(q, initial, [], witness=True)
+        return
+    with pytest.raises(TypeError, match="takes no witness= option"):
+        assert_incremental(q, initial, [], witness=True)
 
 
 # -- a Spark state ------------------------------------------------------------------------------
