@@ -223,7 +223,7 @@ class _Draw:
                 out.append((key, value, 1))
             elif kind == "retract":
                 key, value = self.pick(draw, present)
-                w = draw(st.integers(1, min(available[(key, value)], 2)))
+                w = draw(st.integers(1, available[(key, value)]))  # up to every copy
                 available[(key, value)] -= w
                 out.append((key, value, -w))
             elif kind == "change":
