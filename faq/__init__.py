@@ -12,7 +12,7 @@ from faq.front import einsum, query
 from faq.plan.settings import Settings, settings
 from faq.query import Query, Run
 from faq.recursion import Program, ProgramRun
-from faq.reference import reference_solve
+from faq.reference import reference_fixpoint, reference_solve
 from faq.rule import VALUE, Atom, Rule
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "TermReport",
     "einsum",
     "query",
+    "reference_fixpoint",
     "reference_solve",
     "relation_kind",
     "settings",

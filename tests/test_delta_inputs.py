@@ -8,14 +8,15 @@ point, tests/test_input_meaning.py).  Oracles:
 * the equivalent Spark DataFrame (``spark.createDataFrame`` of the same rows): the same
   ``result()`` and the same ``step()`` change at every tick, and for a bad delta the same
   exception with the same message, the view left as it was;
-* the batch answer (:func:`faq.reference_solve` on a model of the relations) after every
-  tick of random changes fed alternately as pandas, Arrow and numpy;
+* the batch answer (:func:`faq.reference_solve` and a batch solve, on the testing kit's
+  model of the relations) after every tick of random changes fed alternately as pandas,
+  Arrow and numpy;
 * the status tracker: a pandas, Arrow or numpy tick on the driver state runs no Spark job.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,12 +27,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semirings
-from faq import query, reference_solve
+from faq import query
 from faq.rule import parse_rule
 from incremental import IncrementalView
+from incremental.testing import assert_incremental, ticks
+from incremental.testing.model import Row
 from semirings import Semiring
 from tests.helpers import assert_same, spark_jobs
-from tests.test_deletions import Row, apply, changes, current, expected_change, initial_rows
 
 KINDS = ["pandas", "arrow", "record batch", "numpy"]
 TRIANGLE = "Q(a) :- E(a, b), E(b, c), E(a, c)"
@@ -285,38 +287,32 @@ FED = ["pandas", "arrow", "numpy"]
 RANDOM = {"counting": C, "min-plus": MP, "real": R}
 
 
+class FedAlternately(IncrementalView):
+    """A view given its initial contents and every delta as pandas, Arrow and numpy in
+    turn, from the kind ``first``: the testing kit's frames converted before each step."""
+
+    def __init__(self, q: Any, first: int = 0, **kwargs: Any) -> None:
+        self.first = first
+        opts = {k: v for k, v in kwargs.items() if k not in q.rule.relations}
+        given = {n: as_kind(f, FED[first]) for n, f in kwargs.items() if n not in opts}
+        super().__init__(q, **opts, **given)
+
+    def step(self, batch_id: int | None = None, **deltas: Any) -> Any:
+        kind = FED[(self.first + self.tick + 1) % len(FED)]
+        return super().step(batch_id, **{n: as_kind(f, kind) for n, f in deltas.items()})
+
+
 @pytest.mark.parametrize("semiring", list(RANDOM))
 @settings(max_examples=max(3, settings.default.max_examples // 2))
 @given(data=st.data())
-def test_random_ticks_fed_alternately_match_batch(spark, semiring, data):
-    S = RANDOM[semiring]
-    rule_text = data.draw(st.sampled_from([TRIANGLE, CHAIN]), label="query")
-    rule = parse_rule(rule_text)
-    start = data.draw(st.integers(0, len(FED) - 1), label="first kind")
-    model = {n: Counter() for n in rule.relations}
-    initial = {}
-    for n, arity in rule.relations.items():
-        rows = data.draw(initial_rows(S, arity), label=f"initial {n}")
-        apply(S, model[n], rows)
-        initial[n] = as_kind(frame(rows, arity, S), FED[start])
-    view = IncrementalView(query(rule_text, semiring=S), state="driver", **initial)
-    before = reference_solve(rule, S, current(S, model))
-    assert_same(view.result().to_dict(), before, S, "initial result")
-    for t in range(1, data.draw(st.integers(2, 4), label="ticks") + 1):
-        kind = FED[(start + t) % len(FED)]
-        tick = {
-            n: data.draw(changes(S, model[n], rule.relations[n]), label=f"tick {t}: Δ{n}")
-            for n in rule.relations
-        }
-        out = view.step(
-            **{n: as_kind(frame(rows, rule.relations[n], S), kind) for n, rows in tick.items()}
-        )
-        for n, rows in tick.items():
-            apply(S, model[n], rows)
-        after = reference_solve(rule, S, current(S, model))
-        assert_same(view.result().to_dict(), after, S, f"result after tick {t} ({kind})")
-        assert_same(out.to_dict(), expected_change(S, before, after), S, f"change at tick {t}")
-        before = after
+def test_random_ticks_fed_alternately_match_batch(semiring, data):
+    # the testing kit draws the ticks and checks every one against batch and the oracle
+    rule = data.draw(st.sampled_from([TRIANGLE, CHAIN]), label="query")
+    q = query(rule, semiring=RANDOM[semiring])
+    first = data.draw(st.integers(0, len(FED) - 1), label="first kind")
+    t = data.draw(ticks(q, keys=range(3), min_ticks=2, max_ticks=4), label="ticks")
+    make = functools.partial(FedAlternately, first=first)
+    assert_incremental(q, t, state="driver", make_view=make)
 
 
 def test_spark_state_refuses_a_fractional_weight(spark):

@@ -1,16 +1,16 @@
 """Incremental views checked against batch evaluation.
 
-Oracle: integrating the deltas equals the batch answer.  After every tick,
-``view.result()`` equals the brute-force reference evaluator
-(:func:`faq.reference_solve`) on the relations accumulated so far, and for
-ring semirings the delta a step returns equals the difference of the batch
-answers before and after it; for semirings without inverses (max-product,
-boolean; insertions only) the old answer ⊕ the delta equals the new one.
+Oracle: integrating the deltas equals the batch answer.  The property tests draw
+ticks and replay them with the testing kit (:mod:`incremental.testing`): after every
+tick, ``view.result()`` and every ``view.relation()`` equal the brute-force reference
+evaluator (:func:`faq.reference_solve`) and a batch solve on the relations accumulated
+so far, and the change a step returns equals the difference of those answers (rings
+and counting) or the new annotations of the keys that changed (other semirings).
 
-Spark jobs are the cost here (a fraction of a second each, dozens per tick of
-a cyclic query), so the property tests draw few examples of a few ticks and
-use binary joins; the named triangle case runs the default join (worst-case
-optimal Generic Join at cyclic bags).
+Their deltas are pandas frames and the views' states are in the driver, so those ticks
+run no Spark job; the test of Spark delta queries (a large delta's path) runs dozens of
+Spark jobs a tick and draws few examples.  The named cases use Spark DataFrames; the
+triangle case runs the default join (worst-case optimal Generic Join at cyclic bags).
 """
 
 from __future__ import annotations
@@ -32,47 +32,18 @@ from faq import Factor, query, reference_solve
 from faq.rule import parse_rule
 from faq.session import checkpoint_ids
 from incremental import IncrementalView
+from incremental.testing import assert_incremental, ticks
 from tests.helpers import spark_jobs
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
 
 # -- helpers --------------------------------------------------------------------------------
-def relation_df(spark, entries: dict[tuple, Any], arity: int, value_type: str = "bigint"):
-    """A DataFrame with key columns c0..c{arity-1} and a value column."""
-    cols = [f"c{i}" for i in range(arity)]
-    schema = ", ".join([*(f"{c} bigint" for c in cols), f"value {value_type}"])
-    return spark.createDataFrame([(*k, v) for k, v in entries.items()], schema)
-
-
 def add(S, acc: dict, delta: dict) -> dict:
     out = dict(acc)
     for k, v in delta.items():
         out[k] = S.add(out[k], v) if k in out else v
     return {k: v for k, v in out.items() if not S.is_zero(v)}
-
-
-def close(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
-        return False
-    return all(
-        (x == y) if isinstance(x, bool | int) else abs(x - y) <= 1e-9 * max(1, abs(y))
-        for x, y in ((a[k], b[k]) for k in a)
-    )
-
-
-def check_tick(view, rule, S, state, before, delta_factor):
-    """result() equals the reference on ``state``; the delta is consistent with ``before``."""
-    after = reference_solve(rule, S, state)
-    got = view.result().to_dict()
-    assert close(got, after), (got, after)
-    d = delta_factor.to_dict()
-    if S.is_ring or S is semirings.COUNTING:
-        want = {k: after.get(k, 0) - before.get(k, 0) for k in {*after, *before}}
-        assert close(d, {k: v for k, v in want.items() if v}), (d, want)
-    else:
-        assert close(add(S, before, d), after), (before, d, after)
-    return after
 
 
 # -- named cases ----------------------------------------------------------------------------
@@ -446,6 +417,10 @@ def test_durable_view_resumes_at_the_last_commit(spark, tmp_path):
 
 
 # -- property tests -------------------------------------------------------------------------
+# The ticks are drawn and replayed by the testing kit (incremental.testing): after every
+# tick, step()'s change, result() and every relation() equal a batch solve and the
+# brute-force oracle, an illegal tick is refused and changes nothing, a replayed batch id
+# is skipped.
 QUERIES = {
     "triangle": TRIANGLE,
     "chain": "Q(i, l) :- A(i, j), B(j, k), C(k, l)",
@@ -453,70 +428,27 @@ QUERIES = {
     "self-join": "Q(a) :- E(a, b), E(b, c), F(c)",
 }
 
-NODES = st.integers(0, 3)
-
-# a tick runs a handful of Spark jobs in the driver-side path and dozens in the Spark
-# path: the "ci" profile (10 examples) gets 3, 2 and 1 examples here, "long" 66, 40, 20
-SOME = max(2, settings.default.max_examples // 5)
-MANY = max(3, settings.default.max_examples // 3)
-FEW = max(1, settings.default.max_examples // 10)
-
-
-@st.composite
-def ring_case(draw, name: str, semiring: str, ticks: int):
-    """Initial relations and ``ticks`` deltas; deletions never go below zero for counting."""
-    S = semirings.get(semiring)
-    rule = parse_rule(QUERIES[name])
-    weights = st.sampled_from([1.0, 2.0, -0.5, 0.5, -2.0])
-
-    def rel(arity):
-        keys = st.tuples(*[NODES] * arity)
-        w = weights if S is semirings.REAL else st.integers(1, 3)
-        return draw(st.dictionaries(keys, w, min_size=2, max_size=6))
-
-    state = {n: rel(k) for n, k in rule.relations.items()}
-    deltas = []
-    current = {n: dict(r) for n, r in state.items()}
-    for _ in range(ticks):
-        names = draw(st.lists(st.sampled_from(sorted(rule.relations)), min_size=1, unique=True))
-        tick = {}
-        for n in names:
-            arity = rule.relations[n]
-            d = {}
-            keys = st.tuples(*[NODES] * arity)
-            for k in draw(st.lists(keys, min_size=1, max_size=3, unique=True)):
-                have = current[n].get(k, 0)
-                if S is semirings.REAL:
-                    d[k] = draw(weights)
-                elif have and draw(st.booleans()):
-                    d[k] = -draw(st.integers(1, have))  # delete some copies
-                else:
-                    d[k] = draw(st.integers(1, 2))
-            tick[n] = d
-            current[n] = add(semirings.INTEGER if S is not semirings.REAL else S, current[n], d)
-        deltas.append(tick)
-    return state, deltas
+# a driver-side tick is a few lookups and joins, a tick of Spark delta queries dozens of
+# Spark jobs: the "ci" profile (10 examples) gets 5, 3 and 2 examples here, "long" 100,
+# 66 and 20
+MANY = max(5, settings.default.max_examples // 2)
+SOME = max(3, settings.default.max_examples // 3)
+FEW = max(2, settings.default.max_examples // 10)
 
 
-def run_ring_case(spark, name, semiring, case, join="binary", local=True):
-    S = semirings.get(semiring)
-    rule = parse_rule(QUERIES[name])
-    vt = semirings.spark.ops(S).type
-    state, deltas = case
-    initial = {n: relation_df(spark, r, rule.relations[n], vt) for n, r in state.items() if r}
-    view = IncrementalView(query(QUERIES[name], semiring=S), join=join, **initial)
-    view.local = local
-    before = reference_solve(rule, S, state)
-    assert close(view.result().to_dict(), before)
-    ring = semirings.INTEGER if S is semirings.COUNTING else S
-    for t, tick in enumerate(deltas, 1):
-        dfs = {n: relation_df(spark, d, rule.relations[n], vt) for n, d in tick.items()}
-        out = view.step(**dfs)
-        if not local:
-            assert {t.where for t in view.last_step.terms if not t.skipped} <= {"spark"}
-        state = {n: add(ring, state[n], tick.get(n, {})) for n in state}
-        before = check_tick(view, rule, S, state, before, out)
-        assert view.tick == t
+class SparkDeltaQueries(IncrementalView):
+    """A view whose delta queries all run as Spark queries (``view.local = False``), as a
+    large delta's do; every step checks that they did."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.local = False
+
+    def step(self, batch_id: int | None = None, **deltas: Any) -> Factor:
+        out = super().step(batch_id=batch_id, **deltas)
+        assert self.last_step is not None
+        assert {t.where for t in self.last_step.terms if not t.skipped} <= {"spark"}
+        return out
 
 
 # Small deltas run their delta rule in the driver (lookups, then the local kernel); the
@@ -524,55 +456,38 @@ def run_ring_case(spark, name, semiring, case, join="binary", local=True):
 @pytest.mark.parametrize("name", ["triangle", "self-join"])
 @settings(max_examples=MANY)
 @given(data=st.data())
-def test_counting_views_match_batch(spark, name, data):
-    join = data.draw(st.sampled_from(["auto", "binary"]))
-    run_ring_case(spark, name, "counting", data.draw(ring_case(name, "counting", 3)), join)
+def test_counting_views_match_batch(name, data):
+    q = query(QUERIES[name], semiring="counting")
+    join = data.draw(st.sampled_from(["auto", "binary"]), label="join")
+    assert_incremental(q, data.draw(ticks(q, keys=range(4), max_ticks=3)), join=join)
 
 
 @pytest.mark.parametrize("name", ["chain", "4-cycle"])
 @settings(max_examples=MANY)
 @given(data=st.data())
-def test_integer_and_real_views_match_batch(spark, name, data):
-    semiring = "real" if name == "chain" else "integer"
-    join = data.draw(st.sampled_from(["auto", "binary"]))
-    run_ring_case(spark, name, semiring, data.draw(ring_case(name, semiring, 3)), join)
+def test_integer_and_real_views_match_batch(name, data):
+    q = query(QUERIES[name], semiring="real" if name == "chain" else "integer")
+    join = data.draw(st.sampled_from(["auto", "binary"]), label="join")
+    assert_incremental(q, data.draw(ticks(q, keys=range(4), max_ticks=3)), join=join)
 
 
 @pytest.mark.parametrize("name", ["triangle", "4-cycle", "self-join"])
 @settings(max_examples=FEW)
 @given(data=st.data())
 def test_spark_delta_queries_match_batch(spark, name, data):
-    semiring = "integer" if name == "4-cycle" else "counting"
-    case = data.draw(ring_case(name, semiring, 2))
-    run_ring_case(spark, name, semiring, case, join="auto", local=False)
+    q = query(QUERIES[name], semiring="integer" if name == "4-cycle" else "counting")
+    # the first example is the smallest drawn: two rows per relation keep it a join
+    t = data.draw(ticks(q, keys=range(4), max_ticks=2, min_rows=2))
+    assert_incremental(q, t, make_view=SparkDeltaQueries)
 
 
 @pytest.mark.parametrize("semiring", ["max-product", "boolean"])
 @settings(max_examples=SOME)
 @given(data=st.data())
-def test_insert_only_views_match_batch(spark, semiring, data):
-    S = semirings.get(semiring)
-    name = "chain" if semiring == "max-product" else "triangle"
-    rule = parse_rule(QUERIES[name])
-    vt = semirings.spark.ops(S).type
-    value = st.sampled_from([0.25, 0.5, 1.0, 2.0]) if S is semirings.MAX_PRODUCT else st.just(True)
-
-    def rel(arity, low, high):
-        keys = st.tuples(*[NODES] * arity)
-        return data.draw(st.dictionaries(keys, value, min_size=low, max_size=high))
-
-    state = {n: rel(k, 2, 6) for n, k in rule.relations.items()}
-    initial = {n: relation_df(spark, r, rule.relations[n], vt) for n, r in state.items() if r}
-    view = IncrementalView(query(QUERIES[name], semiring=S), join="binary", **initial)
-    before = reference_solve(rule, S, state)
-    assert close(view.result().to_dict(), before)
-    for _ in range(2):
-        tick = {n: rel(k, 1, 3) for n, k in rule.relations.items() if data.draw(st.booleans())}
-        out = view.step(
-            **{n: relation_df(spark, d, rule.relations[n], vt) for n, d in tick.items()}
-        )
-        state = {n: add(S, state[n], tick.get(n, {})) for n in state}
-        before = check_tick(view, rule, S, state, before, out)
+def test_insert_only_views_match_batch(semiring, data):
+    q = query(QUERIES["chain" if semiring == "max-product" else "triangle"], semiring=semiring)
+    t = data.draw(ticks(q, keys=range(4), max_ticks=3, retract=False))
+    assert_incremental(q, t, join="binary")
 
 
 def test_progress_lines_for_loads_and_ticks(spark, caplog):

@@ -1,0 +1,411 @@
+"""Hypothesis strategies for incremental views: a semiring's values, relations and ticks.
+
+Every strategy reads what it needs from the query (its input relations and their
+arities; a program's inputs) and from the semiring's own declarations: its ``one`` and
+``zero``, what ``add`` and ``mul`` make of them, the type of its values and its
+membership test ``contains``, and whether it is additive (a ring, or a declared ring
+``completion``).  A user semiring works as a built-in does, and no semiring is ever
+recognised by its name.
+
+Key domains are small (``keys=range(4)`` by default) so that rows collide: joins meet,
+keys repeat, and a retraction often hits a key other rows still hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from faq import Program, Query
+from incremental.testing.model import (
+    Model,
+    Row,
+    Ticks,
+    additive,
+    contains,
+    delta_frame,
+    same_value,
+)
+from semirings import Semiring
+
+__all__ = ["inputs_of", "relations", "semiring_values", "ticks", "value_pool"]
+
+_NUMBERS: dict[str, list[Any]] = {
+    "double": [1.0, 0.5, 2.0, -1.0, 3.0, -0.5, 0.25, 4.0],
+    "bigint": [1, 2, 3, -1, 4, -2],
+    "boolean": [True, False],
+}
+"""Plain values of each annotation type, offered to the semiring's ``contains``."""
+
+
+def inputs_of(query: Query | Program) -> dict[str, int]:
+    """``{relation: arity}`` of the relations a view of ``query`` takes deltas for: a
+    rule's relations, or a program's inputs (the relations no rule defines)."""
+    if isinstance(query, Program):
+        return dict(query.inputs)
+    if isinstance(query, Query):
+        return dict(query.rule.relations)
+    raise TypeError(f"expected a query or program from faq.query(...), not {type(query).__name__}")
+
+
+def _is_zero(S: Semiring, x: Any) -> bool:
+    try:
+        return bool(S.is_zero(x))
+    except Exception:
+        return False
+
+
+def value_pool(semiring: Semiring, size: int = 6) -> list[Any]:
+    """Up to ``size`` non-zero values of ``semiring``, then its zero.
+
+    From the declarations: ``one``; ``one ⊕ one`` and its square under ⊗ (2 and 4 in
+    counting, ``one`` again for an idempotent ⊕); then plain numbers of the type of
+    the semiring's values (``1.0, 0.5, 2.0, -1.0, …`` for floats, ``1, 2, 3, -1, …`` for
+    integers, ``True`` for booleans) that its ``contains`` accepts.  The values sit on a
+    binary grid, so sums and products of a few of them are exact.  A semiring whose
+    values are of no such type (tuples, polynomials) gets ``one`` and what ⊕ and ⊗
+    make of it; pass ``values=`` to the strategies for more.
+    """
+    S = semiring
+    found: list[Any] = []
+
+    def offer(x: Any) -> None:
+        if len(found) >= size or not contains(S, x) or _is_zero(S, x):
+            return
+        if not any(type(x) is type(y) and same_value(x, y, 0.0, 0.0) for y in found):
+            found.append(x)
+
+    offer(S.one)
+    try:
+        two = S.add(S.one, S.one)
+        offer(two)
+        offer(S.mul(two, two))
+    except Exception:  # a user function that fails on its own identities: no such values
+        pass
+    for x in _NUMBERS.get(S.spark_type or "", []):
+        offer(x)
+    if contains(S, S.zero):
+        found.append(S.zero)
+    if not found:
+        raise InvalidArgument(
+            f"semiring {S.name!r}: its contains() accepts neither its one nor its zero; "
+            "pass values= (a strategy of its values)"
+        )
+    return found
+
+
+def semiring_values(semiring: Semiring) -> st.SearchStrategy[Any]:
+    """Values of ``semiring`` (see :func:`value_pool`): few, so that they repeat; they
+    shrink towards ``one``, and the zero comes last."""
+    return st.sampled_from(value_pool(semiring))
+
+
+def _checked(S: Semiring, values: st.SearchStrategy[Any] | None) -> st.SearchStrategy[Any]:
+    if values is None:
+        return semiring_values(S)
+    if not isinstance(values, st.SearchStrategy):
+        raise InvalidArgument(f"values= must be a hypothesis strategy, not {values!r}")
+
+    def check(x: Any) -> Any:
+        if not contains(S, x):
+            raise InvalidArgument(f"values= drew {x!r}, which is not a value of {S.name!r}")
+        return x
+
+    return values.map(check)
+
+
+def _keys(keys: Iterable[Any]) -> tuple[list[Any], str | None]:
+    domain = list(dict.fromkeys(keys))
+    if not domain:
+        raise InvalidArgument("keys= must hold at least one key value")
+    ints = all(isinstance(k, int) and not isinstance(k, bool) for k in domain)
+    if not ints and not all(isinstance(k, str) for k in domain):
+        raise InvalidArgument(f"keys= must be all integers or all strings, got {domain!r}")
+    return domain, ("int64" if ints else "object")
+
+
+class _Draw:
+    """What every strategy of a query needs: its inputs, semiring, keys and values, and
+    the strategies built from them once (a draw only picks from them)."""
+
+    def __init__(
+        self,
+        query: Query | Program,
+        keys: Iterable[Any],
+        values: Any,
+        min_rows: int = 0,
+        max_rows: int = 6,
+    ) -> None:
+        if not 0 <= min_rows <= max_rows:
+            raise InvalidArgument(
+                f"need 0 <= min_rows <= max_rows, got min_rows={min_rows}, max_rows={max_rows}"
+            )
+        self.query = query
+        self.S: Semiring = query.semiring
+        self.arities = inputs_of(query)
+        self.domain, self.key_dtype = _keys(keys)
+        self.values = _checked(self.S, values)
+        self.ring = self.S.is_ring
+        self.additive = additive(self.S)
+        self.nonzero = [v for v in value_pool(self.S) if not _is_zero(self.S, v)]
+        self.names = sorted(self.arities)
+        self.weights = st.integers(1, 3)
+        self.keys = {a: st.tuples(*[st.sampled_from(self.domain)] * a) for a in {0, 1, 2, 3}}
+        self.initial = {
+            a: st.lists(
+                st.tuples(self.key(a), self.values, self.weights),
+                min_size=min_rows,
+                max_size=max_rows,
+            )
+            for a in set(self.arities.values())
+        }
+        inserts = ["insert", "duplicate"]
+        everything = [*inserts, "retract", "change", "delete key"]
+        if self.ring:
+            everything.append("retract any")
+        self.kinds = {
+            False: st.lists(st.sampled_from(inserts), min_size=1, max_size=3),
+            True: st.lists(st.sampled_from(everything), min_size=1, max_size=3),
+        }
+        self.relations = st.lists(
+            st.sampled_from(self.names), min_size=1, max_size=len(self.names), unique=True
+        )
+
+    def key(self, arity: int) -> st.SearchStrategy[tuple[Any, ...]]:
+        if arity not in self.keys:
+            self.keys[arity] = st.tuples(*[st.sampled_from(self.domain)] * arity)
+        return self.keys[arity]
+
+    @staticmethod
+    def pick(draw: Any, items: list[Any]) -> Any:
+        """One of ``items`` (shrinks towards the first)."""
+        return items[draw(st.integers(0, len(items) - 1))]
+
+    def frame(self, draw: Any, rows: list[Row], arity: int) -> pd.DataFrame:
+        """Rows as a frame, in a drawn one of the legal forms (no ``_weight`` when every
+        weight is 1, no ``value`` when every value is one)."""
+        weight = not all(w == 1 for _, _, w in rows) or draw(st.booleans())
+        one = all(same_value(v, self.S.one, 0.0, 0.0) for _, v, _ in rows)
+        value = not one or draw(st.booleans())
+        return delta_frame(
+            rows, self.S, arity, value=value, weight=weight, key_dtype=self.key_dtype
+        )
+
+    def initial_rows(self, draw: Any, arity: int) -> list[Row]:
+        """``min_rows`` to ``max_rows`` inserted rows (weights 1 to 3), one of them maybe
+        repeated."""
+        rows = draw(self.initial[arity])
+        if rows and draw(st.booleans()):
+            rows.append(self.pick(draw, rows))
+        return rows
+
+    def changes(self, draw: Any, model: Model, name: str, retract: bool) -> list[Row]:
+        """One legal delta of ``name``: insertions (with multiplicities), repeated rows,
+        retractions of rows the relation holds, annotation changes (retract the old row,
+        insert the new one) and retractions of every row of a key; in a ring, also
+        retractions of anything."""
+        arity = self.arities[name]
+        available = dict(model.present(name))
+        out: list[Row] = []
+        for kind in draw(self.kinds[retract]):
+            present = sorted((r for r, n in available.items() if n > 0), key=repr)
+            if not present and kind in ("retract", "change", "delete key", "duplicate"):
+                kind = "insert"
+            if kind in ("insert", "retract any"):
+                key, value, w = draw(self.key(arity)), draw(self.values), draw(self.weights)
+                out.append((key, value, w if kind == "insert" else -w))
+            elif kind == "duplicate":
+                key, value = self.pick(draw, present)
+                out.append((key, value, 1))
+            elif kind == "retract":
+                key, value = self.pick(draw, present)
+                w = draw(st.integers(1, available[(key, value)]))  # up to every copy
+                available[(key, value)] -= w
+                out.append((key, value, -w))
+            elif kind == "change":
+                key, old = self.pick(draw, present)
+                available[(key, old)] -= 1
+                out += [(key, old, -1), (key, draw(self.values), 1)]
+            else:  # every row of one key
+                key = self.pick(draw, sorted({k for k, _ in present}, key=repr))
+                for (k, value), n in sorted(available.items(), key=repr):
+                    if k == key and n > 0:
+                        out.append((k, value, -n))
+                        available[(k, value)] = 0
+        return out
+
+    def tick(self, draw: Any, model: Model, retract: bool) -> dict[str, list[Row]]:
+        """Legal deltas of one or more relations; half the ticks insert only (the path a
+        view takes without retractions)."""
+        chosen = draw(self.relations)
+        retract = retract and draw(st.booleans())
+        return {n: self.changes(draw, model, n, retract) for n in chosen}
+
+    def illegal(self, draw: Any, model: Model) -> dict[str, pd.DataFrame]:
+        """An illegal tick: legal deltas of some relations beside one bad delta (a null
+        key; a retraction of a row the relation does not hold; a key left with an
+        annotation outside the semiring, as a negative count)."""
+        bad = self.pick(draw, self.names)
+        arity = self.arities[bad]
+        kinds = ["null key"] if arity else []
+        if not self.additive:
+            kinds.append("missing row")
+        elif not self.ring:
+            kinds.append("negative")
+        if not kinds:  # a nullary relation of a ring: nothing it holds can be illegal
+            kinds = ["unknown relation"]
+        kind = self.pick(draw, kinds)
+        others = {}  # beside the bad delta: legal, non-empty deltas of other relations
+        for n in self.names:
+            if n != bad and draw(st.booleans()):
+                rows = self.changes(draw, model, n, True)
+                if not rows:
+                    rows = [(draw(self.key(self.arities[n])), draw(self.values), 1)]
+                others[n] = rows
+        frames = {n: self.frame(draw, rows, self.arities[n]) for n, rows in others.items()}
+        if kind == "unknown relation":
+            frames["NoSuchRelation"] = delta_frame([((), self.S.one, 1)], self.S, 0)
+            return frames
+        rows = self.changes(draw, model, bad, True)
+        if kind == "null key":
+            frame = self.frame(draw, [*rows, (draw(self.key(arity)), self.S.one, 1)], arity)
+            col = frame.columns[draw(st.integers(0, arity - 1))]
+            frame[col] = frame[col].astype("float64" if self.key_dtype == "int64" else "object")
+            frame.loc[len(frame) - 1, col] = None
+            frames[bad] = frame
+            return frames
+        key, value = draw(self.key(arity)), self.pick(draw, self.nonzero)
+        w = model.rows[bad][(key, value)] + 1
+        while model.illegal({**others, bad: [*rows, (key, value, -w)]}) is None:
+            w *= 2  # a count past every insertion, found by doubling
+        frames[bad] = self.frame(draw, [*rows, (key, value, -w)], arity)
+        return frames
+
+
+def relations(
+    query: Query | Program,
+    keys: Iterable[Any] = range(4),
+    *,
+    values: st.SearchStrategy[Any] | None = None,
+    min_rows: int = 0,
+    max_rows: int = 6,
+) -> st.SearchStrategy[dict[str, pd.DataFrame]]:
+    """Initial contents for a view of ``query``: one pandas frame per input relation.
+
+    Parameters
+    ----------
+    query : faq.Query or faq.Program
+        Gives the relations (a program's inputs), their arities and the semiring.
+    keys : iterable
+        The key domain, integers or strings; small, so that keys collide.
+    values : hypothesis strategy, optional
+        The annotations; by default :func:`semiring_values` of the query's semiring.
+        Every value drawn must pass the semiring's ``contains``.
+    min_rows, max_rows : int
+        How many rows are drawn per relation (one more may repeat a drawn one).
+
+    Returns
+    -------
+    strategy of dict
+        ``{name: frame}``; a frame has key columns ``c0, c1, …`` then ``value`` and
+        ``_weight`` (multiplicities 1 to 3) or fewer columns when they are implied.
+    """
+
+    d = _Draw(query, keys, values, min_rows, max_rows)
+
+    @st.composite
+    def draw_relations(draw: Any) -> dict[str, pd.DataFrame]:
+        return {n: d.frame(draw, d.initial_rows(draw, a), a) for n, a in d.arities.items()}
+
+    return draw_relations()
+
+
+def ticks(
+    query: Query | Program,
+    keys: Iterable[Any] = range(4),
+    max_ticks: int = 5,
+    *,
+    min_ticks: int = 1,
+    values: st.SearchStrategy[Any] | None = None,
+    min_rows: int = 0,
+    max_rows: int = 6,
+    retract: bool = True,
+) -> st.SearchStrategy[Ticks]:
+    """Legal tick sequences for a view of ``query``, to replay with
+    :func:`incremental.testing.assert_incremental`.
+
+    Each draw is a :class:`Ticks`: ``.initial`` (a frame per input relation, as
+    :func:`relations` draws) and ``.steps``, ``min_ticks`` to ``max_ticks`` ticks, each a
+    delta frame for one or more relations.  A delta mixes insertions with
+    multiplicities (``_weight`` up to 3), repeated rows, retractions of rows the relation
+    holds, annotation changes (the old row retracted, the new one inserted) and
+    retractions of every row of a key; in a ring also retractions of rows it does not
+    hold (negative annotations).  Every tick is legal for the view's contract: it
+    never retracts a row a multiset does not hold, nor leaves a counting key negative.
+
+    Beside the ticks, a draw names an illegal tick to try before one of them (it must
+    be refused and change nothing), batch ids for some steps, a step after which the
+    last batch id is sent again (it must be skipped) and a tick before which a durable
+    view is reopened.  All of it shrinks: a failing example ends as few ticks of few
+    rows.
+
+    Parameters
+    ----------
+    query : faq.Query or faq.Program
+        The query or program whose view is tested; any semiring.
+    keys : iterable
+        The key domain (integers or strings).
+    max_ticks, min_ticks : int
+        How many ticks.
+    values : hypothesis strategy, optional
+        The annotations (default :func:`semiring_values`).
+    min_rows, max_rows : int
+        How many rows each initial relation has (one more may repeat a drawn one).
+        Hypothesis's first example is the smallest: with ``min_rows=0`` its relations
+        are empty, so a test that affords few examples (a Spark state) wants a few.
+    retract : bool
+        False draws insertions only (an append-only stream).
+    """
+    if not 0 <= min_ticks <= max_ticks:
+        raise InvalidArgument(f"need 0 <= min_ticks <= max_ticks, got {min_ticks}, {max_ticks}")
+
+    d = _Draw(query, keys, values, min_rows, max_rows)
+
+    @st.composite
+    def draw_ticks(draw: Any) -> Ticks:
+        model = Model(d.S, d.arities)
+        initial_rows = {n: d.initial_rows(draw, a) for n, a in d.arities.items()}
+        initial = {n: d.frame(draw, rows, d.arities[n]) for n, rows in initial_rows.items()}
+        model.apply(initial_rows)
+        n = draw(st.integers(min_ticks, max_ticks))
+        refused_at = draw(st.integers(0, max(n - 1, 0))) if draw(st.booleans()) else None
+        refused = None
+        steps: list[dict[str, pd.DataFrame]] = []
+        for i in range(n):
+            if i == refused_at:
+                refused = (i, d.illegal(draw, model))
+            rows = d.tick(draw, model, retract)
+            why = model.illegal(rows)
+            assert why is None, f"drew an illegal tick: {why}"  # the strategy's own check
+            model.apply(rows)
+            steps.append({name: d.frame(draw, r, d.arities[name]) for name, r in rows.items()})
+        ids: list[int | None] = []
+        last = draw(st.integers(0, 2)) - 1
+        for _ in range(n):
+            if draw(st.booleans()):
+                last += draw(st.integers(1, 2))
+                ids.append(last)
+            else:
+                ids.append(None)
+        after_id = [i for i in range(n) if any(b is not None for b in ids[: i + 1])]
+        replay = d.pick(draw, after_id) if after_id and draw(st.booleans()) else None
+        reopen = draw(st.integers(0, n)) if draw(st.booleans()) else None
+        if refused is None and n == 0 and draw(st.booleans()):
+            refused = (0, d.illegal(draw, model))
+        return Ticks(initial, steps, tuple(ids), refused, replay, reopen)
+
+    return draw_ticks()
