@@ -85,8 +85,8 @@ def relation_factor(name: str, given: Any, atom: Atom, label: str | None = None)
     if isinstance(given, Factor):
         if len(given.vars) != arity:
             raise ValueError(
-                f"{label}: atom {atom} takes {arity} variable(s) but the factor has "
-                f"{len(given.vars)}: {given.vars!r}"
+                f"{label}: atom {atom} takes {arity} variable(s) ({arity} key "
+                f"column(s)) but the factor has {len(given.vars)}: {given.vars!r}"
             )
         return given
     kind = relation_kind(given, label)
