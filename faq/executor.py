@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from faq.kernel import join as kernel
 from faq.kernel import runners
@@ -87,6 +87,32 @@ class Data:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct, self.top)
 
 
+class Stepped(NamedTuple):
+    """What running one step gave: its output, the kernel's candidate rows
+    (``proposed``), the largest binary intermediate of a traced Spark step, and what the
+    runner did when the data made it decline (:class:`faq.kernel.runners.Ran`)."""
+
+    out: Data
+    proposed: int | None
+    largest: int | None = None
+    ran: runners.Ran | None = None
+
+
+# where a step runs (:attr:`faq.plan.physical.Choice.placement`) -> the executor's method
+# that runs it there: the planner names the placement and the runner, the executor looks
+# them up and never chooses
+_PLACEMENTS = {
+    "driver": "_driver_step",
+    "tasks": "_tasks_step",
+    "cells": "_spark_step",
+    "spark": "_spark_step",
+}
+
+
+def _local_data(keep: tuple[str, ...], t: Table) -> Data:
+    return Data(keep, t.rows, table=t, distinct=_distinct_of(t))
+
+
 class Executor:
     """Runs plans over ``S`` with the given options (see :meth:`faq.Query.solve`)."""
 
@@ -132,7 +158,7 @@ class Executor:
             inputs = [infos.pop(id(f)) for f in step.factors]
             c = self._choose(step, inputs, pairs)
             out.append(c)
-            local = c.backend != "spark" and step.output.rows <= self.settings.local_rows
+            local = not c.in_spark and step.output.rows <= self.settings.local_rows
             infos[id(step.output)] = InputInfo(
                 step.output.vars, step.output.rows, local, step.output.distinct
             )
@@ -167,15 +193,12 @@ class Executor:
             if self.hook is not None:
                 self.hook.record(self, step, inputs, choice)
             what = f"step {k}/{n}: {_describe(step, self.names)} on {_where(choice)}"
-            ran = None
+            # the placement the planner named, looked up by name (the executor never chooses)
+            place = getattr(self, _PLACEMENTS[choice.placement])
             with StepProgress(what, self.spark, self.settings.progress_seconds):
-                if choice.backend == "spark":
-                    last = k == n and not self.defer_last
-                    out, largest = self._spark_step(step, inputs, choice, S, last=last)
-                    proposed = None
-                else:
-                    out, proposed, ran = self._local_step(step, inputs, choice, S)
-                    largest = None
+                out, proposed, largest, ran = place(
+                    step, inputs, choice, S, last=k == n and not self.defer_last
+                )
             seconds = time.perf_counter() - t0
             declined = ran is not None and bool(ran.why)
             traces.append(
@@ -229,40 +252,44 @@ class Executor:
         return Data(head, d.rows, df=df.select(*head, VALUE), distinct=d.distinct)
 
     # -- the local kernel ------------------------------------------------------------------
-    def _local_step(
-        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring
-    ) -> tuple[Data, int, runners.Ran | None]:
+    def _driver_step(
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
+    ) -> Stepped:
+        """The step in the driver: the binary plan, or the runner the planner named
+        (:func:`faq.kernel.runners.run`, with the driver threads it was given)."""
         keep = step.output.vars
         tables = [self.table(d) for d in inputs]
         ops = self.ops if S is self.S else local_ops(S)
-        stats = JoinStats()
-        ran = None
         if choice.method == "binary":
+            stats = JoinStats()
             out = local_binary(tables, [d.info() for d in inputs], keep, ops, stats)
-        elif choice.backend == "tasks" and self.spark is not None:
-            tries = kernel.index(tables, choice.order, ops)
-            payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
-            if tasks.is_connect(self.spark) and payload > self.settings.connect_payload:
-                out = kernel.generic_join(tables, choice.order, keep, ops, tries=tries)
-            else:
-                types = [
-                    _spark_key_type(next(t.col(v) for t in tables if v in t.vars)) for v in keep
-                ]
-                res = tasks.run_in_tasks(
-                    self.spark, tries, choice.order, keep, S, choice.tasks, types
-                )
-                assert isinstance(res, Table)
-                out = res
-        else:  # the runner the planner named, looked up by name
-            st = self.settings
-            params = runners.Params(
-                choice.shape, st.dense_fraction, st.dense_cells, threads=choice.tasks
-            )
-            ran = runners.run(choice.runner, tables, choice.order, keep, ops, params)
-            out = ran.table
-            stats.proposed.append(ran.proposed)
-        proposed = sum(stats.proposed)
-        return Data(keep, out.rows, table=out, distinct=_distinct_of(out)), proposed, ran
+            return Stepped(_local_data(keep, out), sum(stats.proposed))
+        st = self.settings
+        params = runners.Params(choice.shape, st.dense_fraction, st.dense_cells, choice.tasks)
+        ran = runners.run(choice.runner, tables, choice.order, keep, ops, params)
+        return Stepped(_local_data(keep, ran.table), ran.proposed, ran=ran)
+
+    def _tasks_step(
+        self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
+    ) -> Stepped:
+        """The step's tries built in the driver and its Generic Join run in
+        ``choice.tasks`` Spark tasks, each a slice of the first variable
+        (:mod:`faq.spark.tasks`); in the driver when there is no session, or when the
+        tries are too large to send through Spark Connect."""
+        if self.spark is None or choice.method == "binary":
+            return self._driver_step(step, inputs, choice, S, last=last)
+        keep = step.output.vars
+        tables = [self.table(d) for d in inputs]
+        ops = self.ops if S is self.S else local_ops(S)
+        tries = kernel.index(tables, choice.order, ops)
+        payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
+        if tasks.is_connect(self.spark) and payload > self.settings.connect_payload:
+            out = kernel.generic_join(tables, choice.order, keep, ops, tries=tries)
+            return Stepped(_local_data(keep, out), 0)
+        types = [_spark_key_type(next(t.col(v) for t in tables if v in t.vars)) for v in keep]
+        res = tasks.run_in_tasks(self.spark, tries, choice.order, keep, S, choice.tasks, types)
+        assert isinstance(res, Table)
+        return Stepped(_local_data(keep, res), 0)
 
     def table(self, d: Data) -> Table:
         """The rows of ``d`` as a local table (collects a Spark input: one job)."""
@@ -298,13 +325,16 @@ class Executor:
 
     def _spark_step(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
-    ) -> tuple[Data, int | None]:
+    ) -> Stepped:
+        """The step over Spark: partitioned into cells that each run the step's runner
+        (one HyperCube shuffle, :mod:`faq.spark.partitioned`), fused into one task when it
+        has one cell (:mod:`faq.spark.fused`), or as DataFrame joins (``join="binary"``)."""
         keep = step.output.vars
         settle = last or self.trace
         # a one-cell step, or a one-cell step's output ⊕-aggregated alone: in its task
         one_cell = choice.one_cell or (len(inputs) == 1 and inputs[0].pending is not None)
         if one_cell and self.hook is None and not self.trace:  # these look at every step
-            return self._one_cell(step, inputs, choice, S, settle), None
+            return Stepped(self._one_cell(step, inputs, choice, S, settle), None)
         if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
             frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
         else:
@@ -329,7 +359,7 @@ class Executor:
                     shape=choice.shape,
                 )
             if settle:
-                return self._settle(keep, df, S), None
+                return Stepped(self._settle(keep, df, S), None)
             # a lazy output: the next step reads it where it is (its size, estimated)
             est = dict(step.output.distinct)
             whole = len(frames) == 1 or combine or not choice.shares.combine
@@ -342,13 +372,13 @@ class Executor:
                 consolidated=whole,
                 spread=True,
             )
-            return out, None
+            return Stepped(out, None)
         ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
         joined = spark_ops.binary_join(ordered, self.S)
         largest = spark_ops.trace_binary(ordered, self.S) if self.trace else None
         out, rows, distinct = spark_ops.materialize(spark_ops.aggregate(joined, keep, S))
         dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
-        return Data(keep, rows, df=out, distinct=dist), largest
+        return Stepped(Data(keep, rows, df=out, distinct=dist), None, largest)
 
     def _one_cell(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, settle: bool
@@ -433,7 +463,7 @@ def pair_rows(step: Step, pairs: Pairs | None) -> float | None:
 def _where(c: Choice) -> str:
     """The step's runner and placement for the log: ``driver/blas``, ``tasks/generic-join
     (4 tasks)``, ``cells/graphblas-masked (16 cells)``, ``spark/binary-join``..."""
-    if c.backend == "tasks":
+    if c.placement == "tasks":
         return f"{c.runs} ({c.tasks} tasks)"
     if c.shares is not None:
         return f"{c.runs} (one task)" if c.one_cell else f"{c.runs} ({c.shares.total} cells)"

@@ -98,7 +98,7 @@ class WitnessRecorder:
         if not step.vars:
             return
         keep = tuple(step.output.vars)
-        if choice.backend == "spark":
+        if choice.in_spark:
             table = self._spark(ex, step, inputs, keep, choice)
         else:
             table = self._local(ex, step, inputs, keep)

@@ -109,6 +109,12 @@ class Choice:
         return self.backend
 
     @property
+    def in_spark(self) -> bool:
+        """Whether the step runs over Spark (cells or DataFrame joins), its output a
+        DataFrame; otherwise it runs in the driver or in tasks, its output a local table."""
+        return self.backend == "spark"
+
+    @property
     def runs(self) -> str:
         """The runner and its placement, as ``explain()`` names them: ``driver/blas``,
         ``driver/graphblas-mxm``, ``cells/generic-join``, ``driver/binary-join``,

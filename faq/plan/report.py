@@ -152,7 +152,7 @@ def render(
 def _one_cell(c: Choice, plan: Plan, m: int) -> bool:
     """Whether step ``m`` (choice ``c``) runs in the task of a one-cell step it reads
     (:mod:`faq.spark.fused`): it has one cell too, or aggregates that step's output alone."""
-    return c.backend == "spark" and (c.one_cell or len(plan.steps[m - 1].factors) == 1)
+    return c.in_spark and (c.one_cell or len(plan.steps[m - 1].factors) == 1)
 
 
 def _precedence(plan: Plan) -> list[str]:
