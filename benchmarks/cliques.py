@@ -47,10 +47,11 @@ engine's driver kernel (and the numpy counter) cannot be cancelled, so the scrip
 for the run to end (at most the timeout again, and at least a minute; past that the
 remaining cells are skipped) before it measures anything else, and reports the cell as a
 timeout.  A contender that timed out is skipped on the later, larger graphs.  The
-engine's ``explain`` of its last run is printed with ``--explain``.  The table gives per
-graph each contender's time and DuckDB ÷ engine (issue 38's target: at least 2); the
-load average is printed with every graph.  Written as CSV and JSON
-(``benchmarks/results/cliques.csv`` and ``.json``, or under ``--out``).
+engine's ``explain`` of its last run is printed with ``--explain``; ``--profile N`` runs
+the engine once more per graph under cProfile and prints its N most expensive
+functions.  The table gives per graph each contender's time and DuckDB ÷ engine (issue
+38's target: at least 2); the load average is printed with every graph.  Written as CSV
+and JSON (``benchmarks/results/cliques.csv`` and ``.json``, or under ``--out``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ from benchmarks._common import (
     fmt_s,
     missing_note,
     optional_import,
+    profile_text,
     run_info,
     run_limited,
     write_results,
@@ -345,6 +347,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated subset of {','.join(CONTENDERS)}",
     )  # fmt: skip
     p.add_argument("--explain", action="store_true", help="print the engine's last run per graph")
+    p.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="cProfile one more engine run per graph, print its N costliest functions",
+    )  # fmt: skip
     p.add_argument("--quick", action="store_true", help="small generated graphs, one run")
     add_out_argument(p)
     args = p.parse_args(argv)
@@ -407,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
                 r.extra["load"] = round(os.getloadavg()[0], 2)
                 g.results[n] = r
                 print(cell_text(r), flush=True)
+            e = g.results.get("engine")
+            if args.profile and e is not None and e.status == "ok":
+                text = profile_text(bench.fn("engine", g), args.profile)
+                print(f"-- cProfile of one engine run, {g.name}:\n{text}")
             if args.explain and bench.last_run is not None:
                 print("    " + bench.last_run.explain().replace("\n", "\n    "))
             bench.last_run = None

@@ -69,10 +69,7 @@ if __package__ in (None, ""):  # run as a script: import ``benchmarks`` from the
     sys.path.insert(0, str(_HERE.parent))
 
 import argparse
-import cProfile
-import io
 import os
-import pstats
 import statistics
 import time
 from collections.abc import Callable
@@ -91,6 +88,7 @@ from benchmarks._common import (
     fmt_s,
     missing_note,
     optional_import,
+    profile_text,
     run_info,
     write_results,
 )
@@ -282,22 +280,6 @@ def engine_contenders(
     return [make(ENGINE, True), make(ENGINE_GJ, False)]
 
 
-def profile_engine(c: Contender, top: int) -> str:
-    """One more run of an engine contender under cProfile: its ``top`` most expensive
-    functions by cumulative time, then by their own time."""
-    prof = cProfile.Profile()
-    prof.enable()
-    try:
-        c.fn()
-    finally:
-        prof.disable()
-    buf = io.StringIO()
-    stats = pstats.Stats(prof, stream=buf)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
-    return buf.getvalue()
-
-
 def bench(
     workload: str,
     contenders: list[Contender],
@@ -340,7 +322,7 @@ def bench(
         out.append(r)
         if args.profile and c.name == ENGINE and r.status == "ok":
             print(
-                f"-- cProfile of one {ENGINE} run, {workload}:\n{profile_engine(c, args.profile)}"
+                f"-- cProfile of one {ENGINE} run, {workload}:\n{profile_text(c.fn, args.profile)}"
             )
     libs = [r for r in out if r.extra.get("library") and r.status == "ok"]
     lib = min(libs, key=lambda r: r.median_s or 0.0) if libs else None

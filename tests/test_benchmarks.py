@@ -636,6 +636,13 @@ def test_kernels_quick_run_compares_every_runner(tmp_path, capsys):
     assert "ANSWER DIFFERS" in flagged[1].note and flagged[1].ratio is not None
     with pytest.raises(SystemExit):
         kernels.parse_args(["--workloads", "cliques"])
+    # --kinds picks the contenders; --profile prints one more engine run's costliest calls
+    argv = ["--quick", "--workloads", "min-plus", "--kinds", "engine", "--profile", "5"]
+    assert kernels.main([*argv, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cProfile of one engine run, min-plus" in out and "query.py" in out
+    with (tmp_path / "kernels.csv").open(encoding="utf-8") as fh:
+        assert [r["contender"] for r in csv.DictReader(fh)] == [kernels.ENGINE]
 
 
 # -- 4-cliques in the driver: the engine against DuckDB -----------------------------------------
@@ -685,8 +692,9 @@ def test_cliques_flags_a_wrong_count_and_skips_after_a_timeout(tmp_path, monkeyp
 
     monkeypatch.setattr(cliques, "clique_count_numpy", lambda edges, k: 12)
     argv = ["--quick", "--power-edges", "--contenders", "engine", "--out", str(tmp_path)]
-    assert cliques.main([*argv, str(KARATE)]) == 1
-    assert "COUNT MISMATCH" in capsys.readouterr().out
+    assert cliques.main([*argv, "--profile", "5", str(KARATE)]) == 1
+    out = capsys.readouterr().out
+    assert "COUNT MISMATCH" in out and "cProfile of one engine run, karate" in out
     monkeypatch.undo()
     small = tmp_path / "small.txt"
     small.write_text("1 2\n2 3\n1 3\n1 4\n2 4\n3 4\n")  # one 4-clique, 6 edges
