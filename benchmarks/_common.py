@@ -28,12 +28,15 @@ Every script writes one row per measured cell with the columns of :data:`COLUMNS
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import csv
 import importlib
+import io
 import itertools
 import json
 import os
 import platform
+import pstats
 import statistics
 import sys
 import threading
@@ -333,6 +336,23 @@ def run_limited(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+# -- profiles --------------------------------------------------------------------------------
+def profile_text(fn: Callable[[], Any], top: int) -> str:
+    """Run ``fn`` once under cProfile: its ``top`` most expensive functions by cumulative
+    time, then by their own time, as :mod:`pstats` prints them."""
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        fn()
+    finally:
+        prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
 
 
 # -- Spark job counts ------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""The kernel's runners against the Generic Join kernel and the libraries, one step at a time.
+"""The engine and the kernel's runners against the Generic Join kernel and the libraries.
 
 Usage::
 
-    python benchmarks/kernels.py             # the issue's sizes (several minutes)
+    python benchmarks/kernels.py             # the issue's sizes (about ten minutes)
     python benchmarks/kernels.py --quick     # small sizes, one run each (seconds)
     python benchmarks/kernels.py --workloads triangles,min-plus --repeat 3
+    python benchmarks/kernels.py --workloads sparse-chain --kinds engine --profile 25
 
 Workloads (issue 38), each run as the engine runs its steps: kernel tables in (key
 columns and annotations, as the executor hands them), kernel tables out:
@@ -26,17 +27,33 @@ columns and annotations, as the executor hands them), kernel tables out:
   compiled dense loop (``driver/blas``) against ``driver/graphblas-mxm`` and the Generic
   Join kernel (whether the dense loop is worth keeping).
 
+Besides the steps, every workload has two end-to-end rows, the engine as a user runs it
+in the driver: ``engine`` makes the factors from the user's arrays or pandas frames
+(``Factor.from_numpy`` / ``Factor.from_pandas``, built before the clock like the
+libraries' structures), runs ``query(rule).run(..., backend="driver")`` and reads the
+answer back (``to_numpy``, ``to_pandas`` or ``scalar``), all of it timed; ``engine,
+library_runners=False`` is the same under ``faq.settings(library_runners=False)`` (the
+Generic Join kernel in every step).  Their answers are compared with the library's like
+the steps'.  Each engine row also has the median seconds of its phases: ``convert_s``
+(``Factor.from_*``), ``plan_s`` (the rest of ``run`` outside its steps: reading and
+checking the relations, statistics and pair sizes, planning), ``steps_s`` (the steps, as
+the run's trace times them) and ``read_s`` (the read-back), and ``runners``, what ran
+each step.  ``--profile N`` then runs the engine once more per workload under cProfile
+and prints its N most expensive functions (by cumulative, then by own time).
+
 The Generic Join kernel runs with the binding order the planner gives it
 (:func:`faq.plan.physical.binding_order`, with the step's exact join size).  The
 libraries start from their own structures, built before the clock starts (arrays,
 CSR matrices, GraphBLAS matrices); the runners' times include turning keys into
 indices and back.  Every cell is ``--warmups`` un-timed runs (1) and the median of
-``--repeat`` timed runs (2), wall-clock and CPU seconds of the process (all its
-threads: GraphBLAS and BLAS use every core, the Generic Join kernel and the compiled
-loop one, so on a loaded machine the CPU column is the steadier one); answers are
-compared (floats to 1e-9 relative), and a mismatch is flagged and makes the exit
-status 1.  Ratios: each contender's median
-over the library's; the speed-up of the runner over the Generic Join kernel is
+``--repeat`` timed runs (2; the warm-up alone when it took over ``--slow`` seconds, 30),
+wall-clock and CPU seconds of the process (all its threads: GraphBLAS and BLAS use
+every core, the Generic Join kernel and the compiled loop one, so on a loaded machine
+the CPU column is the steadier one); answers are compared (floats to 1e-9 relative),
+and a mismatch is flagged and makes the exit status 1.  Ratios: each contender's
+median over the best library's; the summary table gives per workload the engine, the
+engine without library runners, the best library and engine ÷ library (the target of
+issue 38: at most 1.5); the speed-up of the runner over the Generic Join kernel is
 printed per workload.  Written as CSV and JSON (``benchmarks/results/kernels.csv``
 and ``.json``, or under ``--out DIR``).
 """
@@ -60,7 +77,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+import faq
 import semirings
 from benchmarks._common import (
     Result,
@@ -69,9 +88,11 @@ from benchmarks._common import (
     fmt_s,
     missing_note,
     optional_import,
+    profile_text,
     run_info,
     write_results,
 )
+from faq import Factor, query
 from faq.kernel import Table, generic_join
 from faq.kernel.runners import Params, run
 from faq.plan import runners
@@ -87,6 +108,18 @@ BLAS, GRAPHBLAS_MXM, GRAPHBLAS_MASKED = (
 
 WORKLOADS = ("dense-chain", "sparse-chain", "min-plus", "triangles", "dense-min-plus")
 GENERIC = "generic join"
+CHAIN = "Q(i, l) :- A(i, j), B(j, k), C(k, l)"
+HOP = "Q(a, c) :- E(a, b), E(b, c)"
+TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
+ENGINE = "engine"
+ENGINE_GJ = "engine, library_runners=False"
+PHASES = ("convert_s", "plan_s", "steps_s", "read_s")
+KINDS = ("library", "runner", "generic", "engine", "engine-gj")
+"""The kinds of contenders ``--kinds`` chooses from (every workload has one or more of each
+but ``library``): the libraries, the kernel's runners on the steps, the Generic Join
+kernel on the steps, the engine end to end, and the engine without library runners."""
+TARGET = 1.5
+"""Issue 38's target: the engine within this factor of the best library."""
 
 
 @dataclass(frozen=True)
@@ -159,19 +192,31 @@ def table_to_dense(t: Table, shape: tuple[int, int], fill: float = 0.0) -> np.nd
 
 # -- timing ---------------------------------------------------------------------------------
 def measure(
-    fn: Callable[[], Any], warmups: int, repeat: int
+    fn: Callable[[], Any], warmups: int, repeat: int, slow: float = float("inf")
 ) -> tuple[list[float], list[float], Any]:
     """``warmups`` un-timed runs, then ``repeat`` timed ones: (wall seconds, CPU seconds of
-    the process, all its threads, last value)."""
+    the process, all its threads, last value).  A warm-up run longer than ``slow`` seconds
+    is the measurement (its numba code compiled or loaded, a second run of a minute
+    tells nothing new): then it is the one run returned."""
     value = None
-    for _ in range(warmups):
-        value = fn()
-    times, cpu = [], []
-    for _ in range(repeat):
+    times: list[float] = []
+    cpu: list[float] = []
+
+    def once() -> None:
+        nonlocal value
         c0, t0 = time.process_time(), time.perf_counter()
         value = fn()
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+
+    for _ in range(warmups):
+        once()
+        if times[-1] > slow:
+            return times[-1:], cpu[-1:], value
+    times.clear()
+    cpu.clear()
+    for _ in range(repeat):
+        once()
     return times, cpu, value
 
 
@@ -180,6 +225,59 @@ class Contender:
     name: str
     fn: Callable[[], Any]
     library: bool = False
+    phases: list[dict[str, Any]] | None = None  # the engine's: one record per run
+
+    @property
+    def kind(self) -> str:
+        """One of :data:`KINDS` (a contender named otherwise runs steps: ``runner``)."""
+        if self.library:
+            return "library"
+        return {GENERIC: "generic", ENGINE: "engine", ENGINE_GJ: "engine-gj"}.get(
+            self.name, "runner"
+        )
+
+
+def engine_contenders(
+    rule: str,
+    semiring: str,
+    inputs: Callable[[], dict[str, Factor]],
+    read: Callable[[Factor], Any],
+) -> list[Contender]:
+    """The engine end to end in the driver, with and without its library runners.
+
+    Each run makes the factors (``inputs``: ``Factor.from_numpy`` / ``from_pandas`` on
+    the user's data), runs ``query(rule, semiring).run(..., backend="driver")`` and
+    reads the answer back (``read``), all timed; it records the seconds of each phase
+    (:data:`PHASES`) and what ran each step (``runners``) in the contender's ``phases``.
+    """
+
+    def make(name: str, library: bool) -> Contender:
+        phases: list[dict[str, Any]] = []
+
+        def fn() -> Any:
+            with faq.settings(library_runners=library):
+                t0 = time.perf_counter()
+                relations = inputs()
+                t1 = time.perf_counter()
+                run = query(rule, semiring=semiring).run(backend="driver", **relations)
+                t2 = time.perf_counter()
+                out = read(run.result)
+                t3 = time.perf_counter()
+            steps = statistics.fsum(s.seconds for s in run.trace.steps)
+            phases.append(
+                {
+                    "convert_s": t1 - t0,
+                    "plan_s": t2 - t1 - steps,
+                    "steps_s": steps,
+                    "read_s": t3 - t2,
+                    "runners": "; ".join(s.ran or s.choice.runs for s in run.trace.steps),
+                }
+            )
+            return out
+
+        return Contender(name, fn, phases=phases)
+
+    return [make(ENGINE, True), make(ENGINE_GJ, False)]
 
 
 def bench(
@@ -193,25 +291,41 @@ def bench(
     """Time every contender, compare every answer with the first one's, set the ratios."""
     out: list[Result] = []
     first: Any = None
-    for c in contenders:
+    first_name = ""
+    for c in [c for c in contenders if c.kind in args.kinds]:
         notes.clear()
+        if c.phases is not None:
+            c.phases.clear()
         try:
-            times, cpu, value = measure(c.fn, args.warmups, args.repeat)
+            times, cpu, value = measure(c.fn, args.warmups, args.repeat, args.slow)
         except Exception as exc:  # noqa: BLE001 - reported in the table
             out.append(
                 Result(workload, c.name, status="error", note=f"{type(exc).__name__}: {exc}")
             )
             continue
         r = Result(workload, c.name, times=times, count=count(value), note="; ".join(notes))
+        if len(times) < args.repeat:
+            r.note = (r.note + "; " if r.note else "") + f"[warm-up only: over {args.slow:g} s]"
+        r.extra["load"] = round(os.getloadavg()[0], 2)
+        if c.phases:
+            timed = c.phases[-len(times) :]
+            for k in PHASES:
+                r.extra[k] = statistics.median(p[k] for p in timed)
+            r.extra["runners"] = timed[-1]["runners"]
         if first is None:
-            first = value
+            first, first_name = value, c.name
         elif not same(first, value):
             r.note = (r.note + "; " if r.note else "") + "ANSWER DIFFERS"
-            print(f"!! {workload}: {c.name}'s answer differs from {contenders[0].name}'s")
+            print(f"!! {workload}: {c.name}'s answer differs from {first_name}'s")
         r.extra["cpu_s"] = statistics.median(cpu)
         r.extra["library"] = c.library
         out.append(r)
-    lib = next((r for r in out if r.extra.get("library") and r.status == "ok"), None)
+        if args.profile and c.name == ENGINE and r.status == "ok":
+            print(
+                f"-- cProfile of one {ENGINE} run, {workload}:\n{profile_text(c.fn, args.profile)}"
+            )
+    libs = [r for r in out if r.extra.get("library") and r.status == "ok"]
+    lib = min(libs, key=lambda r: r.median_s or 0.0) if libs else None
     for r in out:
         if lib is not None and r.status == "ok":
             r.ratio, r.baseline = r.median_s / lib.median_s, lib.contender
@@ -234,16 +348,33 @@ def dense_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -
         ab = gj_step([ta, tb], ("i", "k"), S, float(n * m * n))
         return table_to_dense(gj_step([ab, tc], ("i", "l"), S, float(n * n * m)), (n, m))
 
+    def factors() -> dict[str, Factor]:
+        return {
+            "A": Factor.from_numpy(A, vars=("i", "j")),
+            "B": Factor.from_numpy(B, vars=("j", "k")),
+            "C": Factor.from_numpy(C, vars=("k", "l")),
+        }
+
     cs = [
         Contender("numpy multi_dot", lambda: np.linalg.multi_dot([A, B, C]), library=True),
         Contender(f"driver/{BLAS}", runner),
         Contender(GENERIC, gj),
+        *engine_contenders(CHAIN, "real", factors, lambda f: f.to_numpy(shape=(n, m))),
     ]
     return bench(f"dense chain {n}×{m}·{m}×{n}·{n}×{m}", cs, _close, args, notes)
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-9, atol=0))
+
+
+def frame_table(x: Table | pd.DataFrame) -> Table:
+    """A two-key answer as a kernel table: a table as it is, a ``to_pandas`` frame's key
+    columns and ``value``."""
+    if isinstance(x, Table):
+        return x
+    a, b = (str(c) for c in x.columns[:2])
+    return matrix_table((a, b), x[a].to_numpy(), x[b].to_numpy(), x["value"].to_numpy())
 
 
 def _random_sparse(n: int, per_row: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -274,8 +405,9 @@ def sparse_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) 
         return gj_step([ab, tc], ("i", "l"), S, pair_join(ab, tc, "k"))
 
     def same(a: Any, b: Any) -> bool:
-        x = a if not isinstance(a, Table) else as_coo(a)
-        y = b if not isinstance(b, Table) else as_coo(b)
+        x, y = (
+            as_coo(frame_table(v)) if isinstance(v, Table | pd.DataFrame) else v for v in (a, b)
+        )
         d = abs(x - y)
         return x.nnz == y.nnz and (d.nnz == 0 or d.max() <= 1e-9 * abs(x).max())
 
@@ -285,7 +417,22 @@ def sparse_chain(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) 
     else:
         A, B, C = (sp.csr_matrix((v, (r, c)), shape=(n, n)) for r, c, v in mats)
         cs.append(Contender("scipy (A@B)@C", lambda: (A @ B) @ C, library=True))
-    cs += [Contender(f"driver/{GRAPHBLAS_MXM}", runner), Contender(GENERIC, gj)]
+    frames = [
+        pd.DataFrame({v[0]: r, v[1]: c, "value": x})
+        for v, (r, c, x) in zip(names, mats, strict=True)
+    ]
+
+    def factors() -> dict[str, Factor]:
+        return {
+            k: Factor.from_pandas(f, vars=v, semiring="real")
+            for k, f, v in zip("ABC", frames, names, strict=True)
+        }
+
+    cs += [
+        Contender(f"driver/{GRAPHBLAS_MXM}", runner),
+        Contender(GENERIC, gj),
+        *engine_contenders(CHAIN, "real", factors, Factor.to_pandas),
+    ]
     per = sz.sparse_per_row
     return bench(f"sparse chain 3× {n:,}² ({per}/row)", cs, same, args, notes)
 
@@ -304,8 +451,9 @@ def min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> l
         return matrix_table(("a", "c"), r, c, v)
 
     def same(a: Any, b: Any) -> bool:
-        a = a if isinstance(a, Table) else table_of(a)
-        b = b if isinstance(b, Table) else table_of(b)
+        a, b = (
+            frame_table(x) if isinstance(x, Table | pd.DataFrame) else table_of(x) for x in (a, b)
+        )
         keys = all(np.array_equal(x, y) for x, y in zip(a.cols, b.cols, strict=True))
         return a.rows == b.rows and keys and np.allclose(a.values, b.values, rtol=1e-12)
 
@@ -324,6 +472,12 @@ def min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> l
         ),
         Contender(GENERIC, lambda: gj_step([E1, E2], ("a", "c"), S, pair_join(E1, E2, "b"))),
     ]
+    frame = pd.DataFrame({"src": src, "dst": dst, "value": w})
+
+    def factors() -> dict[str, Factor]:
+        return {"E": Factor.from_pandas(frame, vars=("a", "b"), semiring="min-plus")}
+
+    cs += engine_contenders(HOP, "min-plus", factors, Factor.to_pandas)
     return bench(f"min-plus 2-hop {n:,} nodes, {len(key):,} edges", cs, same, args, notes)
 
 
@@ -359,6 +513,12 @@ def triangles(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> 
         ),
         Contender(GENERIC, lambda: scalar(gj_step(bag, (), S, pair_join(bag[0], bag[1], "b")))),
     ]
+    frame = pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]})
+
+    def factors() -> dict[str, Factor]:
+        return {"E": Factor.from_pandas(frame, vars=("a", "b"))}
+
+    cs += engine_contenders(TRIANGLE, "counting", factors, lambda f: int(f.scalar()))
     out = bench(
         f"triangles power-law {len(e):,} edges",
         cs,
@@ -394,6 +554,15 @@ def dense_min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace
         ),
         Contender(GENERIC, lambda: dense_of(gj_step([ta, tb], ("i", "k"), S, float(n * m * n)))),
     ]
+
+    def factors() -> dict[str, Factor]:
+        return {
+            "A": Factor.from_numpy(A, vars=("i", "j")),
+            "B": Factor.from_numpy(B, vars=("j", "k")),
+        }
+
+    read = lambda f: f.to_numpy(shape=(n, n))  # noqa: E731 - min-plus: absent is +inf
+    cs += engine_contenders("Q(i, k) :- A(i, j), B(j, k)", "min-plus", factors, read)
     out = bench(f"dense min-plus {n}×{m}·{m}×{n}", cs, np.array_equal, args, notes)
     base = out[0] if out and out[0].status == "ok" else None
     for r in out:  # no library peer: ratios to the dense loop
@@ -425,7 +594,10 @@ def report(results: list[Result]) -> str:
             med = fmt_s(r.median_s) if r.status == "ok" and r.median_s is not None else r.status
             ratio = fmt_ratio(r.ratio) if r.ratio is not None else ""
             cpu = fmt_s(r.extra["cpu_s"]) if "cpu_s" in r.extra else ""
-            lines.append(f"  {r.contender:<42} {med:>10} {ratio:>10} {cpu:>10}  {r.note}")
+            load = f"load {r.extra['load']:.1f}" if "load" in r.extra else ""
+            lines.append(f"  {r.contender:<42} {med:>10} {ratio:>10} {cpu:>10}  {load} {r.note}")
+            if r.status == "ok" and "steps_s" in r.extra:
+                lines.append(f"    {phase_text(r)}; runners: {r.extra['runners']}")
         gj = next((r for r in rows if r.contender == GENERIC and r.status == "ok"), None)
         for r in rows:
             if gj is not None and r.contender.startswith("driver/") and r.status == "ok":
@@ -439,14 +611,75 @@ def report(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def phase_text(r: Result) -> str:
+    """An engine row's phases: ``convert 0.01 s, inputs+plan 0.12 s, steps …, read …``."""
+    names = ("convert", "inputs+plan", "steps", "read")
+    return ", ".join(f"{n} {fmt_s(r.extra[k])}" for n, k in zip(names, PHASES, strict=True))
+
+
+def engine_summary(results: list[Result]) -> str:
+    """Per workload, as a Markdown table: the engine, the engine without library runners,
+    the best library, engine ÷ library against :data:`TARGET`, the engine's phases."""
+
+    def med(r: Result | None) -> str:
+        if r is None:
+            return "–"
+        return fmt_s(r.median_s) if r.status == "ok" and r.median_s is not None else r.status
+
+    lines = [
+        "| workload | engine | engine, library_runners=False | best library | "
+        f"engine ÷ library (target ≤ {TARGET}) | CPU ratio | load | engine phases | "
+        "engine runners |",
+        "|---|---:|---:|---|---:|---:|---:|---|---|",
+    ]
+    by: dict[str, list[Result]] = {}
+    for r in results:
+        by.setdefault(r.workload, []).append(r)
+    for workload, rows in by.items():
+        named = {r.contender: r for r in rows}
+        eng, gj = named.get(ENGINE), named.get(ENGINE_GJ)
+        if eng is None:
+            continue
+        libs = [r for r in rows if r.extra.get("library") and r.status == "ok"]
+        lib = min(libs, key=lambda r: r.median_s or 0.0) if libs else None
+        best = f"{lib.contender} {med(lib)}" if lib is not None else "none"
+        ratio = cpu = ""
+        if eng.status == "ok" and eng.median_s is not None and lib is not None:
+            x = eng.median_s / (lib.median_s or 1e-12)
+            ratio = f"{x:.2f}" + (" (met)" if x <= TARGET else " **(missed)**")
+            cpu = f"{eng.extra['cpu_s'] / max(lib.extra['cpu_s'], 1e-9):.2f}"
+        elif eng.ratio is not None:  # no library: the ratio bench set, to its baseline
+            ratio = f"{eng.ratio:.2f} to {eng.baseline} (no library)"
+        ok = eng.status == "ok" and "steps_s" in eng.extra
+        phases = phase_text(eng) if ok else ""
+        lines.append(
+            f"| {workload} | {med(eng)} | {med(gj)} | {best} | {ratio} | {cpu} | "
+            f"{eng.extra.get('load', '')} | {phases} | "
+            f"{eng.extra.get('runners', '')} |"
+        )
+    return "\n".join(lines)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--quick", action="store_true", help="small sizes, one run, no warm-up")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"subset of {WORKLOADS}")
+    p.add_argument(
+        "--kinds", default=",".join(KINDS),
+        help=f"the kinds of contenders to run, a subset of {','.join(KINDS)} (all)",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=2, help="timed runs per cell (2)")
     p.add_argument("--warmups", type=int, default=1, help="un-timed runs before them (1)")
+    p.add_argument(
+        "--slow", type=float, default=30.0,
+        help="a warm-up run over this many seconds is the cell's one measurement (30)",
+    )  # fmt: skip
+    p.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="cProfile one more engine run per workload, print its N costliest functions",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     add_out_argument(p)
     args = p.parse_args(argv)
@@ -454,6 +687,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     bad = [w for w in args.workloads if w not in WORKLOADS]
     if bad:
         p.error(f"unknown workload(s) {bad}; choose from {', '.join(WORKLOADS)}")
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not args.kinds or any(k not in KINDS for k in args.kinds):
+        p.error(f"--kinds: choose from {', '.join(KINDS)}")
     if args.repeat < 1 or args.warmups < 0:
         p.error("--repeat must be ≥ 1 and --warmups ≥ 0")
     if args.quick:
@@ -476,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w}: done in {time.perf_counter() - t0:.1f} s ({took:.1f} s timed)")
     text = report(results)
     print(text)
+    print(f"\nThe engine end to end in the driver (load {os.getloadavg()[0]:.1f} at the end):\n")
+    print(engine_summary(results))
     csv_path, _ = write_results(results, args.out, "kernels", meta)
     print(f"written: {csv_path}")
     return 1 if any("DIFFERS" in r.note or r.status == "error" for r in results) else 0

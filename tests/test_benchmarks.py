@@ -614,9 +614,101 @@ def test_kernels_quick_run_compares_every_runner(tmp_path, capsys):
     tri = [r for r in rows if r["workload"].startswith("triangles")]
     assert len({r["count"] for r in tri}) == 1 and int(tri[0]["count"]) > 0
     assert all(r["speedup_over_generic_join"] for r in rows if r["contender"].startswith("driver/"))
+    # the engine end to end, with and without its library runners, on every workload: its
+    # answer compared with the library's (no ANSWER DIFFERS above), its phases and runners
+    workloads = {r["workload"] for r in rows}
+    for name in (kernels.ENGINE, kernels.ENGINE_GJ):
+        engine = [r for r in rows if r["contender"] == name]
+        assert {r["workload"] for r in engine} == workloads, name
+        for r in engine:
+            assert all(float(r[k]) >= 0 for k in kernels.PHASES), r
+            assert r["runners"].startswith("driver/"), r
+    assert all(
+        set(r["runners"].split("; ")) == {"driver/generic-join"}
+        for r in rows
+        if r["contender"] == kernels.ENGINE_GJ
+    )
+    assert "driver/blas; driver/blas" in {r["runners"] for r in rows}  # the dense chain
+    assert "engine ÷ library (target ≤ 1.5)" in out
     args = kernels.parse_args(["--quick"])
     cs = [kernels.Contender("a", lambda: 1, True), kernels.Contender("b", lambda: 2)]
     flagged = kernels.bench("w", cs, lambda x, y: x == y, args, [])
     assert "ANSWER DIFFERS" in flagged[1].note and flagged[1].ratio is not None
     with pytest.raises(SystemExit):
         kernels.parse_args(["--workloads", "cliques"])
+    # --kinds picks the contenders; --profile prints one more engine run's costliest calls
+    argv = ["--quick", "--workloads", "min-plus", "--kinds", "engine", "--profile", "5"]
+    assert kernels.main([*argv, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "cProfile of one engine run, min-plus" in out and "query.py" in out
+    with (tmp_path / "kernels.csv").open(encoding="utf-8") as fh:
+        assert [r["contender"] for r in csv.DictReader(fh)] == [kernels.ENGINE]
+
+
+# -- 4-cliques in the driver: the engine against DuckDB -----------------------------------------
+def cliques_rows(tmp_path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with (tmp_path / "cliques.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0])[: len(_common.COLUMNS)] == list(_common.COLUMNS)
+    return {(r["workload"], r["contender"]): r for r in rows}
+
+
+def test_cliques_quick_run_counts_with_every_contender(tmp_path, capsys):
+    """``benchmarks/cliques.py --quick`` on karate (11 4-cliques) and a generated
+    power-law graph: every contender's count agrees with the numpy reference, and the
+    table sets DuckDB against the engine."""
+    from benchmarks import cliques
+
+    argv = ["--quick", "--power-edges", "2000", "--out", str(tmp_path), str(KARATE)]
+    assert cliques.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "DuckDB ÷ engine (target ≥ 2)" in out and "All counts agree" in out
+    by = cliques_rows(tmp_path)
+    graphs = {w for w, _ in by}
+    assert graphs == {"karate", "power-law m=2,000"}
+    assert {c for _, c in by} == set(cliques.LABELS.values())
+    has_duckdb = importlib.util.find_spec("duckdb") is not None
+    for (_, contender), r in by.items():
+        if contender == "DuckDB" and not has_duckdb:
+            assert r["status"] == "skipped" and "not installed" in r["note"]
+            continue
+        assert r["status"] == "ok" and r["count"] == r["expected"], r
+    assert by[("karate", cliques.LABELS["engine"])]["count"] == "11"
+    assert int(by[("karate", "DuckDB")]["edges"]) == 78
+    power = by[("power-law m=2,000", cliques.LABELS["engine"])]
+    assert float(power["read_s"]) > 0 and float(power["ratio"]) == 1.0
+    assert float(power["cpu_s"]) > 0
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    for name in ("b.txt.gz", "a.txt", "c.csv"):
+        (snap / name).write_bytes(b"")
+    assert [Path(x).name for x in cliques.snap_paths(str(snap))] == ["a.txt", "b.txt.gz"]
+
+
+def test_cliques_flags_a_wrong_count_and_skips_after_a_timeout(tmp_path, monkeypatch, capsys):
+    """A count that differs from the reference makes the exit status 1; a contender that
+    timed out on a graph is not run on the larger ones."""
+    from benchmarks import cliques
+
+    monkeypatch.setattr(cliques, "clique_count_numpy", lambda edges, k: 12)
+    argv = ["--quick", "--power-edges", "--contenders", "engine", "--out", str(tmp_path)]
+    assert cliques.main([*argv, "--profile", "5", str(KARATE)]) == 1
+    out = capsys.readouterr().out
+    assert "COUNT MISMATCH" in out and "cProfile of one engine run, karate" in out
+    monkeypatch.undo()
+    small = tmp_path / "small.txt"
+    small.write_text("1 2\n2 3\n1 3\n1 4\n2 4\n3 4\n")  # one 4-clique, 6 edges
+    fn = cliques.Bench.fn
+
+    def slow_on_small(self, name, g):  # an engine run past the timeout, on the small graph
+        run = fn(self, name, g)
+        return (lambda: time.sleep(0.5) or run()) if g.name == "small" else run
+
+    monkeypatch.setattr(cliques.Bench, "fn", slow_on_small)
+    argv = ["--quick", "--power-edges", "--timeout", "0.1", "--out", str(tmp_path)]
+    assert cliques.main([*argv, "--contenders", "engine", str(small), str(KARATE)]) == 0
+    by = cliques_rows(tmp_path)
+    label = cliques.LABELS["engine"]
+    assert by[("small", label)]["status"] == "timeout"
+    assert by[("karate", label)]["status"] == "skipped"
+    assert "timed out on a smaller graph" in by[("karate", label)]["note"]
