@@ -109,8 +109,10 @@ _PLACEMENTS = {
 }
 
 
-def _local_data(keep: tuple[str, ...], t: Table) -> Data:
-    return Data(keep, t.rows, table=t, distinct=_distinct_of(t))
+def _local_data(keep: tuple[str, ...], t: Table, last: bool = False) -> Data:
+    """A step's local output; its distinct values are counted for the steps that read
+    it, not for the last step's (the answer's statistics are counted if ever needed)."""
+    return Data(keep, t.rows, table=t, distinct={} if last else _distinct_of(t))
 
 
 class Executor:
@@ -263,11 +265,11 @@ class Executor:
         if choice.method == "binary":
             stats = JoinStats()
             out = local_binary(tables, [d.info() for d in inputs], keep, ops, stats)
-            return Stepped(_local_data(keep, out), sum(stats.proposed))
+            return Stepped(_local_data(keep, out, last), sum(stats.proposed))
         st = self.settings
         params = runners.Params(choice.shape, st.dense_fraction, st.dense_cells, choice.tasks)
         ran = runners.run(choice.runner, tables, choice.order, keep, ops, params)
-        return Stepped(_local_data(keep, ran.table), ran.proposed, ran=ran)
+        return Stepped(_local_data(keep, ran.table, last), ran.proposed, ran=ran)
 
     def _tasks_step(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
@@ -285,11 +287,11 @@ class Executor:
         payload = sum(tr.nbytes() for tr in {id(t): t for t in tries}.values())
         if tasks.is_connect(self.spark) and payload > self.settings.connect_payload:
             out = kernel.generic_join(tables, choice.order, keep, ops, tries=tries)
-            return Stepped(_local_data(keep, out), 0)
+            return Stepped(_local_data(keep, out, last), 0)
         types = [_spark_key_type(next(t.col(v) for t in tables if v in t.vars)) for v in keep]
         res = tasks.run_in_tasks(self.spark, tries, choice.order, keep, S, choice.tasks, types)
         assert isinstance(res, Table)
-        return Stepped(_local_data(keep, res), 0)
+        return Stepped(_local_data(keep, res, last), 0)
 
     def table(self, d: Data) -> Table:
         """The rows of ``d`` as a local table (collects a Spark input: one job)."""

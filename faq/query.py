@@ -564,7 +564,10 @@ def _factor(
     if d.table is not None:
         t = d.table
         t = Table(tuple(back[v] for v in t.vars), t.cols, t.values, unique=t.unique)
-        stats = RelationStats(t.rows, tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars))
+        stats = None  # the last step's distinct values are counted only if ever needed
+        if d.distinct or not t.vars:
+            distinct = tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars)
+            stats = RelationStats(t.rows, distinct)
         return Factor.from_table(t, S, rule.name, stats=stats)
     assert d.df is not None
     from pyspark.sql import functions as F

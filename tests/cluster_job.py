@@ -191,6 +191,52 @@ def partitioned(spark) -> None:
     ok("partitioned chain, its one-cell steps in one task")
 
 
+def library_runner(spark) -> None:
+    """A min-plus 2-hop past the driver: the planner names GraphBLAS for its cells, every
+    executor runs that runner itself (no decline) with the python-graphblas the wheel
+    depends on (installed with the wheel, in the executors' environment), and the answer
+    is the brute-force oracle's."""
+    rng = np.random.default_rng(7)
+    a, b = rng.integers(0, 300, 20000), rng.integers(0, 300, 20000)
+    keep = a < b
+    rows = sorted({(int(x), int(y)) for x, y in zip(a[keep], b[keep], strict=True)})
+    w = rng.choice([0.5, 1.0, 2.0], len(rows))
+    df = spark.createDataFrame(
+        [(x, y, float(v)) for (x, y), v in zip(rows, w, strict=True)],
+        "src bigint, dst bigint, value double",
+    )
+    hop = query("Q(a, c) :- E(a, b), E(b, c)", semiring="min-plus")
+    with faq.settings(local_rows=0, cell_min_rows=0, cell_rows=4000):
+        run = hop.run(E=df)
+    (c,) = [t.choice for t in run.trace.steps if t.choice.shares is not None]
+    assert c.shares.total > 1 and c.runs == "cells/graphblas-mxm", run.explain()
+    entries = {k: float(v) for k, v in zip(rows, w, strict=True)}
+    want = reference_solve("Q(a, c) :- E(a, b), E(b, c)", semirings.MIN_PLUS, {"E": entries})
+    got = run.result.to_dict()
+    assert got.keys() == want.keys() and all(math.isclose(got[k], want[k]) for k in want)
+
+    def runner_here(_):
+        import graphblas
+
+        from faq.kernel.runners import Params, run
+        from faq.kernel.table import Table
+        from faq.plan.runners import Product
+        from semirings.local import local_ops
+
+        ops = local_ops(semirings.MIN_PLUS)
+        L = Table(("x", "j"), (np.array([0, 1]), np.array([0, 0])), np.array([1.0, 2.0]))
+        R = Table(("j", "y"), (np.array([0]), np.array([5])), np.array([3.0]))
+        shape = Product(0, 1, "x", "j", "y")
+        ran = run("graphblas-mxm", [L, R], ("j", "x", "y"), ("x", "y"), ops, Params(shape))
+        assert ran.table.rows == 2, ran.table
+        yield (str(Path(graphblas.__file__).resolve()), ran.runner, ran.why)
+
+    found = spark.sparkContext.parallelize(range(2), 2).mapPartitions(runner_here).collect()
+    for _, runner, why in found:
+        assert runner == "graphblas-mxm" and not why, (runner, why)
+    ok(f"partitioned min-plus 2-hop on GraphBLAS in {c.shares.total} cells")
+
+
 def installed(spark, site: str) -> None:
     """The library this driver and every executor's Python workers import is the one
     installed in ``site`` (the built wheel), not the source checkout."""
@@ -231,6 +277,7 @@ def main(master: str, state_dir: str, site: str) -> None:
         user_semiring(spark)
         incremental(spark, Path(state_dir))
         partitioned(spark)
+        library_runner(spark)
     finally:
         spark.stop()
 

@@ -47,14 +47,21 @@ def cluster(tmp_path_factory, wheel_site):
 @pytest.mark.cluster
 def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
     env = spark_env(PYTHONPATH=str(wheel_site))
-    run = subprocess.run(
-        [sys.executable, str(JOB), cluster.url, str(tmp_path / "view"), str(wheel_site)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=600,
-    )
+    try:
+        run = subprocess.run(
+            [sys.executable, str(JOB), cluster.url, str(tmp_path / "view"), str(wheel_site)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired as exc:  # say which check it was stuck in
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(
+            f"the driver ran past 600 s after:\n{out}\n{err[-4000:]}\n{cluster.log_tails()}"
+        )
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("ok ")]
     assert run.returncode == 0, (
         f"the driver exited with {run.returncode}\n{run.stdout}\n{run.stderr[-6000:]}\n"
@@ -72,3 +79,4 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
     assert "partitioned triangles: 45" in names
     assert "partitioned 4-cliques: " in names
     assert "partitioned chain" in names
+    assert "partitioned min-plus 2-hop on GraphBLAS in" in names

@@ -265,3 +265,36 @@ def test_kernel_compiles_without_a_writable_cache_directory():
         check=True,
     ).stdout
     assert "triangles 1" in out and "cache None" in out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-2, 2), st.sampled_from([0.5, -0.0, 0.0, 1.5]), st.text("ab", max_size=2)
+        ),
+        min_size=0,
+        max_size=12,
+    ),
+    st.booleans(),
+)
+def test_a_table_read_back_is_sorted_by_key_whether_or_not_it_was(rows, presort):
+    """``table_frame`` skips sorting rows already in key order (``keys_sorted``) and sorts
+    the others: the frame is always the stable sort of the table by its keys."""
+    import pandas as pd
+
+    from faq.kernel.table import Table
+    from faq.kernel.values import table_frame
+
+    if presort:
+        rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    cols = (
+        np.array([r[0] for r in rows], dtype=np.int64),
+        np.array([r[1] for r in rows], dtype=np.float64),
+        np.array([r[2] for r in rows], dtype=str if rows else "U1"),
+    )
+    t = Table(("i", "f", "s"), cols, np.arange(len(rows), dtype=np.int64))
+    got = table_frame(t, semirings.COUNTING)
+    want = pd.DataFrame({"i": cols[0], "f": cols[1], "s": cols[2], "value": t.values})
+    want = want.sort_values(["i", "f", "s"], kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(got, want)
