@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "CellKernel",
     "grids",
     "kernel_table",
     "murmur3_int",
@@ -152,12 +153,12 @@ def _in_cells(
     shape: Any = None,
 ) -> DataFrame:
     """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
-    and ``value`` (see :class:`_Cell` for ``pointers``)."""
+    and ``value`` (see :class:`CellKernel` for ``pointers``)."""
     vtype = sops.ops(S).type
     rows, types = route(frames, shares, vtype)
     schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
     relations = tuple(vars_ for vars_, _ in frames)
-    cell = _Cell(relations, tuple(order), out, S, vtype, pointers, runner, shape)
+    cell = CellKernel(relations, tuple(order), out, S, vtype, pointers, runner, shape)
     return rows.mapInArrow(cell, schema)
 
 
@@ -270,7 +271,7 @@ def _cells(
     return f"explode(transform(array({at}), {o} -> {each}))"
 
 
-class _Cell:
+class CellKernel:
     """What each task runs: the kernel over the rows of each of its cells (picklable)."""
 
     def __init__(
