@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from faq import Factor, Program, Query, Rule, reference_fixpoint, reference_solve
-from incremental.testing.model import Illegal, Model, Ticks, additive, ring_of, same_value
+from incremental.testing.model import (
+    Illegal,
+    Model,
+    Ticks,
+    additive,
+    ring_of,
+    same_value,
+    set_modes,
+)
 from incremental.testing.strategies import inputs_of
 from incremental.view import IncrementalView
 from semirings import Semiring
@@ -105,12 +113,16 @@ def _compare(
 class _Oracle:
     """Batch solves and the brute-force oracle over the model's relations."""
 
-    def __init__(self, query: Query | Program, oracle_rows: int) -> None:
+    def __init__(
+        self, query: Query | Program, oracle_rows: int, max_rounds: int | None = None
+    ) -> None:
         self.query = query
         self.S: Semiring = query.semiring
         self.limit = oracle_rows
         self.program = isinstance(query, Program)
         self.rules: tuple[Rule, ...] = query.rules if self.program else (query.rule,)
+        # a program's batch solve gets the view's max_rounds: both refuse the same ticks
+        self.solve_options = {"max_rounds": max_rounds} if max_rounds is not None else {}
 
     def small(self, ann: Mapping[str, Mapping[Key, Any]]) -> bool:
         """Whether enumerating every rule's assignments stays within ``oracle_rows``."""
@@ -134,7 +146,7 @@ class _Oracle:
     def expect(self, model: Model, label: str, replay: Replay) -> _Expected:
         ann = model.annotations()
         try:
-            batch = self.query.solve(**model.factors()).to_dict()
+            batch = self.query.solve(**self.solve_options, **model.factors()).to_dict()
         except (ValueError, OverflowError) as e:  # no fixpoint, or counts past 64 bits
             return _Expected(None, ann, "a batch solve", refused=f"{type(e).__name__}: {e}")
         if not self.small(ann):
@@ -257,7 +269,7 @@ class _Run:
     def __init__(self, query: Query | Program, make: Callable[..., Any], opts: dict) -> None:
         self.query, self.make, self.opts = query, make, opts
         self.S = query.semiring
-        self.model = Model(self.S, inputs_of(query))
+        self.model = Model(self.S, inputs_of(query), opts.get("sets"))
         self.defined = tuple(query.defined) if isinstance(query, Program) else ()
         self.report = Replay()
         self.view: Any = None
@@ -353,7 +365,13 @@ def assert_incremental(
         The brute-force oracle runs while the product of a rule's relation sizes is at
         most this.
     **options
-        More options of the view (``join=``, ``order=``, ``max_rounds=``...).
+        More options of the view (``join=``, ``order=``, ``max_rounds=``...).  Two of
+        them change what is expected: ``max_rounds=`` (of a program's view) is given to
+        the batch solve too, so that the view must refuse exactly the ticks the batch
+        refuses within that many rounds; ``sets=`` makes the model read those relations
+        as sets (``"ignore"`` drops the rows a set cannot take, ``"refuse"`` makes such
+        a tick illegal), as :func:`incremental.testing.ticks` draws them with the same
+        ``sets=``.
 
     Returns
     -------
@@ -367,15 +385,23 @@ def assert_incremental(
         ``relation(name)``, the view after a refused tick or a reopen), the key, the
         expected and the actual value.
     """
+    sets = set_modes(options.get("sets"), inputs_of(query))
     if not isinstance(ticks, Ticks):
-        ticks = Ticks(dict(ticks), list(steps or []))
+        ticks = Ticks(dict(ticks), list(steps or []), sets=sets)
     elif steps is not None:
         raise TypeError("assert_incremental: give steps only with initial frames, not Ticks")
+    if dict(ticks.sets) != sets:
+        raise ValueError(
+            f"assert_incremental: the ticks were drawn for sets={dict(ticks.sets) or None!r}, "
+            f"the view is made with sets={sets or None!r}; pass ticks() and "
+            "assert_incremental the same sets="
+        )
     opts: dict[str, Any] = {"state": state, **options}
     if witness:
         opts["witness"] = True
     run = _Run(query, make_view or IncrementalView, opts)
-    oracle = _Oracle(query, oracle_rows)
+    rounds = options.get("max_rounds") if isinstance(query, Program) else None
+    oracle = _Oracle(query, oracle_rows, rounds)
     folder = Path(tempfile.mkdtemp(dir=state_dir, prefix="view-")) if state_dir else None
     try:
         _replay(run, oracle, ticks, folder, witness)

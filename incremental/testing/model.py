@@ -18,8 +18,20 @@ semiring's own declarations (never its name):
   holds).
 
 Both readings are of the rows after the whole tick (the net weight of each row), as
-the views read a delta.  This module is pure Python and pandas: it shares no code
-with the views it checks.
+the views read a delta.
+
+A relation may be a **set** (a view's ``sets=``: ``"ignore"`` or ``"refuse"``): it
+holds each key at most once, with one annotation.  A delta of it is read as the view
+documents it (:mod:`incremental.sets`): rows annotated zero are dropped; retractions
+first (one naming a held key with its annotation removes the key; in an additive
+semiring that is not a ring, counting, a row's annotation is its multiplicity,
+``value · _weight`` copies, and a key's annotation in a set is one), then insertions
+(a key the set no longer holds is added with the annotation of its first insertion).
+A retraction of anything else, a second retraction, an insertion of a held key and a
+second insertion are dropped (``"ignore"``) or make the tick illegal (``"refuse"``);
+two insertions of one key with different annotations are illegal in both modes.
+
+This module is pure Python and pandas: it shares no code with the views it checks.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +49,7 @@ from faq import VALUE, Factor
 from semirings import Semiring
 
 __all__ = [
+    "SET_MODES",
     "WEIGHT",
     "Illegal",
     "Model",
@@ -47,6 +60,7 @@ __all__ = [
     "read_frame",
     "ring_of",
     "same_value",
+    "set_modes",
 ]
 
 WEIGHT = "_weight"
@@ -57,6 +71,10 @@ Row = tuple[Key, Any, int]
 """An annotated row with its multiplicity: ``(key tuple, value, weight)``."""
 
 Frames = Mapping[str, pd.DataFrame]
+
+SET_MODES = ("ignore", "refuse")
+"""What a set relation does with a row that would hold a key twice (or retract what it
+does not hold): drop it, or refuse the tick."""
 
 
 class Illegal(ValueError):
@@ -222,15 +240,44 @@ def read_frame(frame: Any, name: str, arity: int, S: Semiring) -> list[Row]:
     return [(tuple(c[i] for c in cols), values[i], weights[i]) for i in range(n)]
 
 
+def set_modes(sets: str | Mapping[str, str] | None, names: Iterable[str]) -> dict[str, str]:
+    """``{relation: mode}`` of a view's ``sets=`` argument (a string names every relation).
+
+    Raises
+    ------
+    ValueError
+        An unknown mode or relation.
+    """
+    names = list(names)
+    if sets is None:
+        return {}
+    if isinstance(sets, str):
+        sets = dict.fromkeys(names, sets)
+    if not isinstance(sets, Mapping):
+        raise ValueError(f"sets= must be 'ignore', 'refuse' or a dict of them, not {sets!r}")
+    for name, mode in sets.items():
+        if name not in names:
+            raise ValueError(f"sets=: unknown relation {name!r}; the inputs are {names}")
+        if mode not in SET_MODES:
+            raise ValueError(f"sets=: unknown mode {mode!r} of {name!r}; valid: {SET_MODES}")
+    return {str(n): str(m) for n, m in sorted(sets.items())}
+
+
 # -- the model --------------------------------------------------------------------------------
 class Model:
-    """Every input relation of a view as a multiset of annotated rows (see the module
-    docstring for what a key's annotation is, and which ticks are legal)."""
+    """Every input relation of a view as a multiset of annotated rows, or a set (see the
+    module docstring for what a key's annotation is, and which ticks are legal).
 
-    def __init__(self, S: Semiring, arities: Mapping[str, int]) -> None:
+    ``sets`` gives the set relations and their modes (``{relation: "ignore" or
+    "refuse"}``, as :func:`set_modes` reads a view's ``sets=``)."""
+
+    def __init__(
+        self, S: Semiring, arities: Mapping[str, int], sets: Mapping[str, str] | None = None
+    ) -> None:
         self.S = S
         self.arities = dict(arities)
         self.additive = additive(S)
+        self.sets = set_modes(sets, self.arities)
         self.rows: dict[str, Counter[tuple[Key, Any]]] = {n: Counter() for n in arities}
 
     def read(self, frames: Frames) -> dict[str, list[Row]]:
@@ -243,10 +290,58 @@ class Model:
     def _ignored(self, value: Any) -> bool:
         return not self.additive and self.S.is_zero(value)
 
+    def _set_after(self, name: str, rows: Sequence[Row]) -> tuple[Counter, str | None]:
+        """The set relation ``name`` after a delta (one copy of each held row), and why
+        the delta is illegal (None when it is legal)."""
+        S, mode = self.S, self.sets[name]
+        copies_of_value = self.additive and not S.is_ring  # counting: value · weight copies
+        held = {key: value for (key, value), n in self.rows[name].items() if n > 0}
+        by_key: dict[Key, list[tuple[Any, int]]] = {}
+        for key, value, weight in rows:
+            if S.is_zero(value):
+                continue
+            copies = weight * value if copies_of_value else weight
+            if copies:
+                by_key.setdefault(key, []).append((value, copies))
+        new = dict(held)
+        where = f"set relation {name!r}"
+        for key, group in sorted(by_key.items(), key=repr):
+            present = key in held
+            removed = 0
+            for value, copies in group:
+                if copies > 0:
+                    continue
+                if present and (copies_of_value or same_value(value, held[key], 0.0, 0.0)):
+                    removed -= copies
+                elif mode == "refuse":
+                    why = f"{where} retracts {key!r} -> {value!r}, which it does not hold"
+                    return Counter(), why
+            if mode == "refuse" and removed > 1:
+                return Counter(), f"{where} retracts {key!r} more than once"
+            inserts = [(v, c) for v, c in group if c > 0]
+            first = inserts[0][0] if inserts else None
+            if not copies_of_value and any(not same_value(v, first, 0.0, 0.0) for v, _ in inserts):
+                return Counter(), f"{where} inserts {key!r} with different annotations"
+            added = sum(c for _, c in inserts)
+            still = present and removed < 1
+            if mode == "refuse" and added and still:
+                return Counter(), f"{where} inserts {key!r}, which it holds"
+            if mode == "refuse" and added > 1:
+                return Counter(), f"{where} inserts {key!r} more than once"
+            if removed >= 1:
+                del new[key]
+            if added and not still:
+                new[key] = S.one if copies_of_value else first
+        return Counter({(k, v): 1 for k, v in new.items()}), None
+
     def after(self, deltas: Mapping[str, Sequence[Row]]) -> dict[str, Counter[tuple[Key, Any]]]:
-        """The multisets of the changed relations after ``deltas`` (the model unchanged)."""
+        """The multisets (or sets) of the changed relations after ``deltas`` (the model
+        unchanged)."""
         out = {}
         for n, rows in deltas.items():
+            if n in self.sets:
+                out[n] = self._set_after(n, rows)[0]
+                continue
             c = Counter(self.rows[n])
             for key, value, weight in rows:
                 if not self._ignored(value):
@@ -256,7 +351,11 @@ class Model:
 
     def illegal(self, deltas: Mapping[str, Sequence[Row]]) -> str | None:
         """Why a view must refuse ``deltas``, or None when they are a legal tick."""
-        for n, rows in self.after(deltas).items():
+        for n, rows in deltas.items():
+            if n in self.sets and (why := self._set_after(n, rows)[1]) is not None:
+                return why
+        bags = {n: rows for n, rows in deltas.items() if n not in self.sets}
+        for n, rows in self.after(bags).items():
             if self.additive:
                 for key, a in self._annotations(rows).items():
                     if not contains(self.S, a):
@@ -362,6 +461,10 @@ class Ticks:
     reopen : int or None
         With a ``state_dir``, the view is closed and reopened before step ``i`` (``i``
         equal to the number of steps: after the last one) and must resume equal.
+    sets : dict of str to str
+        The set relations the ticks were drawn for (``ticks(..., sets=...)``), as
+        :func:`set_modes` reads them; empty for bags.  ``assert_incremental`` must be
+        given the same ``sets=``.
     """
 
     initial: Frames
@@ -370,6 +473,7 @@ class Ticks:
     refused: tuple[int, Frames] | None = None
     replay: int | None = None
     reopen: int | None = None
+    sets: Mapping[str, str] = field(default_factory=dict)
 
     def batch_id(self, i: int) -> int | None:
         """The batch id of step ``i`` (None when it has none)."""
@@ -390,4 +494,6 @@ class Ticks:
             lines.append(f"  replay after tick {self.replay + 1},")
         if self.reopen is not None:
             lines.append(f"  reopen before tick {self.reopen + 1},")
+        if self.sets:
+            lines.append(f"  sets={dict(self.sets)!r},")
         return "\n".join(lines) + ")"

@@ -8,12 +8,15 @@ membership test ``contains``, and whether it is additive (a ring, or a declared 
 recognised by its name.
 
 Key domains are small (``keys=range(4)`` by default) so that rows collide: joins meet,
-keys repeat, and a retraction often hits a key other rows still hold.
+keys repeat, and a retraction often hits a key other rows still hold.  ``key_filter=``
+narrows the keys of a relation (edges ``a < b``: a graph without cycles), and
+``sets=`` draws ticks for a view's set relations (``IncrementalView(..., sets=...)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -29,6 +32,7 @@ from incremental.testing.model import (
     contains,
     delta_frame,
     same_value,
+    set_modes,
 )
 from semirings import Semiring
 
@@ -40,6 +44,13 @@ _NUMBERS: dict[str, list[Any]] = {
     "boolean": [True, False],
 }
 """Plain values of each annotation type, offered to the semiring's ``contains``."""
+
+KeyFilter = Callable[[str, tuple[Any, ...]], bool]
+"""``key_filter(relation, key) -> bool``: whether a key of a relation may be drawn."""
+
+_ENUMERATE = 100_000  # key spaces up to this size are listed and filtered once
+_NEEDS_A_ROW = frozenset({"retract", "retract other", "change", "delete key", "duplicate", "flip"})
+"""The kinds of change that name a row the relation holds (an insertion without one)."""
 
 
 def inputs_of(query: Query | Program) -> dict[str, int]:
@@ -128,6 +139,14 @@ def _keys(keys: Iterable[Any]) -> tuple[list[Any], str | None]:
     return domain, ("int64" if ints else "object")
 
 
+def _net_insertions(rows: list[Row]) -> dict[tuple[tuple[Any, ...], Any], int]:
+    """The rows that ``rows`` insert more often than they retract, and by how much."""
+    net: dict[tuple[tuple[Any, ...], Any], int] = {}
+    for key, value, w in rows:
+        net[(key, value)] = net.get((key, value), 0) + w
+    return {r: n for r, n in net.items() if n > 0}
+
+
 class _Draw:
     """What every strategy of a query needs: its inputs, semiring, keys and values, and
     the strategies built from them once (a draw only picks from them)."""
@@ -139,46 +158,74 @@ class _Draw:
         values: Any,
         min_rows: int = 0,
         max_rows: int = 6,
+        key_filter: KeyFilter | None = None,
+        sets: str | Mapping[str, str] | None = None,
     ) -> None:
         if not 0 <= min_rows <= max_rows:
             raise InvalidArgument(
                 f"need 0 <= min_rows <= max_rows, got min_rows={min_rows}, max_rows={max_rows}"
             )
+        if key_filter is not None and not callable(key_filter):
+            raise InvalidArgument(f"key_filter= must be a function, not {key_filter!r}")
         self.query = query
         self.S: Semiring = query.semiring
         self.arities = inputs_of(query)
+        try:
+            self.sets = set_modes(sets, self.arities)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from e
         self.domain, self.key_dtype = _keys(keys)
         self.values = _checked(self.S, values)
+        self.own_values = values is not None
         self.ring = self.S.is_ring
         self.additive = additive(self.S)
+        self.copies = self.additive and not self.ring  # a value is a multiplicity (counting)
         self.nonzero = [v for v in value_pool(self.S) if not _is_zero(self.S, v)]
         self.names = sorted(self.arities)
         self.weights = st.integers(1, 3)
-        self.keys = {a: st.tuples(*[st.sampled_from(self.domain)] * a) for a in {0, 1, 2, 3}}
+        self.keys = {n: self._keys_of(n, a, key_filter) for n, a in self.arities.items()}
         self.initial = {
-            a: st.lists(
-                st.tuples(self.key(a), self.values, self.weights),
+            n: st.lists(
+                st.tuples(self.keys[n], self.values, self.weights),
                 min_size=min_rows,
                 max_size=max_rows,
             )
-            for a in set(self.arities.values())
+            for n in self.names
         }
-        inserts = ["insert", "duplicate"]
-        everything = [*inserts, "retract", "change", "delete key"]
+        # the kinds of change, those added last at the end (examples shrink to the first)
+        inserts = ["insert", "duplicate", "repeat"]
+        everything = ["insert", "duplicate", "retract", "change", "delete key", "repeat", "undo"]
         if self.ring:
-            everything.append("retract any")
+            everything += ["flip"]
+        # (retract, loose): a relation is loose when a retraction of anything is legal (a
+        # ring: a negative annotation; a set that ignores what it does not hold)
         self.kinds = {
-            False: st.lists(st.sampled_from(inserts), min_size=1, max_size=3),
-            True: st.lists(st.sampled_from(everything), min_size=1, max_size=3),
+            (False, loose): st.lists(st.sampled_from(inserts), min_size=1, max_size=3)
+            for loose in (False, True)
         }
+        for loose in (False, True):
+            kinds = [*everything, "retract any", "retract other"] if loose else everything
+            self.kinds[True, loose] = st.lists(st.sampled_from(kinds), min_size=1, max_size=3)
         self.relations = st.lists(
             st.sampled_from(self.names), min_size=1, max_size=len(self.names), unique=True
         )
 
-    def key(self, arity: int) -> st.SearchStrategy[tuple[Any, ...]]:
-        if arity not in self.keys:
-            self.keys[arity] = st.tuples(*[st.sampled_from(self.domain)] * arity)
-        return self.keys[arity]
+    def _keys_of(
+        self, name: str, arity: int, key_filter: KeyFilter | None
+    ) -> st.SearchStrategy[tuple[Any, ...]]:
+        """The keys of relation ``name`` (those ``key_filter`` accepts)."""
+        every = st.tuples(*[st.sampled_from(self.domain)] * arity)
+        if key_filter is None:
+            return every
+        if len(self.domain) ** arity > _ENUMERATE:
+            return every.filter(lambda k: key_filter(name, k))
+        ok = [k for k in itertools.product(self.domain, repeat=arity) if key_filter(name, k)]
+        if not ok:
+            raise InvalidArgument(
+                f"key_filter accepts no key of relation {name!r} ({arity} column(s) over "
+                f"keys={self.domain!r})"
+            )
+        return st.sampled_from(ok)
 
     @staticmethod
     def pick(draw: Any, items: list[Any]) -> Any:
@@ -195,37 +242,89 @@ class _Draw:
             rows, self.S, arity, value=value, weight=weight, key_dtype=self.key_dtype
         )
 
-    def initial_rows(self, draw: Any, arity: int) -> list[Row]:
+    def initial_rows(self, draw: Any, model: Model, name: str) -> list[Row]:
         """``min_rows`` to ``max_rows`` inserted rows (weights 1 to 3), one of them maybe
-        repeated."""
-        rows = draw(self.initial[arity])
+        repeated (of a set relation: those that keep the contents legal)."""
+        rows = draw(self.initial[name])
         if rows and draw(st.booleans()):
             rows.append(self.pick(draw, rows))
+        if name in self.sets:
+            return self.set_rows(draw, model, name, rows, nonempty=False)
         return rows
 
+    def set_rows(
+        self, draw: Any, model: Model, name: str, rows: list[Row], nonempty: bool = True
+    ) -> list[Row]:
+        """A legal delta of the set relation ``name`` from drawn ``rows``: in ``"refuse"``
+        mode one copy per row (annotated one where a value is a multiplicity); then each
+        row in turn, kept while the delta stays legal.  With ``nonempty``, a delta left
+        empty inserts a key the set does not hold, or retracts one it holds."""
+        if self.sets[name] == "refuse":
+            one = self.S.one
+            rows = [(k, one if self.copies else v, 1 if w > 0 else -1) for k, v, w in rows]
+        kept: list[Row] = []
+        for row in rows:
+            if model.illegal({name: [*kept, row]}) is None:
+                kept.append(row)
+        if kept or not nonempty:
+            return kept
+        key = draw(self.keys[name])
+        for (k, value), _ in model.present(name):
+            if k == key:
+                return [(k, value, -1)]
+        return [(key, self.S.one if self.copies else self.pick(draw, self.nonzero), 1)]
+
     def changes(self, draw: Any, model: Model, name: str, retract: bool) -> list[Row]:
-        """One legal delta of ``name``: insertions (with multiplicities), repeated rows,
-        retractions of rows the relation holds, annotation changes (retract the old row,
-        insert the new one) and retractions of every row of a key; in a ring, also
-        retractions of anything."""
-        arity = self.arities[name]
+        """One legal delta of ``name``: insertions (with multiplicities), rows inserted
+        again, a row repeated within the delta, retractions of rows the relation holds,
+        annotation changes (retract the old row, insert the new one) and retractions of
+        every row of a key, rows inserted and retracted in the same delta; in a ring,
+        also retractions of anything (a held key with another annotation, say) and sign
+        flips (a held row retracted twice as often as it is held), and in a set relation
+        that ignores what it cannot take, retractions of anything.  A set relation's
+        delta keeps the rows that leave it legal (:meth:`set_rows`)."""
         available = dict(model.present(name))
+        loose = self.ring or self.sets.get(name) == "ignore"
         out: list[Row] = []
-        for kind in draw(self.kinds[retract]):
+        for kind in draw(self.kinds[retract, loose]):
             present = sorted((r for r, n in available.items() if n > 0), key=repr)
-            if not present and kind in ("retract", "change", "delete key", "duplicate"):
+            if not present and kind in _NEEDS_A_ROW:
+                kind = "insert"
+            inserted = _net_insertions(out)
+            if (kind == "repeat" and not out) or (kind == "undo" and not inserted):
                 kind = "insert"
             if kind in ("insert", "retract any"):
-                key, value, w = draw(self.key(arity)), draw(self.values), draw(self.weights)
+                key, value, w = draw(self.keys[name]), draw(self.values), draw(self.weights)
                 out.append((key, value, w if kind == "insert" else -w))
+            elif kind == "retract other":  # a held key, with another annotation than held
+                key, held = self.pick(draw, present)
+                if self.own_values:  # the values asked for, whatever they are
+                    out.append((key, draw(self.values), -1))
+                    continue
+                other = [v for v in self.nonzero if not same_value(v, held, 0.0, 0.0)]
+                out.append((key, self.pick(draw, other) if other else held, -1))
             elif kind == "duplicate":
                 key, value = self.pick(draw, present)
                 out.append((key, value, 1))
+            elif kind == "repeat":  # the previous row again, as a row of its own
+                key, value, w = out[-1]
+                if w < 0 and not loose:
+                    if available.get((key, value), 0) < -w:
+                        continue  # not that many copies left to retract
+                    available[(key, value)] += w
+                out.append((key, value, w))
+            elif kind == "undo":  # a row this delta inserted, retracted in the same delta
+                key, value = self.pick(draw, sorted(inserted, key=repr))
+                out.append((key, value, -draw(st.integers(1, inserted[(key, value)]))))
             elif kind == "retract":
                 key, value = self.pick(draw, present)
                 w = draw(st.integers(1, available[(key, value)]))  # up to every copy
                 available[(key, value)] -= w
                 out.append((key, value, -w))
+            elif kind == "flip":  # a ring: the row's part of its key changes sign
+                key, value = self.pick(draw, present)
+                out.append((key, value, -2 * available[(key, value)]))
+                available[(key, value)] = 0
             elif kind == "change":
                 key, old = self.pick(draw, present)
                 available[(key, old)] -= 1
@@ -236,6 +335,10 @@ class _Draw:
                     if k == key and n > 0:
                         out.append((k, value, -n))
                         available[(k, value)] = 0
+        if not out:  # every repeat of a retraction was of copies no longer held
+            out.append((draw(self.keys[name]), draw(self.values), draw(self.weights)))
+        if name in self.sets:
+            return self.set_rows(draw, model, name, out)
         return out
 
     def tick(self, draw: Any, model: Model, retract: bool) -> dict[str, list[Row]]:
@@ -248,11 +351,17 @@ class _Draw:
     def illegal(self, draw: Any, model: Model) -> dict[str, pd.DataFrame]:
         """An illegal tick: legal deltas of some relations beside one bad delta (a null
         key; a retraction of a row the relation does not hold; a key left with an
-        annotation outside the semiring, as a negative count)."""
+        annotation outside the semiring, as a negative count; of a set relation, a key
+        inserted twice, or with two annotations)."""
         bad = self.pick(draw, self.names)
         arity = self.arities[bad]
         kinds = ["null key"] if arity else []
-        if not self.additive:
+        if self.sets.get(bad) == "refuse":
+            kinds.append("twice")
+        elif bad in self.sets:
+            if not self.copies and len(self.nonzero) > 1:
+                kinds.append("two values")
+        elif not self.additive:
             kinds.append("missing row")
         elif not self.ring:
             kinds.append("negative")
@@ -264,7 +373,7 @@ class _Draw:
             if n != bad and draw(st.booleans()):
                 rows = self.changes(draw, model, n, True)
                 if not rows:
-                    rows = [(draw(self.key(self.arities[n])), draw(self.values), 1)]
+                    rows = [(draw(self.keys[n]), draw(self.values), 1)]
                 others[n] = rows
         frames = {n: self.frame(draw, rows, self.arities[n]) for n, rows in others.items()}
         if kind == "unknown relation":
@@ -272,13 +381,24 @@ class _Draw:
             return frames
         rows = self.changes(draw, model, bad, True)
         if kind == "null key":
-            frame = self.frame(draw, [*rows, (draw(self.key(arity)), self.S.one, 1)], arity)
+            frame = self.frame(draw, [*rows, (draw(self.keys[bad]), self.S.one, 1)], arity)
             col = frame.columns[draw(st.integers(0, arity - 1))]
             frame[col] = frame[col].astype("float64" if self.key_dtype == "int64" else "object")
             frame.loc[len(frame) - 1, col] = None
             frames[bad] = frame
             return frames
-        key, value = draw(self.key(arity)), self.pick(draw, self.nonzero)
+        if kind in ("twice", "two values"):
+            key, value = draw(self.keys[bad]), self.pick(draw, self.nonzero)
+            if kind == "twice":
+                value = self.S.one if self.copies else value
+                other = value
+            else:
+                other = self.pick(draw, [v for v in self.nonzero if not same_value(v, value)])
+            rows = [*rows, (key, value, 1), (key, other, 1)]
+            assert model.illegal({**others, bad: rows}) is not None, rows
+            frames[bad] = self.frame(draw, rows, arity)
+            return frames
+        key, value = draw(self.keys[bad]), self.pick(draw, self.nonzero)
         w = model.rows[bad][(key, value)] + 1
         while model.illegal({**others, bad: [*rows, (key, value, -w)]}) is None:
             w *= 2  # a count past every insertion, found by doubling
@@ -293,6 +413,8 @@ def relations(
     values: st.SearchStrategy[Any] | None = None,
     min_rows: int = 0,
     max_rows: int = 6,
+    key_filter: KeyFilter | None = None,
+    sets: str | Mapping[str, str] | None = None,
 ) -> st.SearchStrategy[dict[str, pd.DataFrame]]:
     """Initial contents for a view of ``query``: one pandas frame per input relation.
 
@@ -307,6 +429,11 @@ def relations(
         Every value drawn must pass the semiring's ``contains``.
     min_rows, max_rows : int
         How many rows are drawn per relation (one more may repeat a drawn one).
+    key_filter : callable, optional
+        ``key_filter(relation, key) -> bool``: only keys it accepts are drawn (as in
+        :func:`ticks`).
+    sets : {"ignore", "refuse"} or dict, optional
+        Set relations, as a view's ``sets=`` (as in :func:`ticks`).
 
     Returns
     -------
@@ -315,11 +442,12 @@ def relations(
         ``_weight`` (multiplicities 1 to 3) or fewer columns when they are implied.
     """
 
-    d = _Draw(query, keys, values, min_rows, max_rows)
+    d = _Draw(query, keys, values, min_rows, max_rows, key_filter, sets)
 
     @st.composite
     def draw_relations(draw: Any) -> dict[str, pd.DataFrame]:
-        return {n: d.frame(draw, d.initial_rows(draw, a), a) for n, a in d.arities.items()}
+        model = Model(d.S, d.arities, d.sets)
+        return {n: d.frame(draw, d.initial_rows(draw, model, n), a) for n, a in d.arities.items()}
 
     return draw_relations()
 
@@ -334,6 +462,8 @@ def ticks(
     min_rows: int = 0,
     max_rows: int = 6,
     retract: bool = True,
+    key_filter: KeyFilter | None = None,
+    sets: str | Mapping[str, str] | None = None,
 ) -> st.SearchStrategy[Ticks]:
     """Legal tick sequences for a view of ``query``, to replay with
     :func:`incremental.testing.assert_incremental`.
@@ -341,11 +471,14 @@ def ticks(
     Each draw is a :class:`Ticks`: ``.initial`` (a frame per input relation, as
     :func:`relations` draws) and ``.steps``, ``min_ticks`` to ``max_ticks`` ticks, each a
     delta frame for one or more relations.  A delta mixes insertions with
-    multiplicities (``_weight`` up to 3), repeated rows, retractions of rows the relation
-    holds, annotation changes (the old row retracted, the new one inserted) and
-    retractions of every row of a key; in a ring also retractions of rows it does not
-    hold (negative annotations).  Every tick is legal for the view's contract: it
-    never retracts a row a multiset does not hold, nor leaves a counting key negative.
+    multiplicities (``_weight`` up to 3), rows inserted again, a row repeated within the
+    delta (two retractions of one row, say), retractions of rows the relation holds,
+    annotation changes (the old row retracted, the new one inserted), retractions of
+    every row of a key and rows inserted and retracted in the same delta; in a ring also
+    retractions of rows it does not hold (negative annotations) and sign flips (a held
+    row retracted twice as often as it is held).  Every tick is legal for the view's
+    contract: it never retracts a row a multiset does not hold, nor leaves a counting
+    key negative.
 
     Beside the ticks, a draw names an illegal tick to try before one of them (it must
     be refused and change nothing), batch ids for some steps, a step after which the
@@ -369,16 +502,27 @@ def ticks(
         are empty, so a test that affords few examples (a Spark state) wants a few.
     retract : bool
         False draws insertions only (an append-only stream).
+    key_filter : callable, optional
+        ``key_filter(relation, key) -> bool``: only keys it accepts are drawn, e.g.
+        ``lambda name, key: name != "E" or key[0] < key[1]`` for edges of a graph
+        without cycles (a counting program over a cycle has no fixpoint).  The keys
+        of a drawn illegal tick pass it too, but for its null key.
+    sets : {"ignore", "refuse"} or dict, optional
+        Draw for a view with these set relations (a view's ``sets=``, a string for
+        every relation): their ticks insert keys the set holds, retract rows it does
+        not hold and repeat rows (dropped by ``"ignore"``), or, for ``"refuse"``, keep
+        each key once.  Give ``assert_incremental`` the same ``sets=``: its model then
+        reads those relations as sets.
     """
     if not 0 <= min_ticks <= max_ticks:
         raise InvalidArgument(f"need 0 <= min_ticks <= max_ticks, got {min_ticks}, {max_ticks}")
 
-    d = _Draw(query, keys, values, min_rows, max_rows)
+    d = _Draw(query, keys, values, min_rows, max_rows, key_filter, sets)
 
     @st.composite
     def draw_ticks(draw: Any) -> Ticks:
-        model = Model(d.S, d.arities)
-        initial_rows = {n: d.initial_rows(draw, a) for n, a in d.arities.items()}
+        model = Model(d.S, d.arities, d.sets)
+        initial_rows = {n: d.initial_rows(draw, model, n) for n in d.arities}
         initial = {n: d.frame(draw, rows, d.arities[n]) for n, rows in initial_rows.items()}
         model.apply(initial_rows)
         n = draw(st.integers(min_ticks, max_ticks))
@@ -406,6 +550,6 @@ def ticks(
         reopen = draw(st.integers(0, n)) if draw(st.booleans()) else None
         if refused is None and n == 0 and draw(st.booleans()):
             refused = (0, d.illegal(draw, model))
-        return Ticks(initial, steps, tuple(ids), refused, replay, reopen)
+        return Ticks(initial, steps, tuple(ids), refused, replay, reopen, dict(d.sets))
 
     return draw_ticks()
