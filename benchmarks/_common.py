@@ -295,10 +295,15 @@ def add_out_argument(parser: Any) -> None:
 
 # -- runs with a time limit ------------------------------------------------------------------
 class Timeout(Exception):
-    """A run exceeded its time limit and was cancelled."""
+    """A run exceeded its time limit and was cancelled; ``still_running`` when it had
+    not stopped by the end of the wait (a run that cannot be cancelled)."""
+
+    still_running = False
 
 
-def run_limited(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None]) -> Any:
+def run_limited(
+    fn: Callable[[], Any], timeout: float, cancel: Callable[[], None], wait: float = 120.0
+) -> Any:
     """Run ``fn`` in a thread; past ``timeout`` seconds call ``cancel`` until it stops.
 
     Parameters
@@ -308,8 +313,11 @@ def run_limited(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None
     timeout : float
         Seconds.
     cancel : callable
-        Stops the run (``SparkContext.cancelJobGroup``, ``duckdb`` ``interrupt``);
-        called every half second, for at most two minutes, until the thread ends.
+        Stops the run (``SparkContext.cancelJobGroup``, ``duckdb`` ``interrupt``, or
+        nothing for a run that cannot be cancelled); called every half second, for at
+        most ``wait`` seconds, until the thread ends.
+    wait : float
+        Seconds to wait for a run past its time limit to end (120).
 
     Raises
     ------
@@ -328,11 +336,13 @@ def run_limited(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None
     t.start()
     t.join(timeout)
     if t.is_alive():
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + wait
         while t.is_alive() and time.monotonic() < deadline:
             cancel()
             t.join(0.5)
-        raise Timeout
+        exc = Timeout()
+        exc.still_running = t.is_alive()
+        raise exc
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -156,19 +156,21 @@ def read_all(got: int, rows: int) -> str | None:
     return None if got == rows else f"read {got:,} rows of {rows:,}"
 
 
+def count_batches(batches: Any) -> Any:
+    """A ``mapInArrow`` function (schema ``n long``) that only counts its rows."""
+    import pyarrow as pa
+
+    n = 0
+    for b in batches:
+        n += b.num_rows
+    yield pa.RecordBatch.from_pydict({"n": [n]})
+
+
 def floor_job(df: Any) -> int:
     """The rows of ``df`` counted in one Python task (``coalesce(1)``, ``mapInArrow``): one
     Spark job that reads the input into Arrow batches in a Python worker and joins
     nothing, the least an engine whose kernel runs in Python tasks pays per solve."""
-    import pyarrow as pa
-
-    def count(batches: Any) -> Any:
-        n = 0
-        for b in batches:
-            n += b.num_rows
-        yield pa.RecordBatch.from_pydict({"n": [n]})
-
-    return int(df.coalesce(1).mapInArrow(count, "n long").collect()[0][0])
+    return int(df.coalesce(1).mapInArrow(count_batches, "n long").collect()[0][0])
 
 
 # -- Parquet ---------------------------------------------------------------------------------

@@ -69,7 +69,6 @@ import os
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -204,27 +203,14 @@ class Bench:
 
         if name == "duckdb":
             return run_limited(timed, self.args.timeout, self.duck.interrupt)
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = timed()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box["error"] = exc
-
-        t = threading.Thread(target=target, daemon=True)
-        t.start()
-        t.join(self.args.timeout)
-        if t.is_alive():  # the kernel cannot be cancelled: wait for it before measuring more
-            wait = max(self.args.timeout, 60.0)
-            print(f"\n    (timed out; waiting up to {wait:g} s for the run to end)", end="")
-            t.join(wait)
-            if t.is_alive():
+        # the kernel cannot be cancelled: wait for it to end before measuring more
+        wait = max(self.args.timeout, 60.0)
+        try:
+            return run_limited(timed, self.args.timeout, lambda: None, wait=wait)
+        except Timeout as exc:
+            if exc.still_running:
                 self.stuck = f"{LABELS[name]} on {g.name} still running"
-            raise Timeout
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+            raise
 
     def measure(self, name: str, g: Graph) -> Result:
         """Warm-up and timed runs of ``name`` on ``g``: one cell."""

@@ -59,14 +59,12 @@ import numpy as np
 import faq
 import semirings
 from benchmarks._common import Result, add_out_argument, fmt_s, run_info, write_results
+from benchmarks.beyond_driver import count_batches, floor_job
+from benchmarks.triangles import SQL
 from faq.rule import VALUE
 from faq.spark.partitioned import CellKernel, route
-from faq.testing import power_law_graph
+from faq.testing import NAMED_RULES, power_law_graph
 
-TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
-SQL = (
-    "SELECT count(*) FROM e x JOIN e y ON x.dst = y.src JOIN e z ON x.src = z.src AND y.dst = z.dst"
-)
 KERNEL_ROWS = 30_000_000
 """Routed rows above which the cells' kernel is not run in this process (memory)."""
 
@@ -80,16 +78,6 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
         got = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), got
-
-
-def count_batches(batches: Any) -> Any:
-    """A ``mapInArrow`` function that only counts its rows (no kernel)."""
-    import pyarrow as pa
-
-    n = 0
-    for b in batches:
-        n += b.num_rows
-    yield pa.RecordBatch.from_pydict({"n": [n]})
 
 
 def graphs(args: argparse.Namespace) -> list[tuple[str, np.ndarray]]:
@@ -118,7 +106,7 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
     df = spark.read.parquet(str(folder / "e")).localCheckpoint()
     m = df.count()
     df.createOrReplaceTempView("e")
-    q = faq.query(TRIANGLE, semiring="counting")
+    q = faq.query(NAMED_RULES["triangle"], semiring="counting")
     rows: list[tuple[str, float, Any, str]] = []
     with faq.settings(local_rows=0):
         total, run = timed(lambda: q.run(E=df), args.repeat)
@@ -160,9 +148,9 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
         t, out = timed(lambda: list(cell(iter(batches))), args.repeat)
         got = sum(int(b.column(VALUE)[0].as_py()) for b in out)
         rows.append(("cells' kernel (one thread)", t, got, f"{choice.runner} in each cell"))
-    t, _ = timed(lambda: int(df.coalesce(1).mapInArrow(count_batches, "n long").collect()[0][0]), 1)
+    t, _ = timed(lambda: floor_job(df), 1)
     rows.append(("floor", t, None, "edges read into one Python task"))
-    t, got = timed(lambda: int(spark.sql(SQL).collect()[0][0]), args.repeat)
+    t, got = timed(lambda: int(spark.sql(SQL["triangle"]).collect()[0][0]), args.repeat)
     rows.append(("spark sql", t, got, "three-way self-join"))
     out = []
     for contender, seconds, got, note in rows:
