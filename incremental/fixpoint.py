@@ -71,7 +71,7 @@ from faq.plan import (
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime
-from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table
+from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table, negated
 from incremental.terms import recompute_groups, solve
 from incremental.traced import Rounds, maintain, plus_at
 from semirings import Semiring
@@ -182,9 +182,7 @@ class Fixpoint:
     def minus(self, d: Diff) -> Table:
         """``new - old`` at the changed keys (a ring), zeros dropped."""
         assert d.old.values is not None
-        neg = np.empty(d.old.rows, dtype=self.o.dtype)
-        neg[:] = self.W.neg(self.W.one)  # type: ignore[misc]
-        back = Table(d.new.vars, d.old.cols, self.o.mul(d.old.values, neg))
+        back = negated(Table(d.new.vars, d.old.cols, d.old.values), self.W, self.o)
         return self.merge([d.new, back])
 
     # -- the three methods --------------------------------------------------------------------

@@ -75,6 +75,17 @@ def with_values(t: Table, o: LocalOps) -> Table:
     return Table(t.vars, t.cols, o.ones(np.ones(t.rows, dtype=np.int64)))
 
 
+def negated(t: Table, W: Semiring, o: LocalOps) -> Table:
+    """``t`` with every annotation ⊗-multiplied by ``-1`` of the ring ``W`` (one where
+    it has none): its retraction."""
+    if not t.rows:
+        return t
+    t = with_values(t, o)
+    neg = np.empty(t.rows, dtype=o.dtype)
+    neg[:] = W.neg(W.one)  # type: ignore[misc]
+    return Table(t.vars, t.cols, o.mul(t.values, neg))
+
+
 def drop_zeros(t: Table, o: LocalOps) -> Table:
     """``t`` without the rows annotated zero."""
     if t.values is None or not t.rows:

@@ -38,7 +38,7 @@ from faq import Atom, Factor, Query, Rule, solve_delta
 from faq.kernel import Table, group_reduce
 from faq.plan import nonconvergence
 from incremental.driver_state import LocalKeyed
-from incremental.tables import at_groups, drop_zeros, empty_table, with_values
+from incremental.tables import at_groups, drop_zeros, empty_table, negated, with_values
 from semirings import Semiring
 from semirings.local import LocalOps
 
@@ -252,7 +252,7 @@ def _apply(
         if n in moved:  # the rows δ changed, below the end
             was, now = moved[n]
             keep = np.flatnonzero(now.cols[0] < end)
-            diff = m.merge([now.take(keep), _negated(was.take(keep), m)])
+            diff = m.merge([now.take(keep), negated(was.take(keep), m.W, m.o)])
             parts.append(_drop_round(diff))
         later = (np.arange(end, len(counts), dtype=np.int64),)
         stale = rels[n].kt.at_prefix(later)
@@ -260,7 +260,7 @@ def _apply(
             rels[n] = rels[n].replace(_zeros(stale, m.W, m.o))
         gone = R.rels[n].kt.at_prefix(later) if R.rels[n].rows else None
         if gone is not None and gone.rows:  # the old rows of those rounds
-            parts.append(_drop_round(_negated(gone, m)))
+            parts.append(_drop_round(negated(gone, m.W, m.o)))
         keys_ = m.p.vars[n]
         change = m.merge([empty_table(keys_, m.o), *[_as(keys_, t) for t in parts]])
         changes[n] = change
@@ -342,15 +342,6 @@ def _none(n: str, keys: Mapping[str, tuple[str, ...]], o: LocalOps) -> Table:
 def _values_at(before: Table, after: Table, o: LocalOps) -> np.ndarray:
     """``before``'s annotation at each key of ``after`` (zero where it has none)."""
     return at_groups(before, Table(after.vars, after.cols, None), o).values
-
-
-def _negated(t: Table, m: Maintainer) -> Table:
-    if not t.rows:
-        return t
-    t = with_values(t, m.o)
-    neg = np.empty(t.rows, dtype=m.o.dtype)
-    neg[:] = m.W.neg(m.W.one)  # type: ignore[misc]
-    return Table(t.vars, t.cols, m.o.mul(t.values, neg))
 
 
 def _zeros(t: Table, W: Semiring, o: LocalOps) -> Table:

@@ -422,6 +422,7 @@ class Info:
 
 def test_the_kernel_has_every_runner_the_planner_names():
     assert set(NAMES) == {GENERIC_JOIN, *RUNNERS}
+    assert kernel_runners.GENERIC_JOIN == GENERIC_JOIN
 
 
 def test_which_runners_apply_and_what_they_cost():

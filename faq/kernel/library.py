@@ -187,11 +187,7 @@ def empty(keep: Sequence[str], ops: LocalOps) -> Table:
 def result(keep: Sequence[str], cols: Sequence[np.ndarray], values: Any, ops: LocalOps) -> Table:
     """A runner's output rows (distinct keys, sorted by ``keep``) without their zeros."""
     values = np.asarray(values).astype(ops.dtype, copy=False)
-    alive = ops.nonzero(values)
-    if not alive.all():
-        idx = np.flatnonzero(alive)
-        cols, values = [c[idx] for c in cols], values[idx]
-    return Table(tuple(keep), tuple(cols), values)
+    return drop_zeros(Table(tuple(keep), tuple(cols), values), ops)
 
 
 def scalar_result(value: Any, ops: LocalOps) -> Table:

@@ -51,7 +51,7 @@ from faq.kernel.sparse import graphblas_masked, graphblas_mxm
 from faq.kernel.table import Table
 from semirings.local import LocalOps
 
-__all__ = ["RUNNERS", "Declined", "Params", "Ran", "Runner", "run"]
+__all__ = ["GENERIC_JOIN", "RUNNERS", "Declined", "Params", "Ran", "Runner", "run"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,9 @@ def _blas(
     return dense_step(tables, keep, ops, p.shape, density=p.density, cells=p.cells, threads=threads)
 
 
+GENERIC_JOIN = "generic-join"
+"""The Generic Join kernel's name (:data:`faq.plan.runners.GENERIC_JOIN`): :func:`run`'s own."""
+
 RUNNERS: dict[str, Runner] = {
     "graphblas-mxm": _mxm,
     "graphblas-masked": _masked,
@@ -145,9 +148,9 @@ def run(
     """
     params = params or Params()
     why = ""
-    if name != "generic-join":
+    if name != GENERIC_JOIN:
         if name not in RUNNERS:
-            known = ", ".join(["generic-join", *RUNNERS])
+            known = ", ".join([GENERIC_JOIN, *RUNNERS])
             raise KeyError(f"unknown runner {name!r}; runners: {known}")
         try:
             return Ran(RUNNERS[name](tables, order, keep, ops, params), name)
@@ -158,4 +161,4 @@ def run(
         out = generic_join_threads(tables, order, keep, ops, params.threads, stats=stats)
     else:
         out = generic_join(tables, order, keep, ops, stats=stats)
-    return Ran(out, "generic-join", why, sum(stats.proposed))
+    return Ran(out, GENERIC_JOIN, why, sum(stats.proposed))

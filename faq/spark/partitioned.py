@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq.kernel.pointers import back_pointers
-from faq.kernel.runners import Params, run
+from faq.kernel.runners import GENERIC_JOIN, Params, run
 from faq.kernel.table import Table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
@@ -85,7 +85,7 @@ def run_partitioned(
     S: Semiring,
     *,
     combine: bool = True,
-    runner: str = "generic-join",
+    runner: str = GENERIC_JOIN,
     shape: Any = None,
 ) -> DataFrame:
     """The step's bag joined and ⊕-aggregated onto ``keep``, cell by cell (lazy).
@@ -149,7 +149,7 @@ def _in_cells(
     out: tuple[str, ...],
     S: Semiring,
     pointers: int | None = None,
-    runner: str = "generic-join",
+    runner: str = GENERIC_JOIN,
     shape: Any = None,
 ) -> DataFrame:
     """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
@@ -282,7 +282,7 @@ class CellKernel:
         S: Semiring,
         vtype: str,
         pointers: int | None = None,
-        runner: str = "generic-join",
+        runner: str = GENERIC_JOIN,
         shape: Any = None,
     ) -> None:
         self.relations = relations
