@@ -47,6 +47,7 @@ import pandas as pd
 
 from faq import VALUE, Factor
 from semirings import Semiring
+from semirings.laws import approx_equal
 
 __all__ = [
     "SET_MODES",
@@ -116,20 +117,14 @@ def contains(S: Semiring, x: Any) -> bool:
 
 
 def same_value(a: Any, b: Any, rel: float = 1e-7, abs_tol: float = 1e-9) -> bool:
-    """Equal values; floats within rounding (equal infinities are equal, NaN is never)."""
+    """Equal values; floats within rounding (equal infinities are equal, NaN is never):
+    :func:`semirings.laws.approx_equal` after reading a float's partner (a numpy scalar,
+    an int) as a float, and False where the values cannot be compared."""
     floats = isinstance(a, float) or isinstance(b, float)
-    if floats and not isinstance(a, bool) and not isinstance(b, bool):
-        try:
-            a, b = float(a), float(b)
-        except (TypeError, ValueError):
-            return a == b
-        if math.isnan(a) or math.isnan(b):
-            return False
-        if math.isinf(a) or math.isinf(b):
-            return a == b
-        return math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
     try:
-        return bool(a == b)
+        if floats and not isinstance(a, bool) and not isinstance(b, bool):
+            a, b = float(a), float(b)
+        return bool(approx_equal(a, b, rel, abs_tol))
     except Exception:
         return False
 
