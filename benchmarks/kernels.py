@@ -95,10 +95,11 @@ from benchmarks._common import (
 from faq import Factor, query
 from faq.kernel import Table, generic_join
 from faq.kernel.runners import Params, run
+from faq.kernel.stats import pair_join_size, table_stats
 from faq.plan import runners
 from faq.plan.physical import InputInfo, binding_order
 from faq.testing import power_law_graph, triangle_count_numpy
-from semirings.local import distinct, local_ops
+from semirings.local import local_ops
 
 BLAS, GRAPHBLAS_MXM, GRAPHBLAS_MASKED = (
     runners.BLAS,
@@ -142,17 +143,14 @@ QUICK = Sizes((40, 150), 5_000, 5, 5_000, 25_000, 4_000, 20_000)
 # -- steps as the executor runs them ------------------------------------------------------
 def info(t: Table) -> InputInfo:
     """What the planner knows of a table: rows and distinct values per variable (exact)."""
-    return InputInfo(
-        t.vars, float(t.rows), True, {v: float(len(distinct(t.col(v)))) for v in t.vars}
-    )
+    st = table_stats(t)
+    distinct = {v: float(d) for v, d in zip(t.vars, st.distinct, strict=True)}
+    return InputInfo(t.vars, float(t.rows), True, distinct)
 
 
 def pair_join(a: Table, b: Table, v: str) -> float:
     """Rows of ``a ⋈ b`` on ``v`` (exact)."""
-    ka, ca = np.unique(a.col(v), return_counts=True)
-    kb, cb = np.unique(b.col(v), return_counts=True)
-    _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
-    return float(np.dot(ca[ia], cb[ib]))
+    return float(pair_join_size(a, (v,), b, (v,)))
 
 
 def gj_step(
