@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import VALUE, Factor, relation_kind
-from faq.kernel import Table
+from faq.kernel import Table, check_annotations, typed_values
 from faq.spark import arrow_to_table
 from semirings import Semiring
 from semirings.local import local_ops
@@ -138,6 +138,12 @@ def read_delta(
             return None
         return Rows(t.cols, t.values, np.ones(t.rows, dtype=np.int64))
     if relation_kind(given, label) != "spark":  # a TypeError for what is not accepted
+        plain = _plain_columns(given)
+        if plain is not None:  # numpy columns: read as they are, no Arrow round trip
+            lay = layout(plain[0], arity, label, atom)
+            if most is not None and len(plain[1][0]) > most:
+                return None
+            return _from_numpy(plain[1], lay, S, label)
         at = _local_arrow(given, label)
         lay = layout(at.column_names, arity, label, atom)
         if lay[2] is not None:
@@ -275,6 +281,54 @@ def _collected(df: Any) -> pa.Table:
         return df.limit(0).toArrow()
     cols = list(zip(*rows, strict=True))
     return pa.Table.from_arrays([pa.array(list(c)) for c in cols], names=list(df.columns))
+
+
+def _plain_columns(given: Any) -> tuple[list[str], list[np.ndarray]] | None:
+    """A pandas delta's names and columns when every column is a numpy array of signed
+    integers, or a ``value`` column of floats without NaN (what a tick's delta mostly
+    is): read without Arrow, a tenth of a one-edge tick.  None for anything else
+    (unsigned, nullable, categorical or object columns, NaN, other kinds of delta),
+    which :func:`_local_arrow` reads and checks."""
+    if type(given).__name__ != "DataFrame" or not hasattr(given, "items") or given.empty:
+        return None
+    names, arrays = [], []
+    for name, s in given.items():
+        dtype = s.dtype
+        if not isinstance(dtype, np.dtype) or not isinstance(name, str):
+            return None
+        a = s.to_numpy()
+        if dtype.kind == "f" and name == VALUE:
+            if np.isnan(a).any():
+                return None
+        elif dtype.kind != "i":
+            return None
+        names.append(name)
+        arrays.append(a)
+    return names, arrays
+
+
+def _from_numpy(
+    arrays: list[np.ndarray],
+    layout: tuple[list[int], int | None, int | None],
+    S: Semiring,
+    label: str,
+) -> Rows:
+    """:func:`_from_arrow` for numpy columns (signed integer keys and weights, no null)."""
+    keys, value, weight = layout
+    n = len(arrays[0])
+    weights = arrays[weight].astype(np.int64) if weight is not None else np.ones(n, np.int64)
+    cols = [arrays[i].astype(np.int64) for i in keys]
+    keep = weights != 0
+    values = None
+    if value is not None:
+        values = typed_values(arrays[value], S, label)
+        check_annotations(values, S, label)
+        keep &= local_ops(S).nonzero(values)
+    if keep.all():
+        return Rows(tuple(cols), _as_ops(values, S), weights)
+    idx = np.flatnonzero(keep)
+    values = None if values is None else _as_ops(values[idx], S)
+    return Rows(tuple(c[idx] for c in cols), values, weights[idx])
 
 
 def _from_arrow(

@@ -328,3 +328,44 @@ def test_spark_state_refuses_a_fractional_weight(spark):
     with pytest.raises(ValueError, match="'_weight' holds multiplicities and must be an integer"):
         view.step(E=delta)
     assert view.tick == 0 and view.result().to_dict() == {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    semiring=st.sampled_from(["counting", "integer", "real", "min-plus"]),
+    rows=st.lists(
+        st.tuples(
+            st.integers(-3, 3),
+            st.integers(0, 2**40),
+            st.sampled_from([0.0, 1.0, 2.5, -1.0, float("inf"), float("nan")]),
+            st.integers(-2, 2),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    value=st.booleans(),
+    weight=st.booleans(),
+)
+def test_a_numpy_pandas_delta_reads_as_its_arrow_form(semiring, rows, value, weight):
+    """A pandas delta of numpy columns is read without Arrow; it gives the rows, or the
+    error, that the same delta as an Arrow table gives."""
+    from incremental.deltas import read_delta
+
+    S = semirings.get(semiring)
+    a, b, v, w = (list(c) for c in zip(*rows, strict=True))
+    data: dict[str, Any] = {"a": np.array(a), "b": np.array(b)}
+    if value:
+        data["value"] = np.array(v) if semiring != "counting" else np.abs(np.array(a))
+    if weight:
+        data["_weight"] = np.array(w)
+    frame = pd.DataFrame(data)
+
+    def read(given: Any) -> Any:
+        try:
+            r = read_delta(given, 2, S, "delta of relation 'E'", "E(a, b)")
+        except ValueError as exc:
+            return str(exc)
+        values = None if r.values is None else [float(x) for x in r.values]
+        return [c.tolist() for c in r.cols], values, r.weights.tolist()
+
+    assert read(frame) == read(pa.Table.from_pandas(frame, preserve_index=False))

@@ -24,7 +24,7 @@ from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie
-from faq.kernel.values import scalar_value, spark_type
+from faq.kernel.values import check_annotations, scalar_value, spark_type, typed_values
 
 __all__ = [
     "CHUNK",
@@ -36,6 +36,7 @@ __all__ = [
     "Trie",
     "build_trie",
     "changed_rows",
+    "check_annotations",
     "concat",
     "generic_join",
     "generic_join_threads",
@@ -49,4 +50,5 @@ __all__ = [
     "spark_type",
     "table_stats",
     "trie_orders",
+    "typed_values",
 ]
