@@ -173,6 +173,30 @@ def test_a_view_refuses_a_declaration_it_cannot_keep(changes, match):
         IncrementalView(query(TWO_HOPS, semiring=S))
 
 
+def test_check_laws_checks_what_a_semiring_declares():
+    semirings.check_laws(SHORTEST, [-1.0, 0.0, 2.0, 3.5])
+    semirings.check_laws(NATURALS, [0, 1, 2, 5])
+    semirings.check_laws(PRESENT, [False, True])
+    wrong = {
+        "tight: ⊗ is not strictly monotone": Semiring(
+            "widest", -INF, INF, max, min, idempotent=True, tight=True
+        ),  # min(2, 1) = min(1, 1): a wider path is not wider through a narrow edge
+        r"⊕ is not selective \(max\)": Semiring(
+            "shortest", INF, 0.0, min, operator.add, selective="max"
+        ),
+        "completion 'integer': its ⊕ differs": Semiring(
+            "naturals", 0, 1, max, operator.mul, completion=semirings.INTEGER
+        ),  # max-times is a semiring, but not the one ℤ's + extends
+        "presence: 1 ⊕ 1 is not 1": Semiring(
+            "present", 0, 1, operator.add, operator.mul, presence=True
+        ),
+    }
+    values = {"widest": [1.0, 2.0], "shortest": [1.0, 2.0], "naturals": [0, 2], "present": [0]}
+    for message, S in wrong.items():
+        with pytest.raises(semirings.LawError, match=message):
+            semirings.check_laws(S, values[S.name])
+
+
 # -- the copies take the built-ins' paths --------------------------------------------------------
 @pytest.mark.parametrize("name", ["naturals", "present"])
 def test_a_copy_is_kept_by_a_view_as_its_builtin_is(name):

@@ -14,7 +14,7 @@ off by 100× and more on real graphs, whose degrees are skewed).
 >>> from faq.kernel import Table
 >>> E = Table(("a", "b"), (np.array([0, 0, 1]), np.array([1, 2, 2])))
 >>> table_stats(E)
-RelationStats(rows=3, distinct=(2, 2), exact=True)
+RelationStats(rows=3, distinct=(2, 2), exact=True, scanned=0)
 >>> pair_join_size(E, ("b",), E, ("a",))   # E(x, b) ⋈ E(b, y): the 2-paths x → b → y
 1
 """
