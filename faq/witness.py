@@ -1,7 +1,8 @@
 """Witnesses: an assignment of the bound variables that attains each answer (issue 12).
 
-For a *selective* semiring (⊕ is max or min: max-product, max-plus, min-plus,
-boolean, or a user semiring whose ``add`` is the builtin ``max``/``min``) the
+For a *selective* semiring (one that declares ``selective``, ⊕ is max or min:
+max-product, max-plus, min-plus, boolean, or a user semiring whose ``add`` is the
+builtin ``max``/``min``, see :class:`semirings.Semiring`) the
 aggregate of every output key is attained by at least one assignment of the
 bound variables.  :class:`WitnessRecorder` finds one by InsideOut with
 back-pointers, never enumerating the joined relation of the whole query:
@@ -41,7 +42,6 @@ pandas frames.
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,14 +73,11 @@ def direction(S: Semiring) -> str:
         ⊕ of ``S`` is not selective (sum, logaddexp...): no single assignment
         attains the aggregate in general.
     """
-    add = S.add
-    if add is max or add is operator.or_:
-        return "max"
-    if add is min or add is operator.and_:
-        return "min"
+    if S.selective is not None:
+        return S.selective
     raise ValueError(
         f"witness=True needs a selective ⊕ (max or min, e.g. max-product, max-plus, "
-        f"min-plus, boolean); semiring {S.name!r} does not have one"
+        f"min-plus, boolean); semiring {S.name!r} does not declare one (selective=)"
     )
 
 

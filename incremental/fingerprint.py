@@ -18,6 +18,7 @@ __all__ = [
     "FINGERPRINT",
     "builtin",
     "check_fingerprint",
+    "kept",
     "semiring_differences",
     "semiring_fingerprint",
 ]
@@ -43,7 +44,8 @@ def builtin(S: Semiring) -> bool:
 
 def semiring_fingerprint(S: Semiring) -> dict[str, Any]:
     """What a user semiring computes, JSON-safe: ``zero``, ``one``, and ``add``, ``mul``
-    (and ``neg`` for a ring) on probe values of its own domain.
+    (and ``neg`` for a ring) on probe values of its own domain, and how a view keeps its
+    annotations (:func:`kept`: a declared completion or presence changes what is stored).
 
     The probes are zero, one, values built from them (one ⊕ one, (one ⊕ one) ⊗ (one ⊕
     one), (one ⊕ one) ⊕ one, zero ⊕ one) and, when zero or one is a number, a few
@@ -76,16 +78,29 @@ def semiring_fingerprint(S: Semiring) -> dict[str, Any]:
         "add": {f"{ra}, {rb}": _outcome(S.add, a, b) for (ra, a), (rb, b) in pairs},
         "mul": {f"{ra}, {rb}": _outcome(S.mul, a, b) for (ra, a), (rb, b) in pairs},
         "neg": None if S.neg is None else {r: _outcome(S.neg, x) for r, x in items},
+        "kept": kept(S),
     }
 
 
+def kept(S: Semiring) -> str:
+    """What ``S`` declares of how a view keeps its annotations (they are stored so):
+    ``"completion <name>"``, ``"presence"`` or ``"as they are"``."""
+    if S.completion is not None:
+        return f"completion {S.completion.name}"
+    return "presence" if S.presence else "as they are"
+
+
 def semiring_differences(stored: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """How two fingerprints differ: one line for each of zero, one, add, mul, neg that
-    does (the first probe that shows it, with both results)."""
+    """How two fingerprints differ: one line for each of zero, one, how annotations are
+    kept, add, mul, neg that does (the first probe that shows it, with both results)."""
     out = []
     for part in ("zero", "one"):
         if stored.get(part) != now.get(part):
             out.append(f"{part} is {stored.get(part)} in the folder, {now.get(part)} now")
+    # a folder written before "kept" was recorded kept a user semiring's values as they are
+    was = stored.get("kept", "as they are")
+    if was != now.get("kept"):
+        out.append(f"annotations are kept {was} in the folder, {now.get('kept')} now")
     for op in ("add", "mul", "neg"):
         a, b = stored.get(op), now.get(op)
         if (a is None) != (b is None):

@@ -15,11 +15,12 @@ read no changed relation is left as it is.  Inside a group, by the semiring:
      through a worsened fact, then, to a fixpoint, those with a derivation
      through a key already marked.  Each step is the delta rule
      (:func:`faq.solve_delta`) over the old relations with the marked rows as
-     the change.  For min-plus, max-plus, max-product and boolean only the
-     derivations whose value equals the key's value count (*tight* ones; a
-     worse derivation never supports it since ⊗ is strictly monotone there; a
-     relative tolerance of 1e-9 counts near-equal floats as equal, which only
-     marks more); for other semirings every derivation does.
+     the change.  For a semiring that declares ``tight`` (min-plus, max-plus,
+     max-product, boolean) only the derivations whose value equals the key's value
+     count (*tight* ones; a worse derivation never supports it since ⊕ is selective
+     and ⊗ strictly monotone there; a relative tolerance of 1e-9 counts near-equal
+     floats as equal, which only marks more); for other semirings every derivation
+     does.
   2. The marked keys are removed and rederived: every rule of the group
      restricted to them (a delta query whose change is the marked keys), over
      the new inputs and the remaining state.
@@ -57,7 +58,6 @@ from typing import Any
 
 import numpy as np
 
-import semirings
 from faq import Factor, Program, Query, solve_delta
 from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
 from faq.plan import (
@@ -70,25 +70,22 @@ from faq.plan import (
 )
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
-from incremental.regimes import regime
+from incremental.regimes import regime, step_semiring
 from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table, negated
 from incremental.terms import recompute_groups, solve
 from incremental.traced import Rounds, maintain, plus_at
 from semirings import Semiring
 from semirings.local import equal, local_ops
 
-__all__ = ["TIGHT", "Diff", "Fixpoint", "working_semiring"]
-
-TIGHT = ("min-plus", "max-plus", "max-product", "boolean")
-"""Built-in semirings whose over-delete counts only tight derivations (⊗ strictly
-monotone on non-zero values, ⊕ selective)."""
+__all__ = ["Diff", "Fixpoint", "working_semiring"]
 
 _RTOL = 1e-9
 
 
 def working_semiring(S: Semiring) -> Semiring:
-    """The semiring a program view computes in: ℤ for counting (changes are signed)."""
-    return semirings.INTEGER if regime(S) == "counting" else S
+    """The semiring a program view computes in: the declared completion (ℤ for counting:
+    changes are signed), ``S`` otherwise."""
+    return step_semiring(S)
 
 
 @dataclass(frozen=True)
@@ -231,7 +228,7 @@ class Fixpoint:
         fixpoint (their old annotations)."""
         marked = {n: self.empty(n) for n in g.names}
         frontier = {n: t for n, t in worse.items() if t.rows}
-        tight = self.S.name in TIGHT and semirings.get(self.S.name) is self.S
+        tight = self.S.tight  # declared: only derivations that attain a value support it
         while frontier:  # ends: every step marks keys of the old relations not yet marked
             cand: dict[str, list[Table]] = {n: [] for n in g.names}
             for i in (*g.base, *g.recursive):

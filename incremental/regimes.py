@@ -1,14 +1,16 @@
 """How a view's output changes at a tick, for every kind of semiring: one module for both states.
 
-Three regimes, chosen by the view's semiring (:func:`regime`):
+Three regimes, chosen by what the view's semiring declares (:func:`regime`):
 
 * ``"ring"`` (a semiring with ⊕-inverses: ``integer``, ``real``) and
-  ``"counting"``: the annotation of a tuple changes by ``weight · value``; the
+  ``"counting"`` (one that declares the ring it embeds in, its ``completion``:
+  ``counting`` in ℤ): the annotation of a tuple changes by ``weight · value``; the
   delta rule gives ΔQ (:func:`faq.solve_delta`) and the output is
-  ``Q ⊕ ΔQ``.  Counting is kept in ℤ (its ring completion) and refuses a
+  ``Q ⊕ ΔQ``.  Counting is kept in its completion and refuses a
   negative multiplicity.  A ring of floats (``real``) keeps compensated sums
   and re-anchors keys that cancelled (:mod:`incremental.precision`).
-* ``"boolean"``: each relation keeps, per tuple, its number of present rows
+* ``"boolean"`` (a semiring that declares ``presence``: ``boolean``): each
+  relation keeps, per tuple, its number of present rows
   (in ℤ), and the output keeps its *derivation count*: the same query in
   ``integer`` over those counts.  A key is in the boolean output while its
   count is positive, so deletions are exact and incremental.
@@ -77,15 +79,36 @@ __all__ = [
 
 # -- the decisions: by the semiring's declared properties -------------------------------------
 def regime(S: Semiring) -> str:
-    """``"ring"``, ``"counting"``, ``"boolean"`` or ``"general"`` (see the module docstring).
+    """``"ring"``, ``"counting"``, ``"boolean"`` or ``"general"`` (see the module docstring),
+    read from what ``S`` declares.
 
-    A ring is one that declares ⊕-inverses (``S.is_ring``).  ``counting`` (maintained in
-    its ring completion ℤ) and ``boolean`` (derivation counts) are the two built-ins no
-    declared property singles out: they are named here, and only here.
+    ``"ring"``: ``S`` declares ⊕-inverses (``neg``).  ``"counting"``: ``S`` declares the
+    ring it embeds in (``completion``; ℕ in ℤ), and a view keeps the annotations there as
+    signed counts.  ``"boolean"``: ``S`` declares ``presence`` (values only say present or
+    absent), and a view keeps counts of rows.  ``"general"``: anything else.
+
+    Raises
+    ------
+    ValueError
+        ``S`` declares a completion whose values are not 64-bit integers, or presence
+        with values other than False and True: a view keeps neither (declare nothing,
+        and the view keeps ``S``'s rows in the general way).
     """
-    if S is semirings.COUNTING:
+    if S.completion is not None:
+        if local_ops(S.completion).dtype != np.int64:
+            raise ValueError(
+                f"semiring {S.name!r}: a view keeps a declared completion only when it holds "
+                f"64-bit integers (counts, as counting in integer); {S.completion.name!r} "
+                "does not: drop completion= and the view keeps the rows in the general way"
+            )
         return "counting"
-    if S is semirings.BOOLEAN:
+    if S.presence:
+        if S.zero is not False or S.one is not True:
+            raise ValueError(
+                f"semiring {S.name!r}: a view keeps presence (counts of rows) only for the "
+                f"values False and True, not {S.zero!r} and {S.one!r}: drop presence= and "
+                "the view keeps the rows in the general way"
+            )
         return "boolean"
     return "ring" if S.is_ring else "general"
 
@@ -101,14 +124,22 @@ def multiset(S: Semiring) -> bool:
 
 
 def stored_semiring(S: Semiring) -> Semiring:
-    """The semiring of the annotations a view stores: ℤ for counting and boolean (counts)."""
-    return semirings.INTEGER if regime(S) in ("counting", "boolean") else S
+    """The semiring of the annotations a view stores: the completion (ℤ for counting),
+    ℤ for presence (counts of rows), ``S`` otherwise."""
+    kind = regime(S)
+    if kind == "counting":
+        assert S.completion is not None
+        return S.completion
+    return semirings.INTEGER if kind == "boolean" else S
 
 
 def step_semiring(S: Semiring) -> Semiring:
-    """The semiring of what ``step()`` returns (and deltas are read in): ℤ for counting
-    (its changes are signed), ``S`` otherwise."""
-    return semirings.INTEGER if regime(S) == "counting" else S
+    """The semiring of what ``step()`` returns (and deltas are read in): the completion
+    for counting (its changes are signed), ``S`` otherwise."""
+    if regime(S) == "counting":
+        assert S.completion is not None
+        return S.completion
+    return S
 
 
 # -- what a state holds -----------------------------------------------------------------------

@@ -396,6 +396,8 @@ BOOLEAN = Semiring(
     aggregates=AggregateOps("or", "and", aliases=("max",)),
     library=_library(np.bool_, "lor_land", np.logical_or, np.logical_and, "lor_pair"),
     presence=True,
+    selective="max",
+    tight=True,
     domain="booleans",
 )
 """({False, True}, or, and): reachability, existence."""
@@ -420,6 +422,8 @@ MAX_PRODUCT = Semiring(
     ),
     aggregates=AggregateOps("max", "×", others={"sum": "real"}),
     library=_library(np.float64, "max_times", np.maximum, np.multiply),
+    selective="max",
+    tight=True,
     domain="finite non-negative floats",
 )
 """([0, ∞), max, ×, 0, 1): Viterbi, most likely explanation."""
@@ -440,6 +444,8 @@ MIN_PLUS = Semiring(
     ),
     aggregates=AggregateOps("min", "+"),
     library=_library(np.float64, "min_plus", np.minimum, np.add),
+    selective="min",
+    tight=True,
     domain="floats other than -inf (+inf is zero)",
 )
 """((-∞, +∞], min, +, +∞, 0): tropical; shortest paths."""
@@ -460,6 +466,8 @@ MAX_PLUS = Semiring(
     ),
     aggregates=AggregateOps("max", "+", others={"logsumexp": "log"}),
     library=_library(np.float64, "max_plus", np.maximum, np.add),
+    selective="max",
+    tight=True,
     domain="floats other than +inf (-inf is zero)",
 )
 """([-∞, +∞), max, +, -∞, 0): longest paths, log-space Viterbi."""
@@ -506,6 +514,8 @@ COUNTING_MAX = Semiring(
     ),
     aggregates=AggregateOps("max", "×"),
     library=_library(np.int64, "max_times", np.maximum, np.multiply),
+    selective="max",
+    tight=True,
     domain="non-negative 64-bit integers",
 )
 """(ℕ, max, ×, 0, 1): the ⊕ of ``max`` aggregates in counting and integer queries."""

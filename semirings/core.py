@@ -17,7 +17,10 @@ built-ins and left empty by a user semiring:
   SuiteSparse:GraphBLAS or numpy's BLAS (:mod:`faq.kernel.runners`); without it every
   step runs the Generic Join kernel;
 * ``completion`` and ``presence``: how a view can keep the semiring's
-  annotations in a ring (counting in ℤ, booleans as counts of rows).
+  annotations in a ring (counting in ℤ, booleans as counts of rows);
+* ``selective`` and ``tight``: ⊕ returns one of its arguments (witnesses), and a
+  value is supported only by the derivations that attain it (a view of a recursive
+  program then re-derives less after a deletion).
 
 The engine decides by these declarations, never by a semiring's name or
 identity.  This module imports no other module of the package.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -325,6 +329,18 @@ def _default_contains(zero: Any, one: Any) -> Callable[[Any], bool]:
     return contains
 
 
+def _selects(S: Semiring) -> str | None:
+    """``selective`` read off ``S.add`` when it is not declared: the builtin max or min
+    (``or`` and ``and`` over booleans)."""
+    add = S.add
+    booleans = isinstance(S.zero, bool) and isinstance(S.one, bool)
+    if add is max or (booleans and add is operator.or_):
+        return "max"
+    if add is min or (booleans and add is operator.and_):
+        return "min"
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class Semiring:
     """A commutative semiring (D, ⊕, ⊗, 0, 1), optionally a ring.
@@ -369,6 +385,29 @@ class Semiring:
     library : LibraryOps, optional
         How GraphBLAS and numpy's BLAS compute ⊕.⊗ exactly.  Without it every step
         runs the Generic Join kernel.
+    selective : {"max", "min"}, optional
+        ⊕ returns one of its arguments: the larger in Python's order of the values
+        (``"max"``: max, or on booleans) or the smaller (``"min"``: min, and).  Then
+        every aggregate is attained by one assignment, which ``witness=True`` finds;
+        with :attr:`SparkOps.ordered`, Spark's order of the column is that order.  A
+        selective ⊕ is idempotent: declare ``idempotent=True`` too.  When omitted it
+        is read off ``add``: ``"max"`` for the builtin :func:`max` (or
+        :func:`operator.or_` over booleans), ``"min"`` for :func:`min` (or
+        :func:`operator.and_`), None otherwise.
+    tight : bool
+        Only the derivations that attain a value support it: ⊕ is ``selective`` and
+        ⊗ is strictly monotone in its order on non-zero values (``a`` better than
+        ``b`` makes ``a ⊗ c`` better than ``b ⊗ c`` for every non-zero ``c``:
+        min-plus, max-plus, max-product, boolean; not ``max``/``min``, whose ⊗
+        ``min`` ties).  An incremental view of a recursive program then deletes,
+        after a fact got worse, only the keys some derivation through it attains,
+        instead of every key it reaches.  False (the default) is always sound.
+
+    The declarations are read by :mod:`faq.witness` (``selective``),
+    :mod:`incremental.regimes` (``completion``, ``presence``: how a view keeps its
+    annotations) and :mod:`incremental.fixpoint` (``idempotent``, ``tight``).  A
+    semiring that declares nothing takes the general path everywhere: same answers,
+    more work.
 
     Examples
     --------
@@ -394,6 +433,9 @@ class Semiring:
     completion: Semiring | None = None
     presence: bool = False
     library: LibraryOps | None = None
+    selective: str | None = None
+    tight: bool = False
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickle an engine semiring by name, so a Spark task gets the very same object.
@@ -404,6 +446,27 @@ class Semiring:
         if _CANONICAL.get(self.name) is self:
             return (canonical, (self.name,))
         return super().__reduce_ex__(protocol)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields, without what was derived from them (:meth:`derived`: Spark UDFs)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_derived"}
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__["_derived"] = {}
+
+    def derived(self, what: str, make: Callable[[Semiring], Any]) -> Any:
+        """``make(self)``, made once per semiring object and kept with it.
+
+        What other modules compute from a semiring and keep (its Spark UDF ops,
+        :func:`semirings.spark.ops`) lives exactly as long as the semiring: it is
+        dropped with the object, never pickled, and never found by another semiring
+        (as a cache keyed by ``id()`` could, after the id is reused).
+        """
+        found = self._derived.get(what)
+        if found is None:
+            found = self._derived.setdefault(what, make(self))
+        return found
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -436,6 +499,34 @@ class Semiring:
         if self.completion is not None and not self.completion.is_ring:
             raise ValueError(
                 f"semiring {self.name!r}: completion {self.completion.name!r} is not a ring"
+            )
+        if self.completion is not None and self.is_ring:
+            raise ValueError(
+                f"semiring {self.name!r}: a ring is its own completion; "
+                f"drop completion={self.completion.name!r}"
+            )
+        for label in ("presence", "tight"):
+            if not isinstance(getattr(self, label), bool):
+                raise TypeError(
+                    f"semiring {self.name!r}: {label} must be True or False, "
+                    f"not {getattr(self, label)!r}"
+                )
+        if self.presence and self.completion is not None:
+            raise ValueError(
+                f"semiring {self.name!r}: declare presence or a completion, not both "
+                "(a view keeps counts of rows, or the values in the ring, not both)"
+            )
+        if self.selective is None:
+            object.__setattr__(self, "selective", _selects(self))
+        if self.selective not in (None, "max", "min"):
+            raise ValueError(
+                f"semiring {self.name!r}: selective must be 'max', 'min' or None, "
+                f"not {self.selective!r}"
+            )
+        if self.tight and self.selective is None:
+            raise ValueError(
+                f"semiring {self.name!r}: tight=True needs a selective ⊕ "
+                "(declare selective='max' or 'min')"
             )
 
     # -- algebra on plain values -------------------------------------------------

@@ -48,9 +48,14 @@ def check_laws(
 
     Checks that ⊕ and ⊗ are associative and commutative, that ``zero`` and
     ``one`` are their identities, that ``zero`` annihilates, that ⊗
-    distributes over ⊕, and, for rings, that ``a ⊕ neg(a) = zero``.  The
-    identities are added to ``values``.  Raises :class:`LawError` naming the
-    first law that fails and the values that break it; returns None otherwise.
+    distributes over ⊕, and, for rings, that ``a ⊕ neg(a) = zero``; then what
+    the semiring declares: ``a ⊕ a = a`` (``idempotent``), ⊕ returns the larger or
+    the smaller argument (``selective``), ⊗ by a non-zero value keeps a strictly
+    better value strictly better (``tight``), every value is zero or one and
+    ``1 ⊕ 1 = 1`` (``presence``), and the completion's ⊕ and ⊗ agree with the
+    semiring's (``completion``).  The identities are added to ``values``.
+    Raises :class:`LawError` naming the first law that fails and the values that
+    break it; returns None otherwise.
     """
     S = semiring
     vals = (
@@ -88,6 +93,7 @@ def check_laws(
                     f"{sym} is not commutative",
                     f"a={a!r}, b={b!r}: a {sym} b = {op(a, b)!r} but b {sym} a = {op(b, a)!r}",
                 )
+    _check_declared(S, vals, eq, fail)
     for a, b, c in itertools.product(vals, repeat=3):
         for op, sym in ((add, "⊕"), (mul, "⊗")):
             left, right = op(op(a, b), c), op(a, op(b, c))
@@ -103,6 +109,51 @@ def check_laws(
                 "⊗ does not distribute over ⊕",
                 f"a={a!r}, b={b!r}, c={c!r}: a⊗(b⊕c) = {left!r}, (a⊗b)⊕(a⊗c) = {right!r}",
             )
+
+
+def _check_declared(
+    S: Semiring,
+    vals: list[Any],
+    eq: Callable[[Any, Any], bool],
+    fail: Callable[[str, str], None],
+) -> None:
+    """The laws of what ``S`` declares (``selective``, ``tight``, ``presence``,
+    ``completion``) on every pair (and triple, for ``tight``) of ``vals``."""
+    add, mul = S.add, S.mul
+    if S.presence:
+        for a in vals:
+            if not (eq(a, S.zero) or eq(a, S.one)):
+                fail("presence: a value is neither zero nor one", f"a={a!r}")
+        if not eq(add(S.one, S.one), S.one):
+            fail("presence: 1 ⊕ 1 is not 1", f"1 ⊕ 1 = {add(S.one, S.one)!r}")
+    C = S.completion
+    for a, b in itertools.product(vals, repeat=2):
+        if S.selective is not None:
+            pick = max if S.selective == "max" else min
+            if not eq(add(a, b), pick(a, b)):
+                fail(
+                    f"⊕ is not selective ({S.selective})",
+                    f"a={a!r}, b={b!r}: a ⊕ b = {add(a, b)!r}, {pick.__name__} is {pick(a, b)!r}",
+                )
+        if C is not None:
+            for op, cop, sym in ((add, C.add, "⊕"), (mul, C.mul, "⊗")):
+                if not eq(op(a, b), cop(a, b)):
+                    fail(
+                        f"completion {C.name!r}: its {sym} differs",
+                        f"a={a!r}, b={b!r}: {op(a, b)!r} here, {cop(a, b)!r} in {C.name!r}",
+                    )
+    if not S.tight:
+        return
+    for a, b, c in itertools.product(vals, repeat=3):
+        better = eq(add(a, b), a) and not eq(a, b)
+        if better and not S.is_zero(c):
+            ac, bc = mul(a, c), mul(b, c)
+            if eq(ac, bc) or not eq(add(ac, bc), ac):
+                fail(
+                    "tight: ⊗ is not strictly monotone",
+                    f"a={a!r} is better than b={b!r}, but a ⊗ c = {ac!r} and b ⊗ c = {bc!r} "
+                    f"for c={c!r}",
+                )
 
 
 def _hashable(values: Sequence[Any]) -> bool:

@@ -19,18 +19,16 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from pyspark.sql import Column, DataFrame
 
-_UDF_CACHE: dict[int, SparkOps] = {}
-
 
 def ops(semiring: Semiring) -> SparkOps:
-    """The Spark side of ``semiring``: native when it has one, UDF-based otherwise."""
+    """The Spark side of ``semiring``: native when it has one, UDF-based otherwise.
+
+    The UDF-based ops are made once per semiring object and kept with it
+    (:meth:`Semiring.derived`): they go when the semiring goes.
+    """
     if semiring.spark is not None:
         return semiring.spark
-    cached = _UDF_CACHE.get(id(semiring))
-    if cached is None:
-        cached = _udf_ops(semiring)
-        _UDF_CACHE[id(semiring)] = cached
-    return cached
+    return semiring.derived("spark-udf-ops", _udf_ops)
 
 
 def reduce(semiring: Semiring, df: DataFrame, keys: list[str], value: str) -> DataFrame:

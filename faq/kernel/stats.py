@@ -14,7 +14,7 @@ off by 100× and more on real graphs, whose degrees are skewed).
 >>> from faq.kernel import Table
 >>> E = Table(("a", "b"), (np.array([0, 0, 1]), np.array([1, 2, 2])))
 >>> table_stats(E)
-RelationStats(rows=3, distinct=(2, 2), exact=True)
+RelationStats(rows=3, distinct=(2, 2), exact=True, scanned=0)
 >>> pair_join_size(E, ("b",), E, ("a",))   # E(x, b) ⋈ E(b, y): the 2-paths x → b → y
 1
 """
@@ -90,26 +90,58 @@ def filtered_stats(whole: RelationStats, values: Mapping[int, int] | None) -> Re
     return RelationStats(est, kept, exact=False, scanned=max(whole.scanned, whole.rows))
 
 
-_DEGREES: dict[tuple[int, ...], tuple[Any, list[np.ndarray], np.ndarray]] = {}
-"""Recent degree vectors, by the ids of their columns (held weakly: a column that is gone
-takes its entry's validity with it)."""
+class _ByColumns:
+    """Values computed from tuples of column arrays, kept while the columns live.
+
+    Keyed by the columns' ids, but an entry goes as soon as one of its columns is freed
+    (a weak reference's callback, run before the column's memory, and with it its id,
+    can be reused): an entry found is always for the very arrays asked about, and what
+    it holds is freed with them.  At most ``size`` entries (all dropped past that).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: dict[tuple[int, ...], tuple[list[weakref.ref], Any]] = {}
+
+    def get(self, cols: Sequence[np.ndarray]) -> Any:
+        """The value kept for ``cols`` (the same array objects), or None."""
+        hit = self.entries.get(tuple(id(c) for c in cols))
+        if hit is not None and all(r() is c for r, c in zip(hit[0], cols, strict=True)):
+            return hit[1]
+        return None
+
+    def put(self, cols: Sequence[np.ndarray], value: Any) -> None:
+        """Keep ``value`` for ``cols`` (at least one) until one of them is freed."""
+        assert cols, "no columns: nothing would tell the entry's arrays apart"
+        key = tuple(id(c) for c in cols)
+        entries = self.entries
+
+        def drop(_: weakref.ref, key: tuple[int, ...] = key) -> None:
+            entries.pop(key, None)
+
+        if len(entries) >= self.size:
+            entries.clear()
+        entries[key] = ([weakref.ref(c, drop) for c in cols], value)
+
+
+_DEGREES = _ByColumns(64)
+"""Recent degree vectors, by their columns (see :class:`_ByColumns`)."""
 
 
 def degrees(t: Table, vars_: Sequence[str]) -> tuple[list[np.ndarray], np.ndarray]:
     """The distinct values of ``vars_`` in ``t`` (one array per variable) and their counts.
 
-    Remembered for the columns' arrays (the last few), so that the several
-    pairs of atoms over one relation cost one pass per column.
+    Remembered for the columns' arrays while they live (the last few), so that the
+    several pairs of atoms over one relation cost one pass per column.
     """
     cols = [t.col(v) for v in vars_]
-    key = tuple(id(c) for c in cols)
-    hit = _DEGREES.get(key)
-    if hit is not None and all(r() is c for r, c in zip(hit[0], cols, strict=True)):
-        return hit[1], hit[2]
+    if not cols:  # the row count: nothing to remember (no column says which table)
+        return _degrees(t, cols)
+    hit = _DEGREES.get(cols)
+    if hit is not None:
+        return hit
     out = _degrees(t, cols)
-    if len(_DEGREES) > 64:
-        _DEGREES.clear()
-    _DEGREES[key] = ([weakref.ref(c) for c in cols], *out)
+    _DEGREES.put(cols, out)
     return out
 
 
