@@ -82,6 +82,15 @@ class Data:
     # ``df`` is the lazy output of a step of several cells or of a Spark aggregation: a
     # one-cell reader shuffles it into its task rather than pulling those tasks into it
     spread: bool = False
+    # where ``df`` reads its rows from, while ``df`` is that DataFrame (an atom's view of
+    # its relation): atoms of one relation are then routed together (a self-join)
+    source: tuple[partitioned.Source, DataFrame] | None = None
+
+    def routed_from(self) -> partitioned.Source | None:
+        """The relation ``df`` reads, if ``df`` is still the atom's view of it."""
+        if self.source is None or self.source[1] is not self.df:
+            return None
+        return self.source[0]
 
     def info(self) -> InputInfo:
         return InputInfo(self.vars, self.rows, self.table is not None, self.distinct, self.top)
@@ -359,6 +368,7 @@ class Executor:
                     combine=combine,
                     runner=choice.runner,
                     shape=choice.shape,
+                    sources=[d.routed_from() for d in inputs],
                 )
             if settle:
                 return Stepped(self._settle(keep, df, S), None)

@@ -478,6 +478,7 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
     """The relation seen through ``atom``: columns renamed to its variables; a variable
     repeated in the atom keeps only rows whose columns agree."""
     from faq.spark.ops import atom_frame
+    from faq.spark.partitioned import Source
 
     first: dict[str, int] = {}
     for i, v in enumerate(atom.vars):
@@ -496,6 +497,10 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
         return Data(tuple(first), float(table.rows), table=table, distinct=dist)
     assert rel.df is not None
     df = atom_frame(atom, rel.df, rel.vars)
+    keys = tuple(rel.vars)
+    source = (
+        None if repeated else (Source(rel.df, keys, tuple(keys[i] for i in first.values())), df)
+    )
     dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
     top = {v: rel.stats.top[i] for v, i in first.items() if i < len(rel.stats.top)}
     return Data(
@@ -506,6 +511,7 @@ def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
         consolidated=rel.consolidated,
         top=top,
         spread=rel.stats.scanned > rel.stats.rows,
+        source=source,
     )
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +62,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CellKernel",
+    "Routed",
+    "Source",
     "grids",
     "kernel_table",
     "murmur3_int",
     "route",
+    "route_once",
     "routing_keys",
     "row_columns",
     "run_partitioned",
@@ -75,6 +79,32 @@ __all__ = [
 CELL = "__cell"
 REL = "__rel"
 OFFSET = "__offset"  # the lambda variable over a row's offsets (see _cells)
+KEY = "__k"  # routed rows by source: key columns by position (``__k0``, ``__k1``...)
+ROLES = "__a"  # ... and, while routing, the cells of each atom a source row serves
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an input's rows are read from: ``df`` (key columns ``keys``, then ``value``),
+    the input's variables being its columns ``columns`` (one per variable, in order).
+    Inputs with the same ``df`` (a self-join: atoms of one relation) are routed together
+    by :func:`route_once`."""
+
+    df: DataFrame
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Routed rows (:func:`route`, :func:`route_once`) and how a cell reads them: per
+    input, the columns holding its variables; ``masked``: ``__rel`` is a bit mask of the
+    inputs a row serves (bit ``i``: input ``i``), else the one input's index."""
+
+    rows: DataFrame
+    types: dict[str, str]
+    columns: tuple[tuple[str, ...], ...]
+    masked: bool
 
 
 def run_partitioned(
@@ -87,6 +117,7 @@ def run_partitioned(
     combine: bool = True,
     runner: str = GENERIC_JOIN,
     shape: Any = None,
+    sources: Sequence[Source | None] | None = None,
 ) -> DataFrame:
     """The step's bag joined and ⊕-aggregated onto ``keep``, cell by cell (lazy).
 
@@ -109,6 +140,9 @@ def run_partitioned(
     runner, shape : str, object
         The kernel runner every cell runs (:func:`faq.kernel.runners.run`, one thread
         each) and how it reads the bag, as the planner named them.
+    sources : sequence of Source or None, optional
+        Where each input's rows come from, when known: inputs of one source are routed
+        together, once per cell (:func:`route_once`).
 
     Returns
     -------
@@ -117,7 +151,9 @@ def run_partitioned(
         zeros dropped.
     """
 
-    out = _in_cells(frames, shares, order, tuple(keep), S, runner=runner, shape=shape)
+    out = _in_cells(
+        frames, shares, order, tuple(keep), S, runner=runner, shape=shape, sources=sources
+    )
     if combine and shares.combine:
         out = sops.consolidate(S, out, list(keep), VALUE)
     return out
@@ -151,15 +187,31 @@ def _in_cells(
     pointers: int | None = None,
     runner: str = GENERIC_JOIN,
     shape: Any = None,
+    sources: Sequence[Source | None] | None = None,
 ) -> DataFrame:
     """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
     and ``value`` (see :class:`CellKernel` for ``pointers``)."""
     vtype = sops.ops(S).type
-    rows, types = route(frames, shares, vtype)
+    routed = route_once(frames, shares, vtype, sources) if sources else None
+    if routed is None:
+        rows, types = route(frames, shares, vtype)
+        routed = Routed(rows, types, tuple(vars_ for vars_, _ in frames), masked=False)
+    types = routed.types
     schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
     relations = tuple(vars_ for vars_, _ in frames)
-    cell = CellKernel(relations, tuple(order), out, S, vtype, pointers, runner, shape)
-    return rows.mapInArrow(cell, schema)
+    cell = CellKernel(
+        relations,
+        tuple(order),
+        out,
+        S,
+        vtype,
+        pointers,
+        runner,
+        shape,
+        columns=routed.columns,
+        masked=routed.masked,
+    )
+    return routed.rows.mapInArrow(cell, schema)
 
 
 def route(
@@ -187,6 +239,94 @@ def route(
             cell = _cells(vars_, grid, types, keys, first)
             parts.append(part.selectExpr(f"{cell} AS {CELL}", *cols))
     return union_all(parts).repartition(shares.total, CELL), types
+
+
+def route_once(
+    frames: Sequence[tuple[tuple[str, ...], DataFrame]],
+    shares: Shares,
+    vtype: str,
+    sources: Sequence[Source | None],
+) -> Routed | None:
+    """:func:`route` reading each source once: a row of a relation several atoms read (a
+    self-join) goes once to each cell any of them sends it to, with the bit mask of the
+    atoms it serves there, and its keys by position (``__k0``, ``__k1``...) rather than one
+    column per variable of the bag.  A triangle count over 4 cells routes 3 rows per edge
+    instead of 5, of 5 columns instead of 6.
+
+    None (route them with :func:`route`) when no two inputs share a source, when the
+    shares split heavy values (rows then meet per-grid conditions), when the inputs'
+    keys differ in type at some position, or past 62 inputs (the mask's bits).
+    """
+    if shares.heavy or len(frames) > 62 or len(sources) != len(frames):
+        return None
+    srcs = [
+        s if s is not None else Source(df, vars_, vars_)
+        for (vars_, df), s in zip(frames, sources, strict=True)
+    ]
+    groups: list[list[int]] = []
+    for i, s in enumerate(srcs):
+        for g in groups:
+            if srcs[g[0]].df is s.df and srcs[g[0]].keys == s.keys:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    if len(groups) == len(frames):
+        return None
+    types = variable_types(frames)
+    width = max(len(srcs[g[0]].keys) for g in groups)
+    at: list[str | None] = [None] * width  # the Spark type of each key position
+    for g in groups:
+        s = srcs[g[0]]
+        fields = {f.name: f.dataType for f in s.df.schema.fields}
+        for p, k in enumerate(s.keys):
+            t = key_type(fields[k])
+            if at[p] not in (None, t):
+                return None
+            at[p] = t
+    for i in range(len(frames)):
+        s = srcs[i]
+        for v, c in zip(frames[i][0], s.columns, strict=True):
+            if types[v] != at[s.keys.index(c)]:
+                return None
+    keys = "array(" + ", ".join(str(k) for k in routing_keys(shares.total)) + ")"
+    value = sql_name(VALUE)
+    if vtype in ("bigint", "double", "boolean", "string"):
+        value = f"CAST({value} AS {vtype})"
+    parts = []
+    for g in groups:
+        s = srcs[g[0]]
+        cols = [
+            f"CAST({sql_name(s.keys[p]) if p < len(s.keys) else 'NULL'} AS {at[p]}) AS {KEY}{p}"
+            for p in range(width)
+        ]
+        roles = [
+            _cell_array(
+                frames[i][0],
+                shares,
+                types,
+                keys,
+                dict(zip(frames[i][0], srcs[i].columns, strict=True)),
+            )
+            for i in g
+        ]
+        named = [f"{a} AS {ROLES}{r}" for r, a in enumerate(roles)]
+        every = ", ".join(f"{ROLES}{r}" for r in range(len(g)))
+        mask = " + ".join(
+            f"IF(array_contains({ROLES}{r}, {CELL}), {1 << i}, 0)" for r, i in enumerate(g)
+        )
+        kept = [f"{KEY}{p}" for p in range(width)]
+        part = (
+            s.df.selectExpr(*named, *cols, f"{value} AS {VALUE}")
+            .selectExpr(f"explode(array_distinct(concat({every}))) AS {CELL}", "*")
+            .selectExpr(CELL, f"CAST({mask} AS BIGINT) AS {REL}", *kept, VALUE)
+        )
+        parts.append(part)
+    columns = tuple(
+        tuple(f"{KEY}{srcs[i].keys.index(c)}" for c in srcs[i].columns) for i in range(len(frames))
+    )
+    rows = union_all(parts).repartition(shares.total, CELL)
+    return Routed(rows, types, columns, masked=True)
 
 
 Cond = tuple[str, tuple[Any, ...], bool]
@@ -248,27 +388,47 @@ def _cells(
     ``vars_`` goes to: the row's own coordinate on each of its variables,
     ``pmod(xxhash64(key), share)``, and every coordinate of the variables it lacks
     (an ``explode``, a row per cell), the grid's cells numbered from ``first``."""
+    base, offsets, o = _coordinates(vars_, shares, types, first, {})
+    if offsets == [0]:
+        return f"element_at({keys}, CAST({base} AS INT))"
+    at = ", ".join(str(x) for x in offsets)
+    each = f"element_at({keys}, CAST({base} + {o} AS INT))"
+    return f"explode(transform(array({at}), {o} -> {each}))"
+
+
+def _cell_array(
+    vars_: tuple[str, ...], shares: Shares, types: dict[str, str], keys: str, col_of: dict
+) -> str:
+    """:func:`_cells` as an array of routing keys (no explode), the variables read from
+    the columns ``col_of`` names (a source's, :func:`route_once`)."""
+    base, offsets, o = _coordinates(vars_, shares, types, 0, col_of)
+    if offsets == [0]:
+        return f"array(element_at({keys}, CAST({base} AS INT)))"
+    at = ", ".join(str(x) for x in offsets)
+    return f"transform(array({at}), {o} -> element_at({keys}, CAST({base} + {o} AS INT)))"
+
+
+def _coordinates(
+    vars_: tuple[str, ...], shares: Shares, types: dict[str, str], first: int, col_of: dict
+) -> tuple[str, list[int], str]:
+    """The SQL sum of a row's own coordinates (plus ``first + 1``), the offsets of the
+    coordinates of the variables it lacks, and the lambda variable's name."""
     stride = 1
     terms: list[str] = []
     spread: list[list[int]] = []
     for v, s in reversed(shares.shares):
         if s > 1:
             if v in vars_:
-                h = f"pmod(xxhash64(CAST({sql_name(v)} AS {types[v]})), {s})"
+                h = f"pmod(xxhash64(CAST({sql_name(col_of.get(v, v))} AS {types[v]})), {s})"
                 terms.append(h if stride == 1 else f"{h} * {stride}")
             else:
                 spread.append([c * stride for c in range(s)])
         stride *= s
     offsets = sorted(sum(c) for c in itertools.product(*spread))
-    base = " + ".join([*terms, str(first + 1)])
-    if offsets == [0]:
-        return f"element_at({keys}, CAST({base} AS INT))"
-    at = ", ".join(str(o) for o in offsets)
     o = OFFSET
-    while o in types:  # the lambda's variable would hide a column of that name
+    while o in types or o in col_of.values():  # the lambda's variable would hide a column
         o += "_"
-    each = f"element_at({keys}, CAST({base} + {o} AS INT))"
-    return f"explode(transform(array({at}), {o} -> {each}))"
+    return " + ".join([*terms, str(first + 1)]), offsets, o
 
 
 class CellKernel:
@@ -284,8 +444,14 @@ class CellKernel:
         pointers: int | None = None,
         runner: str = GENERIC_JOIN,
         shape: Any = None,
+        *,
+        columns: tuple[tuple[str, ...], ...] | None = None,
+        masked: bool = False,
     ) -> None:
         self.relations = relations
+        # the routed columns holding each relation's variables (:class:`Routed`)
+        self.columns = columns if columns is not None else relations
+        self.masked = masked
         self.order = order
         self.keep = keep
         self.S = S
@@ -308,12 +474,17 @@ class CellKernel:
         ops = local_ops(self.S)
         cells = rows.column(CELL).to_numpy()
         rels = rows.column(REL).to_numpy()
+        serves = [
+            (rels & (1 << i)) != 0 if self.masked else rels == i for i in range(len(self.relations))
+        ]
         for c in np.unique(cells):
             here = cells == c
             try:
                 tables = [
-                    kernel_table(rows, np.flatnonzero(here & (rels == i)), vars_, self.vtype, ops)
-                    for i, vars_ in enumerate(self.relations)
+                    kernel_table(
+                        rows, np.flatnonzero(here & mine), vars_, self.vtype, ops, columns=cols
+                    )
+                    for vars_, cols, mine in zip(self.relations, self.columns, serves, strict=True)
                 ]
                 if any(t.rows == 0 for t in tables):
                     continue
@@ -328,14 +499,22 @@ class CellKernel:
 
 
 def kernel_table(
-    rows: pa.Table, idx: np.ndarray, vars_: tuple[str, ...], vtype: str, ops: LocalOps
+    rows: pa.Table,
+    idx: np.ndarray,
+    vars_: tuple[str, ...],
+    vtype: str,
+    ops: LocalOps,
+    *,
+    columns: tuple[str, ...] | None = None,
 ) -> Table:
-    """The rows ``idx`` of a task's routed rows, over ``vars_``, as a kernel table whose
+    """The rows ``idx`` of a task's routed rows, over ``vars_`` (read from the columns
+    ``columns``, by default those named by the variables), as a kernel table whose
     keys may repeat (the kernel's index ⊕-combines them); values of Spark type ``vtype``.
     Nothing here needs a Spark session: it runs in a task."""
-    part = rows.select([*vars_, VALUE]).take(idx)
+    names = list(columns if columns is not None else vars_)
+    part = rows.select([*dict.fromkeys(names), VALUE]).take(idx)
     cols = []
-    for v in vars_:
+    for v in names:
         a = part.column(v).to_numpy(zero_copy_only=False)
         cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
     raw = part.column(VALUE).to_numpy(zero_copy_only=False)
