@@ -12,7 +12,7 @@ import numpy as np
 
 import semirings
 from faq import inputs
-from faq.executor import Data, Executor
+from faq.executor import Data, Executor, Options
 from faq.factor import Factor, Source
 from faq.inputs import check_constants, check_key_types
 from faq.kernel.stats import RelationStats, pair_join_size
@@ -381,10 +381,8 @@ class Query:
             rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
-        ex.hook = rec
-        ex.names = self._back
-        ex.defer_last = defer
+        opts = Options(join, backend, trace, hook=rec, names=self._back, defer_last=defer)
+        ex = Executor(self.semiring, _session(atoms), opts)
         try:
             result, run = ex.run(rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
             if result.table is None:
@@ -438,7 +436,7 @@ class Query:
         physical.check_options(join, backend)
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
+        ex = Executor(self.semiring, _session(atoms), Options(join, backend))
         private = rename_plan(plan, self._to, self._engine_rule)
         choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]
         return render(plan, choices, self.semiring.name, settings=ex.settings)

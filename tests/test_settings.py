@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
+import os
 import threading
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 
 import faq
 from faq import Factor, query, solve_delta
+from faq.executor import Data, Executor, Options
 from faq.kernel import KeyedTable, Table
 from faq.plan.settings import DEFAULTS, Settings, current
 from semirings.local import local_ops
@@ -189,6 +192,31 @@ def test_a_new_thread_starts_from_the_defaults_or_from_a_copied_context():
     finally:
         faq.settings(broadcast_rows=DEFAULTS.broadcast_rows)
     assert current() == DEFAULTS
+
+
+def test_an_executor_is_built_with_its_options_and_keeps_its_settings():
+    """An executor's options are one frozen record given when it is built, and every
+    choice it makes reads the settings in force then (or those its options name), however
+    long it lives."""
+    q = query(TRIANGLE, semiring="counting")
+    E = clique(6)
+    plan = q.plan(E=E)
+    t = E.local_table()
+    atoms = [Data(f.vars, t.rows, table=Table(f.vars, t.cols, t.values)) for f in plan.atoms]
+    wide = Options(parallelism=(os.cpu_count() or 1) + 1)  # more cores than the driver's
+    with faq.settings(task_work=0):
+        ex = Executor(q.semiring, None, wide)
+    assert ex.settings.task_work == 0 and current() == DEFAULTS
+    assert [c.backend for c in ex.choices(plan, atoms, None)] == ["tasks"]
+    assert [c.backend for c in Executor(q.semiring, None, wide).choices(plan, atoms, None)] == [
+        "driver"
+    ]
+    named = dataclasses.replace(wide, settings=Settings(local_rows=0))
+    assert [c.backend for c in Executor(q.semiring, None, named).choices(plan, atoms, None)] == [
+        "spark"
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ex.options.defer_last = True  # type: ignore[misc]
 
 
 def test_delta_placement_reads_local_delta_rows(spark):
