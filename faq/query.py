@@ -36,7 +36,7 @@ from faq.session import (
     quiet_spark_errors,
 )
 from faq.spark.tasks import query_error
-from faq.witness import WitnessRecorder, witness_frame
+from faq.witness import Witnesses, WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -393,10 +393,11 @@ class Query:
             run,
             steps=tuple(replace(s, choice=_choice_names(s.choice, self._back)) for s in run.steps),
         )
-        out = _factor(result, self.rule, self._to, self._back, self.semiring)
-        if rec is not None:
-            frame = witness_frame(ex, result, self._engine_rule.head, rec)
-            out.witness_frame = frame.rename(columns=self._back)
+        found = None
+        if rec is not None:  # the back-pointers the run recorded, walked from its result
+            frame = witness_frame(result, self._engine_rule.head, rec)
+            found = Witnesses(frame.rename(columns=self._back))
+        out = _factor(result, self.rule, self._to, self._back, self.semiring, found)
         return Run(out, plan, run, self.semiring.name, ex.settings)
 
     def check_incremental(self, what: str) -> None:
@@ -555,9 +556,15 @@ def deferred_run(
 
 
 def _factor(
-    d: Data, rule: Rule, to: Mapping[str, str], back: Mapping[str, str], S: Semiring
+    d: Data,
+    rule: Rule,
+    to: Mapping[str, str],
+    back: Mapping[str, str],
+    S: Semiring,
+    witnesses: Witnesses | None = None,
 ) -> Factor:
-    """The answer as a Factor over the rule's head, private names mapped back."""
+    """The answer as a Factor over the rule's head, private names mapped back, built with
+    the run's ``witnesses`` (``witness=True``)."""
     head = rule.head
     if d.table is not None:
         t = d.table
@@ -566,7 +573,7 @@ def _factor(
         if d.distinct or not t.vars:
             distinct = tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars)
             stats = RelationStats(t.rows, distinct)
-        return Factor.from_table(t, S, rule.name, stats=stats)
+        return Factor.from_source(Source.local(t, S, stats), rule.name, witnesses=witnesses)
     assert d.df is not None
     from pyspark.sql import functions as F
 
@@ -574,4 +581,4 @@ def _factor(
     distinct = tuple(int(d.distinct.get(to[v], d.rows)) for v in head)
     stats = RelationStats(int(d.rows), distinct, exact=not d.lazy)  # a deferred one: estimates
     src = Source.spark(df, head, S, checked=True, consolidated=d.consolidated, stats=stats)
-    return Factor.from_source(src, rule.name)
+    return Factor.from_source(src, rule.name, witnesses=witnesses)
