@@ -403,6 +403,8 @@ class _DeltaTask:
                     t = Table(vars_, t.cols, t.values)
                 rels[n] = Factor.from_table(t, S, n)
             changes = {n: Factor.from_table(t, S, n) for n, t in self.changes.items()}
+            # this runs in a Spark task's Python worker, another process, whose settings
+            # are the defaults: the run's own are shipped with the task and entered here
             with settings(**self.st.changed()):
                 res = LocalDelta(self.q, rels, changes, self.order, self.join).run()
             out = res.change.to_table()

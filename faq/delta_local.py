@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from faq.executor import Data, Executor
+from faq.executor import Data, Executor, Options
 from faq.factor import Factor
 from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
@@ -346,7 +346,7 @@ class LocalDelta:
             atoms.append(d)
             stats.append(AtomStats(int(d.rows), {v: int(x) for v, x in d.distinct.items()}))
         plan = make_plan(split, stats, self.order)
-        ex = Executor(self.S, None, join=self.join, backend="driver", parallelism=1)
+        ex = Executor(self.S, None, Options(self.join, "driver", parallelism=1))
         result, trace = ex.run(plan, atoms, None)
         assert result.table is not None
         return result.table, plan, trace

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -36,7 +36,7 @@ from faq.plan import physical
 from faq.plan.logical import Pairs, Plan, PlanFactor, Step
 from faq.plan.physical import Choice, InputInfo
 from faq.plan.report import StepTrace, Trace
-from faq.plan.settings import current
+from faq.plan.settings import Settings, current
 from faq.progress import StepProgress
 from faq.rule import VALUE
 from faq.spark import fused, partitioned, tasks
@@ -49,7 +49,7 @@ from semirings.local import LocalOps, count_distinct, local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Data", "Executor", "StepHook", "StepTrace", "Trace"]
+__all__ = ["Data", "Executor", "Options", "StepHook", "StepTrace", "Trace"]
 
 log = logging.getLogger("faq")
 
@@ -63,6 +63,43 @@ class StepHook(Protocol):
 
     def record(self, ex: Executor, step: Step, inputs: list[Data], choice: Choice) -> None:
         """Observe one step before it runs."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an executor runs its plans, fixed when it is built (see :meth:`faq.Query.solve`).
+
+    Attributes
+    ----------
+    join : {"auto", "binary", "wcoj"}
+        The join method of every step (``"auto"``: the planner's choice).
+    backend : {"auto", "driver", "tasks", "spark"}
+        Where steps run (``"auto"``: by size, the planner's choice).
+    trace : bool
+        Count every intermediate of binary Spark joins (extra jobs).
+    parallelism : int or None
+        The task slots steps are planned for; None: the session's
+        (:func:`faq.spark.tasks.parallelism`), 1 without one.
+    hook : StepHook or None
+        Watches every step before it runs (the witness recorder of ``witness=True``).
+    names : Mapping[str, str]
+        Engine variable name -> the user's, for the log lines.
+    defer_last : bool
+        Leave the last step lazy in Spark too, for a caller that reads several answers
+        in one job (:mod:`faq.delta`'s terms); its rows are then estimated.
+    settings : Settings or None
+        The thresholds of every choice; None: those in force (:func:`faq.settings`) when
+        the executor is built.  Either way they hold for the executor's whole life.
+    """
+
+    join: str = "auto"
+    backend: str = "auto"
+    trace: bool = False
+    parallelism: int | None = None
+    hook: StepHook | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    defer_last: bool = False
+    settings: Settings | None = None
 
 
 @dataclass
@@ -125,38 +162,30 @@ def _local_data(keep: tuple[str, ...], t: Table, last: bool = False) -> Data:
 
 
 class Executor:
-    """Runs plans over ``S`` with the given options (see :meth:`faq.Query.solve`)."""
+    """Runs plans over ``S`` on ``spark`` (or in the driver alone) with ``options``.
+
+    Everything it decides by is fixed when it is built: the :class:`Options`, and the
+    settings and parallelism they resolve to (:attr:`settings`, :attr:`parallelism`).
+    """
 
     def __init__(
-        self,
-        S: Semiring,
-        spark: SparkSession | None,
-        *,
-        join: str = "auto",
-        backend: str = "auto",
-        trace: bool = False,
-        parallelism: int | None = None,
+        self, S: Semiring, spark: SparkSession | None, options: Options | None = None
     ) -> None:
-        physical.check_options(join, backend)
+        options = options if options is not None else Options()
+        physical.check_options(options.join, options.backend)
         self.S = S
         self.ops = local_ops(S)
         self.spark = spark
-        self.join = join
-        self.backend = backend
-        self.trace = trace
+        self.options = options
+        self.settings = options.settings if options.settings is not None else current()
+        parallelism = options.parallelism
         if parallelism is None:
             parallelism = tasks.parallelism(spark) if spark is not None else 1
         self.parallelism = parallelism
         self.driver_cores = tasks.driver_cores(spark)
-        self.settings = current()  # fixed for the whole run
-        self.hook: StepHook | None = None  # e.g. the witness recorder of solve(witness=True)
-        self.names: dict[str, str] = {}  # engine variable name -> user's name (for the log)
         # every step in the query's semiring (no per-variable aggregates): a lazy output may
-        # then leave repeated keys for its reader to ⊕-combine (see _spark_step)
+        # then leave repeated keys for its reader to ⊕-combine (see _spark_step); set by run
         self.uniform = False
-        # the last step left lazy in Spark too, for a caller that reads several answers in
-        # one job (faq.delta's terms); its rows are then estimated
-        self.defer_last = False
 
     # -- planning the physical side ------------------------------------------------------
     def choices(self, plan: Plan, atoms: Sequence[Data], pairs: Pairs | None) -> list[Choice]:
@@ -179,11 +208,12 @@ class Executor:
         return physical.choose(
             step,
             inputs,
-            join=self.join,
-            backend=self.backend,
+            join=self.options.join,
+            backend=self.options.backend,
             pair_rows=pair_rows(step, pairs),
             parallelism=self.parallelism,
             driver_cores=self.driver_cores,
+            settings=self.settings,
             semiring=self.step_semiring(step),
         )
 
@@ -201,14 +231,15 @@ class Executor:
             inputs = [frames.pop(id(f)) for f in step.factors]
             choice = self._choose(step, [d.info() for d in inputs], pairs)
             S = self.step_semiring(step)
-            if self.hook is not None:
-                self.hook.record(self, step, inputs, choice)
-            what = f"step {k}/{n}: {_describe(step, self.names)} on {_where(choice)}"
+            hook = self.options.hook
+            if hook is not None:
+                hook.record(self, step, inputs, choice)
+            what = f"step {k}/{n}: {_describe(step, self.options.names)} on {_where(choice)}"
             # the placement the planner named, looked up by name (the executor never chooses)
             place = getattr(self, _PLACEMENTS[choice.placement])
             with StepProgress(what, self.spark, self.settings.progress_seconds):
                 out, proposed, largest, ran = place(
-                    step, inputs, choice, S, last=k == n and not self.defer_last
+                    step, inputs, choice, S, last=k == n and not self.options.defer_last
                 )
             seconds = time.perf_counter() - t0
             declined = ran is not None and bool(ran.why)
@@ -228,7 +259,7 @@ class Executor:
                 "step %d/%d: %s: %s -> %s rows in %.2f s",
                 k,
                 n,
-                _describe(step, self.names),
+                _describe(step, self.options.names),
                 _where(choice),
                 f"~{int(out.rows):,} (estimated; computed with a later step)"
                 if out.lazy
@@ -240,7 +271,7 @@ class Executor:
         if result is None:  # no step: the head is a single atom
             (only,) = frames.values()
             result = self._reorder(only, plan.rule.head)
-        options = (("join", self.join), ("backend", self.backend))
+        options = (("join", self.options.join), ("backend", self.options.backend))
         return result, Trace(tuple(traces), time.perf_counter() - t_start, options)
 
     def step_semiring(self, step: Step) -> Semiring:
@@ -341,10 +372,10 @@ class Executor:
         (one HyperCube shuffle, :mod:`faq.spark.partitioned`), fused into one task when it
         has one cell (:mod:`faq.spark.fused`), or as DataFrame joins (``join="binary"``)."""
         keep = step.output.vars
-        settle = last or self.trace
+        settle = last or self.options.trace
         # a one-cell step, or a one-cell step's output ⊕-aggregated alone: in its task
         one_cell = choice.one_cell or (len(inputs) == 1 and inputs[0].pending is not None)
-        if one_cell and self.hook is None and not self.trace:  # these look at every step
+        if one_cell and self.options.hook is None and not self.options.trace:  # they see all steps
             return Stepped(self._one_cell(step, inputs, choice, S, settle), None)
         if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
             frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
@@ -387,7 +418,7 @@ class Executor:
             return Stepped(out, None)
         ordered = [frames[i] for i in physical.join_order([d.info() for d in inputs])]
         joined = spark_ops.binary_join(ordered, self.S)
-        largest = spark_ops.trace_binary(ordered, self.S) if self.trace else None
+        largest = spark_ops.trace_binary(ordered, self.S) if self.options.trace else None
         out, rows, distinct = spark_ops.materialize(spark_ops.aggregate(joined, keep, S))
         dist = {v: float(x) for v, x in zip(keep, distinct, strict=True)}
         return Stepped(Data(keep, rows, df=out, distinct=dist), None, largest)
@@ -482,8 +513,7 @@ def _where(c: Choice) -> str:
     return c.runs
 
 
-def _describe(step: Step, names: dict[str, str] | None = None) -> str:
-    names = names or {}
+def _describe(step: Step, names: Mapping[str, str]) -> str:
     vs = [names.get(v, v) for v in step.vars]
     return f"eliminate {', '.join(vs)}" if vs else "multiply onto the head"
 

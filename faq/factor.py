@@ -55,6 +55,7 @@ from faq.source import Source
 from faq.spark.convert import to_spark
 from faq.spark.ops import key_type as spark_key_type
 from faq.spark.ops import sql_name
+from faq.witness import Witnesses
 from semirings import Semiring
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +103,7 @@ class Factor:
 
     A factor holds ``name``, its immutable :attr:`source` record and caches of what it
     derived from it (a local factor's DataFrame, an array read per semiring...);
-    :attr:`witness_frame` is set on query results.
+    a result of ``witness=True`` is built with its :class:`faq.witness.Witnesses`.
 
     Examples
     --------
@@ -120,23 +121,26 @@ class Factor:
     ) -> None:
         self._hold(frame_source(df, vars, semiring, label_of(name)), name)
 
-    def _hold(self, source: Source, name: str | None) -> None:
+    def _hold(self, source: Source, name: str | None, witnesses: Witnesses | None = None) -> None:
         self.name = name
         self._src = source
         self._memo = _Memo()
+        self._witnesses = witnesses
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_source(cls, source: Source, name: str | None = None) -> Factor:
+    def from_source(
+        cls, source: Source, name: str | None = None, *, witnesses: Witnesses | None = None
+    ) -> Factor:
         """A factor over ``source`` (nothing is checked beyond the record's own rules).
 
-        For rows the engine produced (a query's result, a delta); users build
-        factors with the other constructors.
+        For rows the engine produced (a query's result, a delta, with the ``witnesses``
+        of ``witness=True``); users build factors with the other constructors.
         """
         if not isinstance(source, Source):
             raise TypeError(f"expected a faq.source.Source, got {type(source).__name__}")
         f = cls.__new__(cls)
-        f._hold(source, name)
+        f._hold(source, name, witnesses)
         return f
 
     @classmethod
@@ -509,10 +513,11 @@ class Factor:
             return t
         return collect(self._src, self._src.plain, self._label())
 
-    #: With ``solve(witness=True)``: a pandas frame of the head columns, one column
-    #: per bound variable (a witness) and ``value``; otherwise None.
-    witness_frame: Any = None
-    witness_paths: Any = None  # a recursive program's, for path(): faq.paths.WitnessPaths
+    @property
+    def witness_frame(self) -> pd.DataFrame | None:
+        """With ``solve(witness=True)``: a pandas frame of the head columns, one column per
+        bound variable (a witness) and ``value``; otherwise None."""
+        return self._witnesses.frame if self._witnesses is not None else None
 
     def witnesses(self) -> dict[tuple[Any, ...], dict[str, Any]]:
         """Per head key, an assignment of the bound variables attaining its value.
@@ -531,9 +536,9 @@ class Factor:
 
     def path(self, key: Any) -> list[tuple[Any, ...]]:
         """The keys from a source to ``key`` along a program answer's witnesses (faq.paths)."""
-        if self.witness_paths is None:
+        if self._witnesses is None or self._witnesses.paths is None:
             raise ValueError("this Factor has no witness paths: solve a program with witness=True")
-        return self.witness_paths.path(key)
+        return self._witnesses.paths.path(key)
 
     def to_dict(self) -> dict[tuple[Any, ...], Any]:
         """``{key tuple: annotation}`` (⊕-combined; collects a distributed factor).
@@ -572,15 +577,10 @@ class Factor:
                 f"{self._label()} has variables {self.vars!r}; scalar() needs a factor "
                 "with none (a query with an empty head)"
             )
-        S = self._src.plain
-        d = self.to_dict()
-        return d.get((), S.zero)
+        return self.to_dict().get((), self._src.plain.zero)
 
     def count(self) -> int:
-        """Number of rows (of the stored DataFrame, for a distributed factor).
-
-        A trusted distributed factor counts once and remembers it.
-        """
+        """Number of rows (of the stored DataFrame; a trusted one is counted once, remembered)."""
         src = self._src
         if src.keyed is not None:
             return src.keyed.rows

@@ -12,7 +12,7 @@ import numpy as np
 
 import semirings
 from faq import inputs
-from faq.executor import Data, Executor
+from faq.executor import Data, Executor, Options
 from faq.factor import Factor, Source
 from faq.inputs import check_constants, check_key_types
 from faq.kernel.stats import RelationStats, pair_join_size
@@ -36,7 +36,7 @@ from faq.session import (
     quiet_spark_errors,
 )
 from faq.spark.tasks import query_error
-from faq.witness import WitnessRecorder, witness_frame
+from faq.witness import Witnesses, WitnessRecorder, witness_frame
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -381,10 +381,8 @@ class Query:
             rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend, trace=trace)
-        ex.hook = rec
-        ex.names = self._back
-        ex.defer_last = defer
+        opts = Options(join, backend, trace, hook=rec, names=self._back, defer_last=defer)
+        ex = Executor(self.semiring, _session(atoms), opts)
         try:
             result, run = ex.run(rename_plan(plan, self._to, self._engine_rule), atoms, pairs)
             if result.table is None:
@@ -395,10 +393,11 @@ class Query:
             run,
             steps=tuple(replace(s, choice=_choice_names(s.choice, self._back)) for s in run.steps),
         )
-        out = _factor(result, self.rule, self._to, self._back, self.semiring)
-        if rec is not None:
-            frame = witness_frame(ex, result, self._engine_rule.head, rec)
-            out.witness_frame = frame.rename(columns=self._back)
+        found = None
+        if rec is not None:  # the back-pointers the run recorded, walked from its result
+            frame = witness_frame(result, self._engine_rule.head, rec)
+            found = Witnesses(frame.rename(columns=self._back))
+        out = _factor(result, self.rule, self._to, self._back, self.semiring, found)
         return Run(out, plan, run, self.semiring.name, ex.settings)
 
     def check_incremental(self, what: str) -> None:
@@ -438,7 +437,7 @@ class Query:
         physical.check_options(join, backend)
         atoms, stats, pairs = self._inputs(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
-        ex = Executor(self.semiring, _session(atoms), join=join, backend=backend)
+        ex = Executor(self.semiring, _session(atoms), Options(join, backend))
         private = rename_plan(plan, self._to, self._engine_rule)
         choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]
         return render(plan, choices, self.semiring.name, settings=ex.settings)
@@ -563,9 +562,15 @@ def deferred_run(
 
 
 def _factor(
-    d: Data, rule: Rule, to: Mapping[str, str], back: Mapping[str, str], S: Semiring
+    d: Data,
+    rule: Rule,
+    to: Mapping[str, str],
+    back: Mapping[str, str],
+    S: Semiring,
+    witnesses: Witnesses | None = None,
 ) -> Factor:
-    """The answer as a Factor over the rule's head, private names mapped back."""
+    """The answer as a Factor over the rule's head, private names mapped back, built with
+    the run's ``witnesses`` (``witness=True``)."""
     head = rule.head
     if d.table is not None:
         t = d.table
@@ -574,7 +579,7 @@ def _factor(
         if d.distinct or not t.vars:
             distinct = tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars)
             stats = RelationStats(t.rows, distinct)
-        return Factor.from_table(t, S, rule.name, stats=stats)
+        return Factor.from_source(Source.local(t, S, stats), rule.name, witnesses=witnesses)
     assert d.df is not None
     from pyspark.sql import functions as F
 
@@ -582,4 +587,4 @@ def _factor(
     distinct = tuple(int(d.distinct.get(to[v], d.rows)) for v in head)
     stats = RelationStats(int(d.rows), distinct, exact=not d.lazy)  # a deferred one: estimates
     src = Source.spark(df, head, S, checked=True, consolidated=d.consolidated, stats=stats)
-    return Factor.from_source(src, rule.name)
+    return Factor.from_source(src, rule.name, witnesses=witnesses)

@@ -60,6 +60,8 @@ from faq.plan.settings import current
 from faq.program_run import ProgramRun, Round
 from faq.query import Query
 from faq.rule import Rule, parse_rule, split_rules
+from faq.source import Source
+from faq.witness import Witnesses
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -290,22 +292,26 @@ class Program:
         ev = _Evaluation(self, inputs, opts, max_rounds)
         for g in self.groups:
             ev.group(g)
-        out = Factor.from_table(ev.state[self.answer], self.semiring, self.answer)
-        if witness:
-            out.witness_frame = answer_witnesses(
+        answer = ev.state[self.answer]
+        found = None
+        if witness:  # found from the fixpoint's final state, before the answer is built
+            frame = answer_witnesses(
                 self.rules,
                 self.semiring,
                 self.answer,
                 self.vars[self.answer],
-                ev.state[self.answer],
+                answer,
                 ev.relations,
                 ev.opts,
             )
             g = next(g for g in self.groups if self.answer in g.names)
             final = {n: ev.state[n] for n in g.names}
-            out.witness_paths = WitnessPaths(
+            paths = WitnessPaths(
                 self.rules, g.names, self.answer, self.semiring, final, ev.relations, ev.opts
             )
+            found = Witnesses(frame, paths)
+        src = Source.local(answer, self.semiring)
+        out = Factor.from_source(src, self.answer, witnesses=found)
         return ProgramRun(out, tuple(ev.rounds), self, read)
 
     def explain(

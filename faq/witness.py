@@ -42,7 +42,8 @@ pandas frames.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,32 @@ if TYPE_CHECKING:  # pragma: no cover
     from faq.plan.logical import Step
     from faq.plan.physical import Choice
 
-__all__ = ["WitnessRecorder", "direction"]
+__all__ = ["Paths", "WitnessRecorder", "Witnesses", "direction", "witness_frame"]
+
+
+class Paths(Protocol):
+    """Paths along the witnesses of a program's answer (:class:`faq.paths.WitnessPaths`)."""
+
+    def path(self, key: Any) -> list[tuple[Any, ...]]:
+        """The keys from a source to ``key``, along witnesses."""
+
+
+@dataclass(frozen=True)
+class Witnesses:
+    """What a result solved with ``witness=True`` carries; its Factor is built with it.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        The head columns, one column per bound variable (a witness), then ``value``
+        (:attr:`faq.Factor.witness_frame`).
+    paths : Paths or None
+        A recursive program's answer: the paths its witnesses make
+        (:meth:`faq.Factor.path`); None for a query's result.
+    """
+
+    frame: pd.DataFrame
+    paths: Paths | None = None
 
 
 def direction(S: Semiring) -> str:
@@ -173,7 +199,7 @@ class WitnessRecorder:
         return w.sort_values(list(head)).reset_index(drop=True) if head else w
 
 
-def witness_frame(ex: Executor, d: Data, head: tuple[str, ...], rec: WitnessRecorder):
+def witness_frame(d: Data, head: tuple[str, ...], rec: WitnessRecorder) -> pd.DataFrame:
     """The result rows (head, value) of a solve as pandas, then with the witnesses."""
     if d.table is not None:
         t = d.table

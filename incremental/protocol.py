@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from faq.kernel import Table
 
@@ -27,8 +27,25 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Change", "How", "Keyed", "Part", "StepReport", "ViewState"]
 
-How = tuple[Any, str, bool]
-"""How delta queries run: (variable order, join method, local)."""
+
+class How(NamedTuple):
+    """How a view's delta queries run (the view's options, read by name).
+
+    Attributes
+    ----------
+    order : str or sequence of str
+        The variable order of every delta query and recompute (``"auto"``, a strategy
+        name, or the variables).
+    join : str
+        The join method (``"auto"``, ``"wcoj"``, ``"binary"``).
+    local : bool
+        Whether a delta query may run in the driver over the rows its change reaches
+        (:func:`faq.solve_delta`'s ``local``); False: as Spark queries.
+    """
+
+    order: Any
+    join: str
+    local: bool
 
 
 @dataclass(frozen=True)

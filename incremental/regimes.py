@@ -347,7 +347,7 @@ class Maintained:
         # the magnitude of the terms ΔQ added: the same delta rule over absolute values
         absolute = {n: self.comp[f"abs-{n}"] for n in self.rels}
         size = {n: Table(t.vars, t.cols, np.abs(t.values)) for n, t in tables.items()}
-        mags = delta_rule(self.rule, S, absolute, size, how)[0]
+        mags = delta_rule(self.rule, S, absolute, size, how).table
         new = replace(self, rels=rels, comp=comp)
         cols = precision.union_keys(dq, mags)
         n = len(cols[0]) if cols else int(bool(dq.rows or mags.rows))

@@ -79,7 +79,7 @@ class SparkState(Sizes):
         near = self._gather(deltas, how)
         beyond = near if isinstance(near, Beyond) else None
         if beyond is not None:  # the driver's own lookups would meet the same bound
-            how, near = (how[0], how[1], False), None
+            how, near = how._replace(local=False), None
             held = {n: m.rels[n].with_rows_at(deltas[n].cols, r) for n, r in beyond.at_keys.items()}
             m = replace(m, rels={**m.rels, **held})  # the tick's own lookups read them
         if near is not None:
@@ -98,7 +98,7 @@ class SparkState(Sizes):
         (``how``), integer or string keys, at most ``max_literals`` values to look for in
         a round and at most ``max_fetch_rows`` rows (settings)."""
         m = self.m
-        if m.regime == "general" or m.comp or not how[2]:
+        if m.regime == "general" or m.comp or not how.local:
             return None
         if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):
             return None
@@ -405,9 +405,8 @@ def _output(ctx: SparkContext, m: Maintained, how: How) -> RemoteKeyed:
         return RemoteKeyed.empty(ctx, m.rule.head, out.ops, head, out.vtype)  # type: ignore[attr-defined]
     from faq import Query
 
-    order, join, _ = how
     relations = {n: r.factor(W, n) for n, r in m.rels.items()}
-    solved = Query(m.rule, W).solve(order=order, join=join, **relations)
+    solved = Query(m.rule, W).solve(order=how.order, join=how.join, **relations)
     head = _head_types(m.rule, {n: r.types for n, r in m.rels.items()})  # type: ignore[attr-defined]
     like = RemoteKeyed.empty(ctx, m.rule.head, out.ops, head, out.vtype)  # type: ignore[attr-defined]
     df = solved.df.toDF(*m.rule.head, VALUE)

@@ -11,7 +11,7 @@ term runs (the driver for small deltas, reading only the rows they reach).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,12 +23,23 @@ from incremental.tables import int_cols
 from semirings import Semiring
 from semirings.local import local_ops
 
-__all__ = ["GROUPS", "affected_groups", "delta_rule", "recompute_groups", "solve"]
+__all__ = ["GROUPS", "Outcome", "affected_groups", "delta_rule", "recompute_groups", "solve"]
 
 GROUPS = "__groups__"
 """The relation name of the affected groups in a restricted recompute."""
 
 Terms = tuple[dict[str, Any], ...]
+
+
+class Outcome(NamedTuple):
+    """What the delta queries of one call gave, read by name."""
+
+    table: Table
+    """The rows (a change of the output, or the output at some keys), in the driver."""
+    terms: Terms
+    """The reports of the delta queries' terms (:class:`faq.TermReport`)."""
+    where: str
+    """Where they ran (``"driver"``, ``"spark"``), or why nothing ran."""
 
 
 def delta_rule(
@@ -37,7 +48,7 @@ def delta_rule(
     rels: Mapping[str, Keyed],
     deltas: Mapping[str, Table],
     how: How,
-) -> tuple[Table, Terms, str]:
+) -> Outcome:
     """ΔQ over ``S`` when ``deltas`` are ⊕-ed into ``rels`` (the delta rule)."""
     return _terms(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
 
@@ -48,20 +59,21 @@ def _terms(
     relations: Mapping[str, Factor],
     deltas: Mapping[str, Table],
     how: How,
-) -> tuple[Table, Terms, str]:
-    order, join, local = how
+) -> Outcome:
     changes = {n: Factor.from_table(d, S, n) for n, d in deltas.items() if d.rows}
     if not changes:
         o = local_ops(S)
-        return Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype)), (), "nothing to do"
+        empty = Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype))
+        return Outcome(empty, (), "nothing to do")
+    q = Query(rule, S)
     try:
-        res = solve_delta(Query(rule, S), relations, changes, order=order, join=join, local=local)
+        res = solve_delta(q, relations, changes, order=how.order, join=how.join, local=how.local)
     except OverflowError as exc:
         raise OverflowError(
             f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers in a delta "
             "term; use the 'real' semiring for an approximate answer"
         ) from exc
-    return res.change.to_table(), tuple(res.terms), res.where
+    return Outcome(res.change.to_table(), tuple(res.terms), res.where)
 
 
 def affected_groups(
@@ -78,13 +90,13 @@ def affected_groups(
     marks = {
         n: Table(t.vars, t.cols, np.ones(t.rows, dtype=bool)) for n, t in changed.items() if t.rows
     }
-    table, terms, _ = _terms(rule, semirings.BOOLEAN, support, marks, how)
-    return table, terms
+    found = _terms(rule, semirings.BOOLEAN, support, marks, how)
+    return found.table, found.terms
 
 
 def recompute_groups(
     rule: Rule, S: Semiring, rels: Mapping[str, Keyed], groups: Table, how: How
-) -> tuple[Table, Terms, str]:
+) -> Outcome:
     """The output of ``rule`` over ``S`` restricted to the keys of ``groups``.
 
     With a head, a delta query whose changed relation is the groups (an extra
@@ -94,7 +106,7 @@ def recompute_groups(
     o = local_ops(S)
     relations = {n: r.factor(S, n) for n, r in rels.items()}
     if not rule.head:
-        return solve(rule, S, relations, how), (), "recompute"
+        return Outcome(solve(rule, S, relations, how), (), "recompute")
     name = GROUPS
     while name in rule.relations:
         name = f"_{name}"
@@ -107,10 +119,9 @@ def recompute_groups(
 
 def solve(rule: Rule, S: Semiring, relations: Mapping[str, Factor], how: How) -> Table:
     """The whole output of ``rule`` over ``relations`` (a batch solve), as a driver table."""
-    order, join, _ = how
     o = local_ops(S)
     try:
-        out = Query(rule, S).solve(order=order, join=join, **relations).to_table()
+        out = Query(rule, S).solve(order=how.order, join=how.join, **relations).to_table()
     except OverflowError as exc:
         raise OverflowError(
             f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers; use "

@@ -38,6 +38,7 @@ from faq import Atom, Factor, Query, Rule, solve_delta
 from faq.kernel import Table, group_reduce
 from faq.plan import nonconvergence
 from incremental.driver_state import LocalKeyed
+from incremental.protocol import How
 from incremental.tables import at_groups, drop_zeros, empty_table, negated, with_values
 from semirings import Semiring
 from semirings.local import LocalOps
@@ -58,7 +59,7 @@ class Maintainer(Protocol):
     S: Semiring
     W: Semiring
     o: LocalOps
-    how: Any
+    how: How
     max_rounds: int
 
     def delta(self, i: int, rels: Mapping[str, Any], changes: dict[str, Table]) -> Table: ...
@@ -307,8 +308,8 @@ def _solve(m: Maintainer, q: Query, rels: dict[str, Factor], ch: Mapping[str, Ta
         rels,
         {k: Factor.from_table(t, m.W, k) for k, t in ch.items()},
         order="auto",
-        join=m.how[1],
-        local=m.how[2],
+        join=m.how.join,
+        local=m.how.local,
     )
     m.report(res.terms, res.where)
     return res.change.to_table()

@@ -480,7 +480,7 @@ class IncrementalView:
         return step_semiring(self.semiring)
 
     def _how(self) -> How:
-        return (self.order, self.join, self._local_rule)
+        return How(self.order, self.join, self._local_rule)
 
     def _empty_change(self) -> Factor:
         S = self._change_semiring()

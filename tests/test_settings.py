@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import os
 import threading
 
 import numpy as np
@@ -9,6 +13,7 @@ import pytest
 
 import faq
 from faq import Factor, query, solve_delta
+from faq.executor import Data, Executor, Options
 from faq.kernel import KeyedTable, Table
 from faq.plan.settings import DEFAULTS, Settings, current
 from semirings.local import local_ops
@@ -122,6 +127,96 @@ def test_runs_in_threads_do_not_share_state(spark):
     for t in threads:
         t.join()
     assert out == {n: n * (n - 1) // 2 for n in sizes}
+
+
+def test_settings_belong_to_the_thread_that_set_them():
+    """Two threads in different ``with faq.settings(...)`` blocks at the same time each
+    read their own, and so do the planner's choices made in them; a thread with no
+    block reads the defaults, whatever the others (and the main thread) set."""
+    from faq.plan.physical import InputInfo, choose
+
+    (step,) = query(TRIANGLE, semiring="counting").plan(E=clique(6)).steps
+    infos = [InputInfo(f.vars, f.rows, True, f.distinct) for f in step.factors]
+    inside = threading.Barrier(3)  # all three threads are in their blocks...
+    done = threading.Barrier(3)  # ...until all three have read
+    seen: dict[str, tuple[int, int, str]] = {}
+
+    def go(name: str, **changes: int) -> None:
+        with faq.settings(**changes) if changes else contextlib.nullcontext():
+            inside.wait(timeout=30)
+            c = choose(step, infos, parallelism=4, driver_cores=1)
+            seen[name] = (current().local_rows, current().task_work, c.backend)
+            done.wait(timeout=30)
+
+    with faq.settings(local_rows=3):  # the main thread's block: no other thread's
+        threads = [
+            threading.Thread(target=go, args=("a",), kwargs={"local_rows": 1000, "task_work": 0}),
+            threading.Thread(target=go, args=("b",), kwargs={"local_rows": 2}),
+            threading.Thread(target=go, args=("none",)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert current().local_rows == 3
+    assert seen == {
+        "a": (1000, 0, "tasks"),  # fits, and any work is enough for tasks
+        "b": (2, DEFAULTS.task_work, "spark"),  # does not fit
+        "none": (DEFAULTS.local_rows, DEFAULTS.task_work, "driver"),
+    }
+    assert current() == DEFAULTS
+
+
+def test_a_new_thread_starts_from_the_defaults_or_from_a_copied_context():
+    """Settings changed without ``with`` hold in the thread that changed them; a new
+    thread starts from the defaults, one started in a copy of the context from its
+    settings, and what a thread changes stays in it."""
+    seen: list[int] = []
+
+    def read_and_change() -> None:
+        seen.append(current().broadcast_rows)
+        faq.settings(broadcast_rows=99)  # no with: this thread's, until it ends
+
+    faq.settings(broadcast_rows=10)
+    try:
+        t = threading.Thread(target=read_and_change)
+        t.start()
+        t.join()
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(read_and_change,))
+        t.start()
+        t.join()
+        assert seen == [DEFAULTS.broadcast_rows, 10]
+        assert current().broadcast_rows == 10  # neither thread's change is seen here
+        assert ctx.run(current).broadcast_rows == 99  # the copy kept the thread's change
+    finally:
+        faq.settings(broadcast_rows=DEFAULTS.broadcast_rows)
+    assert current() == DEFAULTS
+
+
+def test_an_executor_is_built_with_its_options_and_keeps_its_settings():
+    """An executor's options are one frozen record given when it is built, and every
+    choice it makes reads the settings in force then (or those its options name), however
+    long it lives."""
+    q = query(TRIANGLE, semiring="counting")
+    E = clique(6)
+    plan = q.plan(E=E)
+    t = E.local_table()
+    atoms = [Data(f.vars, t.rows, table=Table(f.vars, t.cols, t.values)) for f in plan.atoms]
+    wide = Options(parallelism=(os.cpu_count() or 1) + 1)  # more cores than the driver's
+    with faq.settings(task_work=0):
+        ex = Executor(q.semiring, None, wide)
+    assert ex.settings.task_work == 0 and current() == DEFAULTS
+    assert [c.backend for c in ex.choices(plan, atoms, None)] == ["tasks"]
+    assert [c.backend for c in Executor(q.semiring, None, wide).choices(plan, atoms, None)] == [
+        "driver"
+    ]
+    named = dataclasses.replace(wide, settings=Settings(local_rows=0))
+    assert [c.backend for c in Executor(q.semiring, None, named).choices(plan, atoms, None)] == [
+        "spark"
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ex.options.defer_last = True  # type: ignore[misc]
 
 
 def test_delta_placement_reads_local_delta_rows(spark):

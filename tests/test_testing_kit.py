@@ -39,6 +39,7 @@ from hypothesis.errors import InvalidArgument
 
 import semirings
 from faq import Factor, query
+from faq.witness import Witnesses
 from incremental import IncrementalView
 from incremental.testing import (
     Replay,
@@ -542,7 +543,7 @@ class WrongWitness(WitnessView):
         if out.witness_frame is not None and len(out.witness_frame):
             frame = out.witness_frame.copy()
             frame["b"] = frame["b"] + 1  # every witness off by one
-            out.witness_frame = frame
+            out = Factor.from_source(out.source, out.name, witnesses=Witnesses(frame))
         return out
 
 
@@ -553,7 +554,8 @@ def test_witnesses_are_checked():
     out = q.solve(witness=True, R=R, S=S)
     rels = {"R": R.to_dict(), "S": S.to_dict()}
     check_witnesses(q, out, rels)
-    out.witness_frame = out.witness_frame.assign(b=2)
+    wrong = Witnesses(out.witness_frame.assign(b=2))
+    out = Factor.from_source(out.source, out.name, witnesses=wrong)
     with pytest.raises(AssertionError, match=r"witness \{'b': 2\} of key \(0,\)"):
         check_witnesses(q, out, rels)
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import semirings
 from faq import Factor, query
 from faq.reference import reference_solve
+from faq.witness import Witnesses
 
 BACKENDS = ["driver", "spark"]
 
@@ -248,6 +249,26 @@ def test_string_semiring_witness(spark, backend):
     assert reference == {(0, 0): "abc", (0, 1): "azz"}
     _check_witnesses(out, ("i", "k"), [(("i", "j"), a), (("j", "k"), b)], S, reference)
     assert out.witnesses() == {(0, 0): {"j": 0}, (0, 1): {"j": 1}}  # "abc" twice: smaller j
+
+
+def test_witnesses_are_built_into_the_result_and_never_assigned():
+    """A result of ``witness=True`` is built with its witnesses (``faq.witness.Witnesses``,
+    from the back-pointers its run recorded): nothing sets them on a factor afterwards,
+    and a factor's witnesses cannot be replaced."""
+    A = Factor.from_dict({(0, 0): 1.0, (0, 1): 3.0, (1, 0): 2.0}, ("i", "j"), "max-plus")
+    q = query("Q(i) :- A(i, j)", semiring="max-plus")
+    out = q.solve(A=A, witness=True, backend="driver")
+    assert out.witnesses() == {(0,): {"j": 1}, (1,): {"j": 0}}
+    plain = q.solve(A=A, backend="driver")
+    assert plain.witness_frame is None
+    with pytest.raises(AttributeError):
+        plain.witness_frame = out.witness_frame
+    with pytest.raises(ValueError, match="no witnesses"):
+        plain.witnesses()
+    rebuilt = Factor.from_source(plain.source, plain.name, witnesses=Witnesses(out.witness_frame))
+    assert rebuilt.witnesses() == out.witnesses() and rebuilt.to_dict() == out.to_dict()
+    with pytest.raises(ValueError, match="no witness paths"):
+        rebuilt.path((0,))
 
 
 def test_tuple_semiring_witness_beyond_64_bits():

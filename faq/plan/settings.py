@@ -6,8 +6,9 @@ inside Spark tasks or as Spark joins, where a delta query runs, where a view
 keeps its state, and when a keyed table folds its log of changes.  Each of
 those decisions reads one field here, and nothing else.
 
-The values in force are the session's (:func:`current`); :func:`settings`
-changes them for the session, or for a ``with`` block::
+The values in force (:func:`current`) live in a :class:`contextvars.ContextVar`, so
+they belong to the thread (or asyncio task) that set them; :func:`settings` changes
+them for a ``with`` block, or, called alone, for the rest of the thread::
 
     >>> from faq.plan.settings import current, settings
     >>> current().local_rows
@@ -18,13 +19,24 @@ changes them for the session, or for a ``with`` block::
     >>> current().local_rows
     20000000
 
+Another thread never sees them: a block entered in one thread does not change what a
+query running in another thread reads.  A new thread starts from :data:`DEFAULTS`:
+Python starts a thread in an empty context (unless ``sys.flags.thread_inherit_context``
+is set, Python 3.14's ``-X thread_inherit_context``, on by default in free-threaded
+builds: then from a copy of the settings in force where ``start()`` was called).  An
+asyncio task starts from a copy of its creator's.  To run a thread with the settings of
+this one, enter ``faq.settings(...)`` in it, or start it in
+``contextvars.copy_context().run``.  A Spark task runs in a Python worker process of
+its own, so whatever it runs with settings other than the defaults must be given them
+(:mod:`faq.delta` ships its run's to its one task).
+
 ``Query.explain()`` shows the fields that decided each step (and every field
 that differs from its default).
 """
 
 from __future__ import annotations
 
-import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -227,15 +239,15 @@ class Settings:
 
 
 DEFAULTS = Settings()
-"""The defaults (what a fresh session uses)."""
+"""The defaults (what a fresh session, and every new thread, uses)."""
 
-_lock = threading.Lock()
-_current = DEFAULTS
+_current: ContextVar[Settings] = ContextVar("faq_settings", default=DEFAULTS)
+"""The settings in force in this thread or task (:data:`DEFAULTS` where none were set)."""
 
 
 def current() -> Settings:
-    """The settings in force."""
-    return _current
+    """The settings in force in the calling thread (or asyncio task)."""
+    return _current.get()
 
 
 class SettingsScope:
@@ -255,16 +267,18 @@ class SettingsScope:
         return self.settings
 
     def __exit__(self, *exc: object) -> None:
-        global _current
-        with _lock:
-            _current = self._previous
+        _current.set(self._previous)
 
     def __repr__(self) -> str:
         return repr(self.settings)
 
 
 def settings(**changes: Any) -> SettingsScope:
-    """Change the engine's thresholds for the session, or for a ``with`` block.
+    """Change the engine's thresholds in the calling thread, for a ``with`` block or after.
+
+    Called alone, the change holds in the calling thread (or asyncio task) until changed
+    again; in a ``with`` block, until the block ends.  Other threads never see it, and a
+    new thread starts from :data:`DEFAULTS` (see the module docstring).
 
     Parameters
     ----------
@@ -276,7 +290,7 @@ def settings(**changes: Any) -> SettingsScope:
     -------
     SettingsScope
         Reads as the new settings; used as a context manager, the previous
-        settings come back at the end of the block.
+        settings (of this thread) come back at the end of the block.
 
     Raises
     ------
@@ -292,10 +306,9 @@ def settings(**changes: Any) -> SettingsScope:
     ...     faq.settings().local_rows
     0
     """
-    global _current
+    previous = _current.get()
     if not changes:  # a read (every tick makes one): nothing to check or replace
-        now = _current
-        return SettingsScope(now, now)
+        return SettingsScope(previous, previous)
     valid = {f.name for f in fields(Settings)}
     unknown = sorted(set(changes) - valid)
     if unknown:
@@ -303,10 +316,9 @@ def settings(**changes: Any) -> SettingsScope:
             f"unknown setting(s) {', '.join(map(repr, unknown))}; valid settings: "
             f"{', '.join(sorted(valid))}"
         )
-    with _lock:
-        previous = _current
-        _current = replace(previous, **changes) if changes else previous
-        return SettingsScope(previous, _current)
+    now = replace(previous, **changes)
+    _current.set(now)
+    return SettingsScope(previous, now)
 
 
 def _shown(v: Any) -> str:
