@@ -382,9 +382,9 @@ class Fixpoint:
             self.queries[i],
             {m: rels[m].factor(self.W, m) for m in r.relations},
             {m: Factor.from_table(t, self.W, m) for m, t in changes.items()},
-            order=self.how[0],
-            join=self.how[1],
-            local=self.how[2],
+            order=self.how.order,
+            join=self.how.join,
+            local=self.how.local,
         )
         self.report(res.terms, res.where)
         return self.renamed(r.name, res.change.to_table())
