@@ -9,7 +9,9 @@ A step whose inputs do not fit in the driver runs here.  Its shares
    unioned, are repartitioned by cell into one Spark partition per cell;
    Values too heavy for one cell (``Shares.heavy``) have their rows routed
    to grids of cells of their own in the same shuffle (:mod:`faq.plan.shares`,
-   :func:`grids`);
+   :func:`grids`).  A relation several atoms read (a self-join) is read once: each of
+   its rows goes once to every cell any of its atoms sends it to, with the mask of the
+   atoms it serves there and its keys by position (:func:`route_once`);
 2. **the kernel in every cell**: each task (``mapInArrow``, Arrow batches in
    and out, no Python per row) takes its cell's rows, splits them by relation
    into kernel tables, and runs the step's runner (:func:`faq.kernel.runners.run`: the
