@@ -15,6 +15,7 @@ Workloads:
   ``(u, v)``, ``u < v`` per undirected edge) of SNAP edge lists given as paths or every
   ``*.txt`` of ``--snap DIR``, and of Chung–Lu power-law graphs of ``--power-edges`` edges
   (default 1M, 3M, 10M; on ``edges / 5`` nodes unless ``--power-nodes`` says otherwise;
+  degree exponent 2.1, one graph per exponent of ``--exponents``, e.g. ``2.1 2.5``;
   :func:`faq.testing.power_law_graph`)::
 
       triangle  Q() :- E(a, b), E(b, c), E(a, c)
@@ -212,9 +213,10 @@ def graph_workloads(args: argparse.Namespace) -> list[Workload]:
         raise ValueError("--power-nodes needs one node count per --power-edges value")
     out = []
     for n, m in sorted(zip(nodes, args.power_edges, strict=True), key=lambda x: x[1]):
-        out.append(
-            Workload(f"power-law m={m:,}", power_law_graph(n, m, seed=args.seed), "power-law")
-        )
+        for x in args.exponents:
+            name = f"power-law m={m:,}" + ("" if x == 2.1 else f" exp {x}")
+            g = power_law_graph(n, m, seed=args.seed, exponent=x)
+            out.append(Workload(name, g, "power-law"))
     files = []
     for p in args.paths:
         with warnings.catch_warnings():
@@ -478,6 +480,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "given with no value: none)",
     )  # fmt: skip
     p.add_argument("--power-nodes", type=int, nargs="*", help="one per --power-edges (edges/5)")
+    p.add_argument(
+        "--exponents", type=float, nargs="+", default=[2.1],
+        help="degree exponents of the power-law graphs, one graph each (2.1; 2.1 2.5: both)",
+    )  # fmt: skip
     p.add_argument("--chain", action="store_true", help="run the 6-matrix chain")
     p.add_argument("--chain-n", type=int, default=200_000, help="the chain's n (200000)")
     p.add_argument(
