@@ -89,6 +89,42 @@ def test_keyed_table_reads_agree_with_a_model(use_settings, first, changes, prob
     assert as_dict(whole) == want
 
 
+wide = st.lists(
+    st.tuples(
+        st.sampled_from([-3, 0, 2, 7, 2**40, -(2**41)]),
+        st.sampled_from([-1, 0, 5, 2**35]),
+        st.integers(-2, 3),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=40)
+@given(first=wide, changes=st.lists(wide, min_size=1, max_size=5), probe=wide)
+def test_overrides_stay_in_key_order_and_are_found_by_code_or_trie(
+    use_settings, first, changes, probe
+):
+    """The overrides of integer annotations stay sorted by key after every change, so a
+    key is found by one binary search in their codes (narrow spans) or in their trie
+    (spans too wide for one int64 code; negative keys; probes outside the overrides'
+    range): ``at`` agrees with a model either way."""
+    use_settings(log_rows=10_000, log_fraction=0.0)
+    kt = keyed_of(first)
+    model = Counter()
+    for u, v, w in first:
+        model[(u, v)] += w
+    for ch in changes:
+        kt, _, _ = kt.plus(table_of(ch, 2))
+        for u, v, w in ch:
+            model[(u, v)] += w
+        over = list(zip(*(c.tolist() for c in kt.over.cols), strict=True))
+        assert over == sorted(set(over))
+    want = {k: v for k, v in model.items() if v}
+    keys = sorted({(u, v) for u, v, _ in probe} | set(model))
+    cols = [np.asarray([k[i] for k in keys], dtype=np.int64) for i in range(2)]
+    assert as_dict(kt.at(cols)) == {k: want[k] for k in keys if k in want}
+
+
 def _cat(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
     return cols, np.concatenate([a.values, b.values])
