@@ -268,3 +268,43 @@ def test_string_keys_take_the_same_path(spark, use_settings, log_rows):
             model[(u, v)] += w
         want = reference_solve(q.rule, "counting", {"E": {k: v for k, v in model.items() if v}})
         assert view.result().to_dict() == {k: v for k, v in want.items() if v}
+
+
+@settings(max_examples=30)
+@given(first=edges, changes=st.lists(edges, min_size=2, max_size=8), wait=st.booleans())
+def test_a_fold_on_the_helper_thread_keeps_every_change(use_settings, first, changes, wait):
+    """Overrides past the log bound are merged into the base on the helper thread while
+    changes go on; when the merge is done the next change swaps it in, keeping as
+    overrides only the keys changed since it began.  Every read agrees with a model
+    before, during and after (``wait``: the merge finishes before the next change)."""
+    use_settings(log_rows=2, log_fraction=0.0)
+    kt = keyed_of(first)
+    kt.trie((0, 1))  # the trie the fold merges into
+    model = Counter()
+    for u, v, w in first:
+        model[(u, v)] += w
+    began = swapped = 0
+    for ch in changes:
+        before = kt
+        kt = kt.plus(table_of(ch, 2))[0]
+        for u, v, w in ch:
+            model[(u, v)] += w
+        began += before.fold is None and kt.fold is not None
+        if before.fold is not None and kt.base is not before.base:
+            swapped += 1
+            since = {
+                k for t in before.fold.touched for k in zip(*(c.tolist() for c in t), strict=True)
+            }
+            since |= {(u, v) for u, v, _ in ch}
+            assert set(zip(*(c.tolist() for c in kt.over.cols), strict=True)) <= since
+        want = {k: v for k, v in model.items() if v}
+        assert as_dict(kt.table()) == want and kt.rows == len(want)
+        keys = sorted(model)
+        cols = [np.asarray([k[i] for k in keys], dtype=np.int64) for i in range(2)]
+        if keys:
+            assert as_dict(kt.at(cols)) == {k: want[k] for k in keys if k in want}
+        assert as_dict(Table(kt.vars, *_cat(kt.base, kt.correction()), unique=False)) == want
+        if wait and kt.fold is not None:
+            kt.fold.job.result()
+    if wait and began > 1:
+        assert swapped, "a finished fold is swapped in at the next change"

@@ -8,7 +8,10 @@ takes one of a few values costs a binary search in a sorted copy of that column
 of the base (built once per rewrite) and a scan of the overrides; changing a
 few keys copies only the overrides.  Once the overrides outgrow the
 ``log_rows`` and ``log_fraction`` settings (:mod:`faq.plan.settings`) of the
-base, they are folded into a new base (one sort, amortised over the changes that filled them).
+base, they are folded into a new base: for integer annotations by merging them into the
+base's tries on a helper thread while ticks go on (:meth:`KeyedTable.replace`), so that no
+tick pays for the whole relation; otherwise at once (one sort, amortised over the changes
+that filled them).
 
 The delta rule (:mod:`faq.delta`) reads a relation held this way
 (:meth:`faq.Factor.keyed`) by these lookups, so an incremental view whose state
@@ -19,6 +22,7 @@ reaches, not to the relation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +57,8 @@ class KeyedTable:
     ops: LocalOps
     rows: int
     _index: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # a fold of the overrides into the base under way on the helper thread (see replace)
+    fold: Fold | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
@@ -404,30 +410,59 @@ class KeyedTable:
         else:
             over = new
         st = current()
-        if over.rows > max(st.log_rows, st.log_fraction * self.base.rows):
-            merged = self._merged(over, rows)
-            if merged is not None:
-                return merged
-            folded = KeyedTable(self.base, over, self.ops, rows).table()
-            return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+        limit = max(st.log_rows, st.log_fraction * self.base.rows)
+        fold = self.fold
+        if fold is not None:  # a fold under way: these keys changed since it began
+            fold = Fold(fold.job, (*fold.touched, new.cols))
+            if fold.job.done() or over.rows > 4 * limit:  # done, or waited for
+                merged = fold.job.result()
+                if merged is not None:
+                    return merged.overridden(over, fold.touched, rows)
+                fold = None
+        if fold is None and over.rows > limit:
+            merging = self._merging(over, rows)
+            if merging is None:  # not integers, or no trie to merge into: at once
+                folded = KeyedTable(self.base, over, self.ops, rows).table()
+                return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+            fold = Fold(_FOLDER.submit(merging), ())
         if np.dtype(self.ops.dtype).kind in "iu":
             # the base's annotations under the overrides (for correction()): carried
             before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
             self._remember("before", before if order is None else before[order], over)
-        return KeyedTable(self.base, over, self.ops, rows, self._index)
+        return KeyedTable(self.base, over, self.ops, rows, self._index, fold)
 
-    def _merged(self, over: Table, rows: int) -> KeyedTable | None:
-        """The base with ``over`` folded in, its tries made by merging ``over`` into the
-        sorted rows of the tries built so far (no sort of the relation); None where that
-        does not apply (annotations not integers, no trie in column order built, keys
-        too wide for one 64-bit sort key)."""
+    def overridden(
+        self, over: Table, touched: Sequence[Sequence[np.ndarray]], rows: int
+    ) -> KeyedTable:
+        """This (folded) base under the rows of ``over`` whose keys are among ``touched``
+        (the keys changed since the fold began): what a fold begun on the base and the
+        overrides of then gives once it is done."""
+        keys = [np.concatenate(cs) for cs in zip(*touched, strict=True)]
+        hit, _ = match_keys(over.cols, keys)
+        since = over.take(np.flatnonzero(hit))
+        return KeyedTable(self.base, since, self.ops, rows, self._index)
+
+    def _merging(self, over: Table, rows: int) -> Any:
+        """A call that returns :meth:`_merged` of ``over`` (run on the helper thread: it
+        reads only what is taken here), or None where merging does not apply."""
         if np.dtype(self.ops.dtype).kind not in "iu" or not self.vars:
             return None
         built = {
             k[1]: got[1]
-            for k, got in self._index.items()
+            for k, got in list(self._index.items())
             if isinstance(k, tuple) and k[0] == "trie" and got[0] is self.base.values
         }
+        if tuple(range(len(self.vars))) not in built:
+            return None
+        snapshot = KeyedTable(self.base, self.over, self.ops, rows, {})
+        return lambda: snapshot._merged(over, rows, built)
+
+    def _merged(
+        self, over: Table, rows: int, built: Mapping[tuple[int, ...], Trie]
+    ) -> KeyedTable | None:
+        """The base with ``over`` folded in, its tries made by merging ``over`` into the
+        sorted rows of the tries ``built`` so far (no sort of the relation); None where
+        that does not apply (keys too wide for one 64-bit sort key)."""
         ident = tuple(range(len(self.vars)))
         if ident not in built:
             return None
@@ -461,6 +496,19 @@ class KeyedTable:
         both = concat([_with_values(old, self.ops), _with_values(delta, self.ops)], self.ops)
         summed = _reduce_keep_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
         return self.replace(summed), old, summed
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A fold under way: the merged keyed table to come (``job``, None when merging turned
+    out not to apply) and the keys changed since it began (one tuple of columns each)."""
+
+    job: Future[KeyedTable | None]
+    touched: tuple[Sequence[np.ndarray], ...]
+
+
+_FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
+"""The helper thread folds run on, one at a time (numpy releases the GIL in their merges)."""
 
 
 # -- helpers ------------------------------------------------------------------------------------
