@@ -45,7 +45,7 @@ import semirings
 from faq.delta import solve_delta
 from faq.factor import Factor
 from faq.inputs import relation_factor
-from faq.kernel.keyed import changed_rows
+from faq.kernel.merge import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
 from faq.paths import WitnessPaths, answer_witnesses
 from faq.plan.convergence import (

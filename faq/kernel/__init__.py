@@ -13,13 +13,15 @@ the driver and inside Spark tasks.
   :mod:`faq.kernel.dense`: BLAS and compiled dense loops; :mod:`faq.kernel.library`: what
   they share), each returning exactly what the Generic Join kernel returns;
 * :mod:`faq.kernel.keyed`: KeyedTable, a table kept by key under ⊕-updates;
+* :mod:`faq.kernel.merge`: whole keys found in sorted rows and tries, rows merged into a trie;
 * :mod:`faq.kernel.seeded`: the delta rule over keyed tables of integer counts, as seeded joins;
 * :mod:`faq.kernel.stats`: exact row, distinct and pairwise-join counts;
 * :mod:`faq.kernel.values`: key and annotation arrays typed and checked for a semiring.
 """
 
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
-from faq.kernel.keyed import KeyedTable, changed_rows, match_keys
+from faq.kernel.keyed import KeyedTable
+from faq.kernel.merge import changed_rows, match_keys
 from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, concat, group_reduce, ranges

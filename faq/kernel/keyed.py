@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from faq.kernel.merge import changed_rows, match_keys, merge_into, search_trie
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
-from semirings.local import LocalOps, distinct, equal, group_starts, sort_rows
+from semirings.local import LocalOps, distinct, group_starts, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "match_keys"]
 
@@ -320,7 +321,7 @@ class KeyedTable:
     def _positions(self, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """For each row of ``keys``: whether the base holds it, and its row in the trie of
         the base in column order (binary searches, no sort)."""
-        return _search(self.trie(tuple(range(len(self.vars)))), keys)
+        return search_trie(self.trie(tuple(range(len(self.vars)))), keys)
 
     def _over_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray:
         """For each row of ``keys``: the row of the overrides holding it, or -1 (binary
@@ -345,7 +346,7 @@ class KeyedTable:
             rows = np.arange(self.over.rows, dtype=np.int64)
             tr = build_trie(Table(names, self.over.cols, rows), names)
             self._remember("over-trie", tr)
-        found, at = _search(tr, keys)
+        found, at = search_trie(tr, keys)
         return np.where(found, tr.values[np.maximum(at, 0)], -1)
 
     def _over_codes(self) -> tuple[list[int], list[int], np.ndarray] | None:
@@ -471,8 +472,8 @@ class KeyedTable:
         tries: dict[tuple[int, ...], Trie] = {}
         for perm, tr in built.items():
             keys = [over.cols[k] for k in perm]
-            found, at = _search(tr, keys)
-            t = _merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
+            found, at = search_trie(tr, keys)
+            t = merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
             if t is None:
                 return None
             tries[perm] = t
@@ -512,99 +513,6 @@ _FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _search(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``keys`` (one array per level of ``tr``): whether ``tr`` holds it,
-    and its row (deepest node) there, -1 where absent."""
-    n = len(keys[0])
-    node = np.zeros(n, dtype=np.int64)
-    alive = np.arange(n, dtype=np.int64)
-    for d, col in enumerate(keys):
-        got = tr.lookup(d, node, np.ascontiguousarray(col[alive]))
-        ok = got >= 0
-        alive, node = alive[ok], got[ok]
-    found = np.zeros(n, dtype=bool)
-    found[alive] = True
-    at = np.full(n, -1, dtype=np.int64)
-    at[alive] = node
-    return found, at
-
-
-def match_keys(
-    cols: Sequence[np.ndarray], keys: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``cols``: whether its whole key is a row of ``keys``, and which.
-
-    Returns a bool array over the rows of ``cols`` and, for the rows found, the
-    position in ``keys`` (-1 elsewhere; ``keys`` has distinct rows).
-    """
-    n = len(cols[0]) if cols else 0
-    m = len(keys[0]) if keys else 0
-    if not cols:
-        found = np.full(n, m > 0)
-        return found, np.where(found, 0, -1)
-    if n == 0 or m == 0:
-        return np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
-    both = [np.concatenate([a, b]) for a, b in zip(cols, keys, strict=True)]
-    perm, starts = group_starts(both)
-    group = np.empty(len(perm), dtype=np.int64)
-    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
-    where = np.full(len(starts), -1, dtype=np.int64)
-    where[group[n:]] = np.arange(m)
-    at = where[group[:n]]
-    return at >= 0, at
-
-
-def _merge_into(
-    tr: Trie, drop: np.ndarray, add: list[np.ndarray], values: np.ndarray
-) -> Trie | None:
-    """``tr`` without its rows ``drop``, with the rows ``add`` (keys ``tr`` does not hold
-    once ``drop`` is gone; columns in the trie's order) annotated ``values``: one merge of
-    sorted rows.  None when the keys do not fit one 64-bit sort key."""
-    assert tr.values is not None
-    cols = trie_rows(tr)
-    keep = np.ones(tr.rows, dtype=bool)
-    keep[drop] = False
-    cols = [c[keep] for c in cols]
-    kept_values = tr.values[keep]
-    if len(add[0]):
-        order = sort_rows(add)
-        add = [c[order] for c in add]
-        values = values[order]
-        key, new_key = _sort_keys(cols, add)
-        if key is None or new_key is None:
-            return None
-        at = np.searchsorted(key, new_key)
-        cols = [np.insert(c, at, a) for c, a in zip(cols, add, strict=True)]
-        kept_values = np.insert(kept_values, at, values)
-    names = tr.order
-    return build_trie(Table(names, tuple(cols), kept_values), names, presorted=True)
-
-
-def _sort_keys(
-    a: list[np.ndarray], b: list[np.ndarray]
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """One int64 key per row of ``a`` and of ``b`` ordered as the rows are
-    (lexicographically), or None when the columns' ranges do not fit 2**62."""
-    if not all(x.dtype.kind in "iu" for x in (*a, *b)):
-        return None, None
-    lows, spans, total = [], [], 1
-    for x, y in zip(a, b, strict=True):
-        lo = min(int(x.min()) if len(x) else 0, int(y.min()))
-        hi = max(int(x.max()) if len(x) else 0, int(y.max()))
-        lows.append(lo)
-        spans.append(hi - lo + 1)
-        total *= hi - lo + 1
-    if total >= 2**62:
-        return None, None
-    out = []
-    for cols in (a, b):
-        key = np.zeros(len(cols[0]), dtype=np.int64)
-        for c, lo, span in zip(cols, lows, spans, strict=True):
-            key = key * span + (c.astype(np.int64) - lo)
-        out.append(key)
-    return out[0], out[1]
-
-
 def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
     mask = np.ones(t.rows, dtype=bool)
     for k, values in conds.items():
@@ -651,26 +559,3 @@ def _reduce_keep_zeros(t: Table, ops: LocalOps) -> Table:
     sums = ops.reduceat(t.values[perm], starts)
     first = perm[starts]
     return Table(t.vars, tuple(c[first] for c in t.cols), sums)
-
-
-def changed_rows(old: Table, new: Table, ops: LocalOps) -> tuple[Table, Table]:
-    """Of the keys of ``new`` (zeros included): those whose annotation differs from ``old``'s.
-
-    Returns the new rows and the old annotations at the same keys (zero when absent).
-    """
-    assert new.values is not None
-    zero = np.asarray([ops.semiring.zero], dtype=ops.dtype)
-    if not new.vars:  # a scalar: at most one row, no key to match
-        before = old.values[:1] if old.values is not None and old.rows else zero
-        if new.rows == 0 or equal(before[:1], new.values[:1]).all():
-            empty = new.take(np.empty(0, dtype=np.int64))
-            return empty, empty
-        return new, Table((), (), before[:1].copy())
-    found, at = match_keys(new.cols, old.cols)
-    before = np.repeat(zero, new.rows) if new.rows else zero[:0]
-    if old.values is not None and found.any():
-        before = before.copy()
-        before[found] = old.values[at[found]]
-    diff = np.flatnonzero(~equal(before, new.values))
-    picked = new.take(diff)
-    return picked, Table(new.vars, picked.cols, before[diff])
