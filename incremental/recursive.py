@@ -114,9 +114,16 @@ class ProgramView(IncrementalView):
         if_exists: str = "error",
         sets: Any = None,
         max_rounds: int | None = None,
+        witness: bool = False,
         **initial: Any,
     ) -> None:
         self._store = None
+        if witness:
+            raise ValueError(
+                "IncrementalView over a program: witness=True is not supported yet (a "
+                "program view keeps no witnesses); solve the program with witness=True "
+                "for its witnesses and paths, or maintain a single rule with witness=True"
+            )
         if state_dir is not None:
             raise ValueError(
                 "IncrementalView over a program: state_dir is not supported (a program "
