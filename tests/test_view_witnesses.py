@@ -225,3 +225,32 @@ def test_a_program_view_refuses_witness() -> None:
     sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
     with pytest.raises(ValueError, match="over a program: witness=True is not supported"):
         IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0]}), E=_edges([(0, 1, 1.0)]))
+
+
+def test_back_pointers_join_a_sparse_bag_without_a_cartesian_product(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The back-pointer join of a step binds its variables in the planner's binding order:
+    binding the kept variables first (a, c of a two-hop step) made every pair of them a
+    candidate, 40 s for 50,000 edges where the plain solve takes 1 s (a view's initial
+    witnesses are one such solve)."""
+    import numpy as np
+
+    from faq import witness as batch_witness
+
+    joins: list[tuple[tuple[str, ...], list[set[str]]]] = []
+    join = batch_witness.kernel.generic_join
+
+    def spy(tables, order, keep, ops, **kw):  # type: ignore[no-untyped-def]
+        joins.append((tuple(order), [set(t.vars) for t in tables]))
+        return join(tables, order, keep, ops, **kw)
+
+    monkeypatch.setattr(batch_witness.kernel, "generic_join", spy)
+    rng = np.random.default_rng(0)
+    E = pd.DataFrame({"s": rng.integers(0, 300, 600), "d": rng.integers(0, 300, 600)})
+    E = E.drop_duplicates().assign(value=1.0)
+    q = query("Q(a, c) :- E(a, b), E(b, c)", semiring="min-plus")
+    out = q.solve(witness=True, backend="driver", E=E)
+    assert joins, "the back-pointers were not joined on the local kernel"
+    for order, bag in joins:  # every variable bound after the first meets a bound one
+        for i, v in enumerate(order[1:], 1):
+            assert any(v in t and t & set(order[:i]) for t in bag), (order, bag)
+    assert len(out.witnesses()) == len(out.to_dict())
