@@ -56,6 +56,7 @@ from incremental.tables import (
 )
 from incremental.traced import Rounds
 from incremental.view import PROGRAM_VIEW, STATES, IncrementalView, check_batch_id
+from incremental.witnesses import check_witness_options, program_witnesses
 from semirings.local import local_ops
 
 __all__ = ["ProgramView"]
@@ -93,6 +94,9 @@ class ProgramView(IncrementalView):
     max_rounds : int, optional
         Most semi-naive rounds per group and tick (default: the ``max_rounds`` setting
         when the step runs).  A tick still changing after them is refused.
+    witness : bool
+        ``result()`` carries the answer's witnesses over the maintained relations, as
+        ``program.solve(witness=True)`` finds them (selective ⊕ only).
     **initial
         Initial contents of input relations, in the delta format.
 
@@ -118,12 +122,8 @@ class ProgramView(IncrementalView):
         **initial: Any,
     ) -> None:
         self._store = None
-        if witness:
-            raise ValueError(
-                "IncrementalView over a program: witness=True is not supported yet (a "
-                "program view keeps no witnesses); solve the program with witness=True "
-                "for its witnesses and paths, or maintain a single rule with witness=True"
-            )
+        check_witness_options(query.semiring, witness, state, state_dir, "IncrementalView")
+        self._witness = witness
         if state_dir is not None:
             raise ValueError(
                 "IncrementalView over a program: state_dir is not supported (a program "
@@ -186,8 +186,14 @@ class ProgramView(IncrementalView):
         return "driver"
 
     def result(self) -> Factor:
-        """The maintained answer: equal to ``program.solve(**current inputs)``."""
-        return self.relation(self.program.answer)
+        """The maintained answer: equal to ``program.solve(**current inputs)``; with
+        ``witness=True``, its witnesses over the maintained relations (``witnesses()``,
+        ``witness_frame``; see :func:`incremental.witnesses.program_witnesses`)."""
+        out = self.relation(self.program.answer)
+        if self._witness:
+            how = (self.order, self.join, self._local_rule)
+            out.witness_frame = program_witnesses(self.program, self.relation, out, how)
+        return out
 
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name``: an input or a defined relation."""

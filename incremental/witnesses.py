@@ -29,7 +29,7 @@ builds the witness frame of every key (linear in the answer).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 import semirings
-from faq import VALUE, Atom, Factor, Query, Rule
+from faq import VALUE, Atom, Factor, Program, Query, Rule
 from faq.kernel import KeyedTable, Table, match_keys
 from incremental.deltas import Rows
 from incremental.driver_state import DriverState
@@ -48,7 +48,7 @@ from incremental.terms import GROUPS
 from semirings import Semiring
 from semirings.local import distinct, equal, local_ops
 
-__all__ = ["WitnessState", "check_witness_options"]
+__all__ = ["WitnessState", "check_witness_options", "program_witnesses"]
 
 _MARK = local_ops(semirings.INTEGER)  # the witness index's annotations: 1 per row
 
@@ -367,3 +367,49 @@ def _marked(t: Table) -> Table:
 def _index(found: Table) -> KeyedTable:
     """The witness index of ``found`` (head and bound columns)."""
     return KeyedTable.of(_marked(found), _MARK)
+
+
+# -- programs -----------------------------------------------------------------------------------
+def program_witnesses(
+    program: Program, relation: Callable[[str], Factor], answer: Factor, how: How
+) -> pd.DataFrame:
+    """The witness frame of a program view's ``answer`` (``relation`` reads the view's
+    current relations, inputs and defined ones), as ``program.solve(witness=True)``
+    gives it: per key, the bound variables of the first rule defining the answer that
+    attains its value over the maintained relations (a name that is one of the answer's
+    columns gets ``_`` appended; None where that rule has no such variable).
+
+    Each rule defining the answer is solved once with ``witness=True`` over the current
+    relations (one non-recursive round: the fixpoint itself is maintained, not solved).
+    """
+    order, join, _ = how
+    head = program.vars[program.answer]
+    t = answer.to_table()
+    S = program.semiring
+    values = t.values if t.values is not None else np.full(t.rows, S.one)
+    want = pd.DataFrame({v: c for v, c in zip(head, t.cols, strict=True)})
+    want[VALUE] = values
+    found = want[list(head)].copy()
+    done = np.zeros(len(found), dtype=bool)
+    for r in program.rules:
+        if r.name != program.answer:
+            continue
+        names = dict(zip(r.head, head, strict=True))
+        for b in r.bound:
+            names[b] = b
+            while names[b] in head:
+                names[b] += "_"
+            if names[b] not in found:
+                found[names[b]] = None
+        if not len(found) or any(relation(n).to_table().rows == 0 for n in r.relations):
+            continue
+        rels = {n: relation(n) for n in r.relations}
+        w = Query(r, S).solve(order=order, join=join, witness=True, **rels).witness_frame
+        w = w.rename(columns=names).astype({names[b]: object for b in r.bound})
+        m = want.merge(w, on=list(head), how="left", suffixes=("", "_rule"), indicator=True)
+        hit = (m["_merge"] == "both").to_numpy() & ~done
+        hit &= equal(m[f"{VALUE}_rule"].to_numpy(), m[VALUE].to_numpy())
+        for b in r.bound:
+            found.loc[hit, names[b]] = m.loc[hit, names[b]].to_numpy()
+        done |= hit
+    return found.sort_values(list(head)).reset_index(drop=True) if head else found

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 import faq
 import semirings
@@ -25,7 +26,10 @@ from incremental.testing import assert_incremental, check_witnesses, ticks
 USER_MIN = semirings.Semiring(
     name="user-min-plus", zero=math.inf, one=0.0, add=min, mul=operator.add
 )
-SEMIRINGS = ["min-plus", "max-plus", "max-product", "boolean", USER_MIN]
+BOTTLENECK = semirings.Semiring(  # ⊕ max, ⊗ min: selective, not tight
+    name="bottleneck", zero=-math.inf, one=math.inf, add=max, mul=min
+)
+SEMIRINGS = ["min-plus", "max-plus", "max-product", "boolean", USER_MIN, BOTTLENECK]
 RULES = [
     "Q(a, c) :- E(a, b), E(b, c)",  # two-hop paths
     "Q(a) :- R(a, b), S(b, c)",  # a chain, two bound variables
@@ -221,10 +225,69 @@ def test_auto_keeps_a_witness_view_in_the_driver() -> None:
     _check_against_batch(q, view, "initial")
 
 
-def test_a_program_view_refuses_witness() -> None:
-    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
-    with pytest.raises(ValueError, match="over a program: witness=True is not supported"):
-        IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0]}), E=_edges([(0, 1, 1.0)]))
+def test_a_program_view_refuses_what_a_rule_view_refuses(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sp = query(SSSP, semiring="counting")
+    with pytest.raises(ValueError, match="IncrementalView: witness=True needs a selective"):
+        IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0]}))
+    sp = query(SSSP, semiring="min-plus")
+    with pytest.raises(ValueError, match="state_dir"):
+        IncrementalView(sp, witness=True, state_dir=tmp_path / "v", S=pd.DataFrame({"x": [0]}))
+    assert not (tmp_path / "v").exists()
+
+
+# -- programs: witnesses of the answer over the maintained fixpoint ---------------------------
+SSSP = "D(x) :- S(x)\nD(y) :- D(x), E(x, y)"
+PATH_VALUES = {  # no improving cycle (a negative weight, a factor above 1): no divergence
+    "min-plus": st.sampled_from([0.0, 1.0, 2.0, 5.0]),
+    "max-product": st.sampled_from([1.0, 0.5, 0.25]),
+}
+
+
+def _predecessors_sum_up(sp: faq.Program, view: IncrementalView) -> None:
+    """Each key's witness names a predecessor whose distance ⊗ the edge is the key's."""
+    S = sp.semiring
+    D = view.result().to_dict()
+    E = view.relation("E").to_dict()
+    sources = view.relation("S").to_dict()
+    for (y,), w in view.result().witnesses().items():
+        x = w.get("x_")
+        if x is None:  # attained by the base rule
+            assert sources.get((y,), S.zero) == D[(y,)], (y, w)
+        else:
+            assert S.mul(D[(x,)], E[(x, y)]) == D[(y,)], (y, w)
+
+
+@pytest.mark.parametrize("S", ["min-plus", "max-product", "boolean", BOTTLENECK], ids=_name)
+def test_program_views_keep_witnesses(S: object) -> None:
+    sp = query(SSSP, semiring=S)
+
+    @hsettings(max_examples=6)
+    @given(
+        ticks(
+            sp, keys=range(5), max_ticks=4, min_rows=2, max_rows=8, values=PATH_VALUES.get(_name(S))
+        )
+    )
+    def check(t) -> None:  # type: ignore[no-untyped-def]
+        assert_incremental(sp, t, witness=True)
+        view = IncrementalView(sp, witness=True, **t.initial)
+        for step in t.steps:
+            view.step(**step)
+            _predecessors_sum_up(sp, view)
+            batch = sp.solve(witness=True, **{n: view.relation(n) for n in ("S", "E")})
+            assert view.result().to_dict() == batch.to_dict()
+
+    check()
+
+
+def test_a_program_view_repairs_a_cut_shortest_path() -> None:
+    sp = query(SSSP, semiring="min-plus")
+    E = _edges([(0, 1, 4.0), (0, 2, 1.0), (2, 1, 2.0), (1, 7, 1.0)])
+    view = IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=E)
+    assert view.result().witnesses()[(1,)] == {"x_": 2}
+    view.step(E=_edges([(2, 1, 2.0)], -1))
+    assert view.result().to_dict()[(7,)] == 5.0
+    assert view.result().witnesses()[(1,)] == {"x_": 0}
+    _predecessors_sum_up(sp, view)
 
 
 def test_back_pointers_join_a_sparse_bag_without_a_cartesian_product(monkeypatch) -> None:  # type: ignore[no-untyped-def]
