@@ -38,7 +38,7 @@ import pandas as pd
 
 import semirings
 from faq import VALUE, Atom, Factor, Program, Query, Rule
-from faq.kernel import KeyedTable, Table, match_keys
+from faq.kernel import KeyedTable, Table, generic_join, match_keys
 from incremental.deltas import Rows
 from incremental.driver_state import DriverState
 from incremental.protocol import Change, How
@@ -46,11 +46,15 @@ from incremental.regimes import Maintained, Sizes
 from incremental.tables import distinct_keys
 from incremental.terms import GROUPS
 from semirings import Semiring
-from semirings.local import distinct, equal, local_ops
+from semirings.local import distinct, equal, group_starts, local_ops, run_starts, sort_rows
 
 __all__ = ["WitnessState", "check_witness_options", "program_witnesses"]
 
 _MARK = local_ops(semirings.INTEGER)  # the witness index's annotations: 1 per row
+
+DIRECT_BOUND = 2
+"""Rules of at most this many bound variables find a tick's witnesses by one join of every
+derivation of the keys (:func:`_joined`); others by a restricted ``solve(witness=True)``."""
 
 
 def check_witness_options(
@@ -301,29 +305,46 @@ def _restricted(m: Maintained, keys: tuple[np.ndarray, ...]) -> dict[str, Table]
     the atom with the most known columns first; an atom that meets none is read whole."""
     rule = m.rule
     known = {v: distinct(c) for v, c in zip(rule.head, keys, strict=True)}
-    conds: dict[str, list[dict[int, np.ndarray]]] = {n: [] for n in rule.relations}
+    read: dict[str, list[Table]] = {n: [] for n in rule.relations}
     todo = list(rule.atoms)
     while todo:
         a = max(todo, key=lambda a: len(a.consts) + sum(v in known for v in set(a.vars)))
         todo.remove(a)
         cond: dict[int, np.ndarray] = {p: np.asarray([c]) for p, c in a.consts}
         cond |= {p: known[v] for v, p in zip(a.vars, a.positions, strict=True) if v in known}
-        conds[a.relation].append(cond)
         rows = m.rels[a.relation].kt.lookup([cond])  # type: ignore[attr-defined]
+        read[a.relation].append(rows)
         for v, p in zip(a.vars, a.positions, strict=True):
             here = distinct(rows.cols[p])
             known[v] = np.intersect1d(known[v], here) if v in known else here
-    return {n: _shown(m, n, c) for n, c in conds.items()}
+    return {n: _as_shown(m, _union(ts)) for n, ts in read.items()}
+
+
+def _union(ts: list[Table]) -> Table:
+    """The rows of several reads of one relation, each key once."""
+    if len(ts) == 1:
+        return ts[0]
+    cols = tuple(np.concatenate(c) for c in zip(*(t.cols for t in ts), strict=True))
+    values = np.concatenate([t.values for t in ts])  # type: ignore[misc]
+    if not cols:
+        return Table(ts[0].vars, (), values[:1])
+    perm, starts = group_starts(list(cols))
+    pick = perm[starts]
+    return Table(ts[0].vars, tuple(c[pick] for c in cols), values[pick])
+
+
+def _as_shown(m: Maintained, t: Table) -> Table:
+    """Rows of a stored relation in the view's semiring (boolean: present, True)."""
+    if m.regime == "boolean":
+        return Table(t.vars, t.cols, np.ones(t.rows, dtype=bool))
+    return t
 
 
 def _shown(m: Maintained, name: str, conds: list[dict[int, np.ndarray]] | None) -> Table:
     """Relation ``name``'s rows (those meeting any of ``conds``; None: all) in the view's
     semiring: present tuples annotated True for a boolean view."""
     kt = m.rels[name].kt  # type: ignore[attr-defined]
-    t = kt.table() if conds is None else kt.lookup(conds)
-    if m.regime == "boolean":
-        t = Table(t.vars, t.cols, np.ones(t.rows, dtype=bool))
-    return t
+    return _as_shown(m, kt.table() if conds is None else kt.lookup(conds))
 
 
 def _solved(m: Maintained, rels: Mapping[str, Table], keys: Table | None, how: How) -> Table:
@@ -333,6 +354,8 @@ def _solved(m: Maintained, rels: Mapping[str, Table], keys: Table | None, how: H
     order, join, _ = how
     if any(t.rows == 0 for t in rels.values()):
         return _empty(rule, rels)
+    if keys is not None and len(rule.bound) <= DIRECT_BOUND:
+        return _joined(rule, S, rels, keys)
     relations = {n: Factor.from_table(t, S, n) for n, t in rels.items()}
     q = rule
     if keys is not None:
@@ -346,6 +369,54 @@ def _solved(m: Maintained, rels: Mapping[str, Table], keys: Table | None, how: H
     w = out.witness_frame
     cols = rule.head + rule.bound
     return Table(cols, tuple(w[c].to_numpy() for c in cols), None)
+
+
+def _joined(rule: Rule, S: Semiring, rels: Mapping[str, Table], keys: Table) -> Table:
+    """The witness rows of ``keys`` by one Generic Join of the keys and every atom over the
+    rows they reach (every derivation of the keys, the head bound first), then per key the
+    first row, in the order of the bound values, whose value is the key's ⊕: for rules of
+    at most :data:`DIRECT_BOUND` bound variables, whose derivations of a few keys are few."""
+    o = local_ops(S)
+    tables = [Table(rule.head, keys.cols, o.ones(np.ones(keys.rows, dtype=np.int64)))]
+    for a in rule.atoms:
+        t = rels[a.relation]
+        keep = np.ones(t.rows, dtype=bool)
+        for p, c in a.consts:
+            keep &= t.cols[p] == c
+        first: dict[str, int] = {}
+        for v, p in zip(a.vars, a.positions, strict=True):
+            if v in first:  # a repeated variable: its columns agree
+                keep &= t.cols[p] == t.cols[first[v]]
+            else:
+                first[v] = p
+        pick = np.flatnonzero(keep)
+        assert t.values is not None
+        tables.append(
+            Table(tuple(first), tuple(t.cols[p][pick] for p in first.values()), t.values[pick])
+        )
+    order = list(rule.head)
+    while len(order) < len(rule.head) + len(rule.bound):  # the most constrained next
+        rest = [v for v in rule.bound if v not in order]
+        order.append(
+            max(
+                rest,
+                key=lambda v: sum(1 for t in tables if v in t.vars and set(t.vars) & set(order)),
+            )
+        )
+    allv = (*rule.head, *rule.bound)
+    joined = generic_join(tables, order, allv, o)
+    if not joined.rows:
+        return _empty(rule, rels)
+    cols = [joined.col(v) for v in allv]
+    perm = sort_rows(cols)
+    starts = run_starts([c[perm] for c in cols[: len(rule.head)]])
+    assert joined.values is not None
+    values = joined.values[perm]
+    best = np.repeat(o.reduceat(values, starts), np.diff(np.append(starts, len(values))))
+    at = np.flatnonzero(equal(values, best))
+    group = np.searchsorted(starts, at, side="right") - 1
+    firsts = at[np.flatnonzero(np.diff(group, prepend=-1))]
+    return Table(allv, tuple(c[perm[firsts]] for c in cols), None)
 
 
 def _empty(rule: Rule, rels: Mapping[str, Table]) -> Table:

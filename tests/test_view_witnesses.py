@@ -36,6 +36,8 @@ RULES = [
     "Q(a, b) :- E(a, b), E(b, c), E(a, c)",  # a triangle
     "Q() :- R(a, b), S(b, c)",  # one key, no head
     "Q(a) :- R(a, 1, b), S(b)",  # a constant
+    "Q(a) :- E(a, b), E(b, b)",  # a repeated variable
+    "Q(a) :- R(a, b), S(b, c), T(c, d)",  # three bound variables: the restricted solve
 ]
 
 
