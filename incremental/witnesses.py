@@ -15,16 +15,22 @@ After a tick, a key's witness is found again when
   key whose value did not change: ⊗ is monotone in ⊕'s order, so the witness's
   product cannot drop below the value, nor rise above it.
 
-Those keys' witnesses are found by a batch ``solve(witness=True)`` of the rule with
-one more atom, the keys themselves (a relation over the head), over the rows they
-reach: starting from the keys' head values, each atom is read by lookups at the
-values of its variables known so far (binary searches in the relations' keyed
-tables), and the values its rows hold name the rows of the next atoms.  The cost of
-a tick's upkeep is then the lookups of the worsened tuples in the witnesses (an index
-by every column), and a solve over the rows the re-derived keys reach; a rule whose
-atoms are not all connected to the head reads the unconnected atoms whole, and a rule
-with an empty head re-solves whole when anything it reads changed.  ``result()``
-builds the witness frame of every key (linear in the answer).
+Those keys' witnesses are found over the rows they reach: starting from the keys'
+head values, each atom is read by lookups at the values of its variables known so far
+(binary searches in the relations' keyed tables), and the values its rows hold name the
+rows of the next atoms.  A rule of at most :data:`DIRECT_BOUND` bound variables then
+joins the keys with every atom over those rows and keeps, per key, the first attaining
+row (:func:`_joined`); a rule of more is solved with ``witness=True`` with one more
+atom, the keys themselves (a relation over the head).  The cost of a tick's upkeep is
+the lookups of the worsened tuples in the witnesses (an index by every column), and a
+join over the rows the re-derived keys reach; a rule whose atoms are not all connected
+to the head reads the unconnected atoms whole, and a rule with an empty head re-solves
+whole when its value or a tuple of its witness changed.  ``result()`` builds the
+witness frame of every key (linear in the answer).
+
+A view of a program finds its answer's witnesses when ``result()`` is read
+(:func:`program_witnesses`): each rule defining the answer solved with
+``witness=True`` over the maintained relations.
 """
 
 from __future__ import annotations

@@ -319,3 +319,18 @@ def test_back_pointers_join_a_sparse_bag_without_a_cartesian_product(monkeypatch
         for i, v in enumerate(order[1:], 1):
             assert any(v in t and t & set(order[:i]) for t in bag), (order, bag)
     assert len(out.witnesses()) == len(out.to_dict())
+
+
+def test_the_benchmark_runs_on_a_tiny_graph() -> None:
+    """``python benchmarks/view_witness.py`` (a smoke run: no timing is asserted)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "view_witness.py"
+    args = ["--nodes", "40", "--edges", "120", "--changes", "4", "--ticks", "2"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 changes: plain" in done.stdout and "witnesses" in done.stdout
