@@ -173,6 +173,21 @@ def test_keys_that_go_and_come_back() -> None:
     _check_against_batch(q, view, "back")
 
 
+def test_string_keys_and_set_relations() -> None:
+    """String keys, an empty initial relation typed by its first delta, and a set relation
+    whose repeated insertion is dropped."""
+    q = query("Q(a, c) :- E(a, b), E(b, c)", semiring="max-plus")
+    view = IncrementalView(q, witness=True, sets="ignore")
+    view.step(E=pd.DataFrame({"s": ["x", "y"], "d": ["y", "z"], "value": [1.0, 2.0]}))
+    view.step(
+        E=pd.DataFrame({"s": ["x", "w", "x"], "d": ["w", "z", "y"], "value": [5.0, 2.0, 1.0]})
+    )
+    assert view.result().witnesses() == {("x", "z"): {"b": "w"}}
+    view.step(E=pd.DataFrame({"s": ["x"], "d": ["w"], "value": [5.0], "_weight": [-1]}))
+    assert view.result().witnesses() == {("x", "z"): {"b": "y"}}
+    _check_against_batch(q, view, "strings")
+
+
 def test_a_rule_without_bound_variables_has_empty_witnesses() -> None:
     q = query("Q(a, b) :- E(a, b)", semiring="min-plus")
     view = IncrementalView(q, witness=True, E=_edges([(0, 1, 2.0)]))
