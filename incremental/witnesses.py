@@ -20,7 +20,7 @@ head values, each atom is read by lookups at the values of its variables known s
 (binary searches in the relations' keyed tables), and the values its rows hold name the
 rows of the next atoms.  A rule of at most :data:`DIRECT_BOUND` bound variables then
 joins the keys with every atom over those rows and keeps, per key, the first attaining
-row (:func:`_joined`); a rule of more is solved with ``witness=True`` with one more
+row (:func:`best_rows`); a rule of more is solved with ``witness=True`` with one more
 atom, the keys themselves (a relation over the head).  The cost of a tick's upkeep is
 the lookups of the worsened tuples in the witnesses (an index by every column), and a
 join over the rows the re-derived keys reach; a rule whose atoms are not all connected
@@ -28,14 +28,13 @@ to the head reads the unconnected atoms whole, and a rule with an empty head re-
 whole when its value or a tuple of its witness changed.  ``result()`` builds the
 witness frame of every key (linear in the answer).
 
-A view of a program finds its answer's witnesses when ``result()`` is read
-(:func:`program_witnesses`): each rule defining the answer solved with
-``witness=True`` over the maintained relations.
+A view of a program keeps its answer's witnesses with the same pieces
+(:mod:`incremental.witness_programs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 import semirings
-from faq import VALUE, Atom, Factor, Program, Query, Rule
+from faq import VALUE, Atom, Factor, Query, Rule
 from faq.kernel import KeyedTable, Table, generic_join, match_keys
 from incremental.deltas import Rows
 from incremental.driver_state import DriverState
@@ -54,13 +53,25 @@ from incremental.terms import GROUPS
 from semirings import Semiring
 from semirings.local import distinct, equal, group_starts, local_ops, run_starts, sort_rows
 
-__all__ = ["WitnessState", "check_witness_options", "program_witnesses"]
+__all__ = [
+    "DIRECT_BOUND",
+    "WitnessState",
+    "best_rows",
+    "check_witness_options",
+    "index_of",
+    "marked",
+    "no_rows",
+    "restricted",
+    "stale_keys",
+    "swapped",
+    "worsened",
+]
 
 _MARK = local_ops(semirings.INTEGER)  # the witness index's annotations: 1 per row
 
 DIRECT_BOUND = 2
 """Rules of at most this many bound variables find a tick's witnesses by one join of every
-derivation of the keys (:func:`_joined`); others by a restricted ``solve(witness=True)``."""
+derivation of the keys (:func:`best_rows`); others by a restricted ``solve(witness=True)``."""
 
 
 def check_witness_options(
@@ -131,7 +142,7 @@ class WitnessState(Sizes):
         if not m.rule.bound:
             return cls(state, None, how)
         rels = {n: _shown(m, n, None) for n in m.rels}
-        return cls(state, _index(_solved(m, rels, None, how)), how)
+        return cls(state, index_of(_solved(m, rels, None, how)), how)
 
     @property
     def m(self) -> Maintained:
@@ -199,14 +210,14 @@ def _repaired(
 ) -> KeyedTable:
     """``index`` with the witnesses of the keys a tick may have broken found again."""
     rule = new.rule
-    worse = {n: _worsened(old, new, n, d) for n, d in deltas.items() if d.rows}
+    worse = {n: worsened(old, new, n, d) for n, d in deltas.items() if d.rows}
     worse = {n: t for n, t in worse.items() if t.rows}
     if not rule.head:  # one key: found again whole when its value or a witness tuple changed
-        if not change.rows and _stale(rule, index, worse) is None:
+        if not change.rows and stale_keys(rule, index, worse) is None:
             return index
-        return _index(_solved(new, {n: _shown(new, n, None) for n in new.rels}, None, how))
+        return index_of(_solved(new, {n: _shown(new, n, None) for n in new.rels}, None, how))
     keys = [change.cols] if change.rows else []
-    stale = _stale(rule, index, worse)
+    stale = stale_keys(rule, index, worse)
     if stale is not None:
         keys.append(stale)
     if not keys:
@@ -216,7 +227,12 @@ def _repaired(
     live = new.out.at(keys_)  # the keys still in the answer
     found = Table(rule.head + rule.bound, tuple(c[:0] for c in index.base.cols), None)
     if live.rows:
-        found = _solved(new, _restricted(new, live.cols), live, how)
+        found = _solved(new, restricted(new, live.cols), live, how)
+    return swapped(index, old_rows, found)
+
+
+def swapped(index: KeyedTable, old_rows: Table | None, found: Table) -> KeyedTable:
+    """``index`` without the rows ``old_rows`` and with the rows ``found``."""
     gone = None
     if old_rows is not None and old_rows.rows:
         kept, _ = match_keys(old_rows.cols, found.cols) if found.rows else (None, None)
@@ -225,8 +241,8 @@ def _repaired(
             old_rows.vars, tuple(c[pick] for c in old_rows.cols), np.zeros(len(pick), np.int64)
         )
     if index.rows == 0 and index.base.rows == 0:
-        return KeyedTable.of(_marked(found), _MARK) if found.rows else index
-    parts = [t for t in (gone, _marked(found)) if t is not None and t.rows]
+        return KeyedTable.of(marked(found), _MARK) if found.rows else index
+    parts = [t for t in (gone, marked(found)) if t is not None and t.rows]
     if not parts:
         return index
     both = Table(
@@ -237,7 +253,7 @@ def _repaired(
     return index.replace(both)
 
 
-def _worsened(old: Maintained, new: Maintained, name: str, d: Rows) -> Table:
+def worsened(old: Maintained, new: Maintained, name: str, d: Rows) -> Table:
     """The tuples of relation ``name`` at ``d``'s keys whose annotation got worse in ⊕'s
     order (removed, or below what it was)."""
     keys = distinct_keys(d.cols)
@@ -271,7 +287,7 @@ def _values_at(m: Maintained, name: str, keys: tuple[np.ndarray, ...]) -> np.nda
     return out
 
 
-def _stale(rule: Rule, index: KeyedTable, worse: Mapping[str, Table]) -> np.ndarray | None:
+def stale_keys(rule: Rule, index: KeyedTable, worse: Mapping[str, Table]) -> np.ndarray | None:
     """The head keys whose witness uses a tuple of ``worse`` (None when none does), as
     head columns; the whole index is read by lookups at the worsened tuples' values."""
     h = len(rule.head)
@@ -305,7 +321,7 @@ def _stale(rule: Rule, index: KeyedTable, worse: Mapping[str, Table]) -> np.ndar
 
 
 # -- the restricted solve -----------------------------------------------------------------------
-def _restricted(m: Maintained, keys: tuple[np.ndarray, ...]) -> dict[str, Table]:
+def restricted(m: Maintained, keys: tuple[np.ndarray, ...]) -> dict[str, Table]:
     """Every relation at the rows that derivations of the head keys ``keys`` can read (a
     superset): atoms are read by lookups at the values of their variables known so far,
     the atom with the most known columns first; an atom that meets none is read whole."""
@@ -359,9 +375,9 @@ def _solved(m: Maintained, rels: Mapping[str, Table], keys: Table | None, how: H
     rule, S = m.rule, m.semiring
     order, join, _ = how
     if any(t.rows == 0 for t in rels.values()):
-        return _empty(rule, rels)
+        return no_rows(rule, rels)
     if keys is not None and len(rule.bound) <= DIRECT_BOUND:
-        return _joined(rule, S, rels, keys)
+        return best_rows(rule, S, rels, keys)
     relations = {n: Factor.from_table(t, S, n) for n, t in rels.items()}
     q = rule
     if keys is not None:
@@ -377,7 +393,7 @@ def _solved(m: Maintained, rels: Mapping[str, Table], keys: Table | None, how: H
     return Table(cols, tuple(w[c].to_numpy() for c in cols), None)
 
 
-def _joined(rule: Rule, S: Semiring, rels: Mapping[str, Table], keys: Table) -> Table:
+def best_rows(rule: Rule, S: Semiring, rels: Mapping[str, Table], keys: Table) -> Table:
     """The witness rows of ``keys`` by one Generic Join of the keys and every atom over the
     rows they reach (every derivation of the keys, the head bound first), then per key the
     first row, in the order of the bound values, whose value is the key's ⊕: for rules of
@@ -412,7 +428,7 @@ def _joined(rule: Rule, S: Semiring, rels: Mapping[str, Table], keys: Table) -> 
     allv = (*rule.head, *rule.bound)
     joined = generic_join(tables, order, allv, o)
     if not joined.rows:
-        return _empty(rule, rels)
+        return no_rows(rule, rels)
     cols = [joined.col(v) for v in allv]
     perm = sort_rows(cols)
     starts = run_starts([c[perm] for c in cols[: len(rule.head)]])
@@ -422,10 +438,10 @@ def _joined(rule: Rule, S: Semiring, rels: Mapping[str, Table], keys: Table) -> 
     at = np.flatnonzero(equal(values, best))
     group = np.searchsorted(starts, at, side="right") - 1
     firsts = at[np.flatnonzero(np.diff(group, prepend=-1))]
-    return Table(allv, tuple(c[perm[firsts]] for c in cols), None)
+    return Table(allv, tuple(c[perm[firsts]] for c in cols), values[firsts])
 
 
-def _empty(rule: Rule, rels: Mapping[str, Table]) -> Table:
+def no_rows(rule: Rule, rels: Mapping[str, Table]) -> Table:
     """No witness rows (columns typed as the relations' where they say)."""
     kinds: dict[str, np.ndarray] = {}
     for a in rule.atoms:
@@ -436,57 +452,11 @@ def _empty(rule: Rule, rels: Mapping[str, Table]) -> Table:
     return Table(cols, tuple(kinds[v] for v in cols), None)
 
 
-def _marked(t: Table) -> Table:
+def marked(t: Table) -> Table:
     """Witness rows annotated 1 (present in the index)."""
     return Table(t.vars, t.cols, np.ones(t.rows, dtype=np.int64))
 
 
-def _index(found: Table) -> KeyedTable:
+def index_of(found: Table) -> KeyedTable:
     """The witness index of ``found`` (head and bound columns)."""
-    return KeyedTable.of(_marked(found), _MARK)
-
-
-# -- programs -----------------------------------------------------------------------------------
-def program_witnesses(
-    program: Program, relation: Callable[[str], Factor], answer: Factor, how: How
-) -> pd.DataFrame:
-    """The witness frame of a program view's ``answer`` (``relation`` reads the view's
-    current relations, inputs and defined ones), as ``program.solve(witness=True)``
-    gives it: per key, the bound variables of the first rule defining the answer that
-    attains its value over the maintained relations (a name that is one of the answer's
-    columns gets ``_`` appended; None where that rule has no such variable).
-
-    Each rule defining the answer is solved once with ``witness=True`` over the current
-    relations (one non-recursive round: the fixpoint itself is maintained, not solved).
-    """
-    order, join, _ = how
-    head = program.vars[program.answer]
-    t = answer.to_table()
-    S = program.semiring
-    values = t.values if t.values is not None else np.full(t.rows, S.one)
-    want = pd.DataFrame({v: c for v, c in zip(head, t.cols, strict=True)})
-    want[VALUE] = values
-    found = want[list(head)].copy()
-    done = np.zeros(len(found), dtype=bool)
-    for r in program.rules:
-        if r.name != program.answer:
-            continue
-        names = dict(zip(r.head, head, strict=True))
-        for b in r.bound:
-            names[b] = b
-            while names[b] in head:
-                names[b] += "_"
-            if names[b] not in found:
-                found[names[b]] = None
-        if not len(found) or any(relation(n).to_table().rows == 0 for n in r.relations):
-            continue
-        rels = {n: relation(n) for n in r.relations}
-        w = Query(r, S).solve(order=order, join=join, witness=True, **rels).witness_frame
-        w = w.rename(columns=names).astype({names[b]: object for b in r.bound})
-        m = want.merge(w, on=list(head), how="left", suffixes=("", "_rule"), indicator=True)
-        hit = (m["_merge"] == "both").to_numpy() & ~done
-        hit &= equal(m[f"{VALUE}_rule"].to_numpy(), m[VALUE].to_numpy())
-        for b in r.bound:
-            found.loc[hit, names[b]] = m.loc[hit, names[b]].to_numpy()
-        done |= hit
-    return found.sort_values(list(head)).reset_index(drop=True) if head else found
+    return KeyedTable.of(marked(found), _MARK)

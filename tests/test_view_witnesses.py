@@ -296,6 +296,19 @@ def test_program_views_keep_witnesses(S: object) -> None:
     check()
 
 
+@pytest.mark.parametrize("S", ["min-plus", "boolean"])
+def test_a_mutually_recursive_answer_finds_its_witnesses_when_read(S: str) -> None:
+    """Ev reads Od, a defined relation besides the answer: witnesses found when read."""
+    even_odd = query("Ev(x) :- S(x)\nEv(y) :- Od(x), E(x, y)\nOd(y) :- Ev(x), E(x, y)", semiring=S)
+
+    @hsettings(max_examples=5)
+    @given(ticks(even_odd, keys=range(5), max_ticks=3, values=PATH_VALUES.get(S)))
+    def check(t) -> None:  # type: ignore[no-untyped-def]
+        assert_incremental(even_odd, t, witness=True)
+
+    check()
+
+
 def test_a_program_view_repairs_a_cut_shortest_path() -> None:
     sp = query(SSSP, semiring="min-plus")
     E = _edges([(0, 1, 4.0), (0, 2, 1.0), (2, 1, 2.0), (1, 7, 1.0)])
@@ -349,3 +362,16 @@ def test_the_benchmark_runs_on_a_tiny_graph() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "4 changes: plain" in done.stdout and "witnesses" in done.stdout
+
+
+def test_a_program_view_moves_a_cut_witness_whose_distance_stays() -> None:
+    """1 is reached at cost 2 through 2 or through 3: cutting its witness's edge keeps the
+    distance, and the witness moves to the other predecessor."""
+    sp = query(SSSP, semiring="min-plus")
+    E = _edges([(0, 2, 1.0), (0, 3, 1.0), (2, 1, 1.0), (3, 1, 1.0)])
+    view = IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=E)
+    first = view.result().witnesses()[(1,)]["x_"]
+    change = view.step(E=_edges([(first, 1, 1.0)], -1))
+    assert (1,) not in change.to_dict()
+    assert view.result().witnesses()[(1,)] == {"x_": 5 - first}
+    _predecessors_sum_up(sp, view)
