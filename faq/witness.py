@@ -124,13 +124,23 @@ class WitnessRecorder:
         if choice.in_spark:
             table = self._spark(ex, step, inputs, keep, choice)
         else:
-            table = self._local(ex, step, inputs, keep)
+            table = self._local(ex, step, inputs, keep, choice.order)
         self.pointers.append((step, table))
 
-    def _local(self, ex: Executor, step: Step, inputs: list[Data], keep: tuple[str, ...]):
+    def _local(
+        self,
+        ex: Executor,
+        step: Step,
+        inputs: list[Data],
+        keep: tuple[str, ...],
+        order: tuple[str, ...] = (),
+    ):
         tables = [ex.table(d) for d in inputs]
         allv = (*keep, *step.vars)
-        joined = kernel.generic_join(tables, allv, allv, ex.ops)
+        # bound in the planner's binding order of the step (kept variables first would
+        # make a Cartesian product of them in a sparse bag); back_pointers sorts the rows
+        by = tuple(order) if sorted(order) == sorted(allv) else allv
+        joined = kernel.generic_join(tables, by, allv, ex.ops)
         best = back_pointers(joined, keep, step.vars, ex.ops, self.S)
         return pd.DataFrame({v: best.col(v) for v in allv})
 

@@ -56,6 +56,8 @@ from incremental.tables import (
 )
 from incremental.traced import Rounds
 from incremental.view import PROGRAM_VIEW, STATES, IncrementalView, check_batch_id
+from incremental.witness_programs import ProgramWitnesses, program_witnesses
+from incremental.witnesses import check_witness_options
 from semirings.local import local_ops
 
 __all__ = ["ProgramView"]
@@ -93,6 +95,10 @@ class ProgramView(IncrementalView):
     max_rounds : int, optional
         Most semi-naive rounds per group and tick (default: the ``max_rounds`` setting
         when the step runs).  A tick still changing after them is refused.
+    witness : bool
+        ``result()`` carries the answer's witnesses over the maintained relations, as
+        ``program.solve(witness=True)`` names them (selective ⊕ only; kept tick by tick
+        or found when read, see :mod:`incremental.witness_programs`).
     **initial
         Initial contents of input relations, in the delta format.
 
@@ -114,9 +120,12 @@ class ProgramView(IncrementalView):
         if_exists: str = "error",
         sets: Any = None,
         max_rounds: int | None = None,
+        witness: bool = False,
         **initial: Any,
     ) -> None:
         self._store = None
+        check_witness_options(query.semiring, witness, state, state_dir, "IncrementalView")
+        self._witness = witness
         if state_dir is not None:
             raise ValueError(
                 "IncrementalView over a program: state_dir is not supported (a program "
@@ -162,6 +171,8 @@ class ProgramView(IncrementalView):
         self._pstate = self._empty()
         rows = self._deltas(initial, "initial contents")
         self._pstate = self._apply(rows)[0]
+        how = (order, join, True)
+        self._wit = ProgramWitnesses.of(query, self._pstate.rels, how) if witness else None
         # the indexes the ticks' lookups read, built once here (kept while a relation's
         # changes are overrides of its base)
         for kt in (*self._pstate.rels.values(), *self._pstate.rows.values()):
@@ -179,8 +190,16 @@ class ProgramView(IncrementalView):
         return "driver"
 
     def result(self) -> Factor:
-        """The maintained answer: equal to ``program.solve(**current inputs)``."""
-        return self.relation(self.program.answer)
+        """The maintained answer: equal to ``program.solve(**current inputs)``; with
+        ``witness=True``, its witnesses over the maintained relations (``witnesses()``,
+        ``witness_frame``; see :func:`incremental.witnesses.program_witnesses`)."""
+        out = self.relation(self.program.answer)
+        if self._wit is not None:
+            out.witness_frame = self._wit.frame(self.program, out)
+        elif self._witness:  # found when read (ProgramWitnesses does not keep these rules)
+            how = (self.order, self.join, self._local_rule)
+            out.witness_frame = program_witnesses(self.program, self.relation, out, how)
+        return out
 
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name``: an input or a defined relation."""
@@ -204,6 +223,8 @@ class ProgramView(IncrementalView):
                 return self._empty_change()
         rows = self._deltas(deltas, "delta")
         new, change, engine = self._apply(rows)
+        if self._wit is not None:  # witnesses kept tick by tick
+            self._wit = self._wit.after(self.program, self._pstate.rels, new.rels, rows, change)
         self._pstate = new
         self._tick += 1
         if batch_id is not None:

@@ -46,6 +46,7 @@ from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
 from incremental.spark_state import SparkState, upgraded_manifest
 from incremental.store import FORMAT, StateError, Store
+from incremental.witnesses import WitnessState, check_witness_options
 from semirings import Semiring
 from semirings.local import local_ops
 
@@ -57,21 +58,18 @@ __all__ = ["STATES", "IncrementalView", "check_batch_id"]
 log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
-
-PROGRAM_VIEW: list[type[IncrementalView]] = []
-"""The class views of programs are (:class:`incremental.recursive.ProgramView`, a subclass
-of :class:`IncrementalView`, which registers itself when ``incremental`` is imported)."""
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
 more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``."""
 
+PROGRAM_VIEW: list[type[IncrementalView]] = []
+"""The class of program views (:class:`incremental.recursive.ProgramView` registers itself)."""
+
 IF_EXISTS = ("error", "resume")
-"""What a view given initial relations does with a ``state_dir`` that already holds one:
-``"error"`` refuses, ``"resume"`` reopens it and leaves the initial relations unread."""
+"""With initial relations and a ``state_dir`` holding a view: refuse, or reopen it."""
 
 
 def _releases_on_error(init: Callable[..., None]) -> Callable[..., None]:
-    """``__init__`` that gives the folder up when it fails, and claims it when it succeeds
-    (a view object of this process that held it is then fenced)."""
+    """``__init__`` that gives the folder up when it fails, claims it when it succeeds."""
 
     @functools.wraps(init)
     def wrapped(self: IncrementalView, *args: Any, **kwargs: Any) -> None:
@@ -122,6 +120,8 @@ class IncrementalView:
         one that is not) is dropped (``"ignore"``) or refused (``"refuse"``).
         A string applies to every relation, a dict names relations.  Default:
         every relation is a bag (a Z-set).
+    witness : bool
+        Keep ``result().witnesses()`` after every tick (selective ⊕; see docs/witness.md).
     **initial
         Initial contents, one per relation name, in the delta format below; a
         relation not given starts empty.
@@ -190,6 +190,7 @@ class IncrementalView:
         if_exists: str = "error",
         if_ticks_lost: str = "error",
         sets: str | Mapping[str, str] | None = None,
+        witness: bool = False,
         **initial: Any,
     ) -> None:
         if not isinstance(query, Query):
@@ -198,6 +199,7 @@ class IncrementalView:
                 f"{type(query).__name__}"
             )
         query.check_incremental("IncrementalView")
+        state = check_witness_options(query.semiring, witness, state, state_dir)  # first
         if join not in JOIN_METHODS:
             raise ValueError(
                 f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}"
@@ -271,6 +273,7 @@ class IncrementalView:
         else:
             empty = DriverState.empty(self.rule, self.semiring, self._keys)
             self._state = empty.load(rows, self._how(), self._sets)
+        self._state = WitnessState.of(self._state, self._how()) if witness else self._state
         log.info(
             "view of %s: %s rows loaded, initial output %s rows in %.2f s (%s state)",
             self.rule,
@@ -554,12 +557,9 @@ class IncrementalView:
         return state
 
     def _reapply(self, state: ViewState, intent: Intent) -> ViewState:
-        """``state`` after the tick whose intent has no commit frame (its process died
-        between the two, or a power loss took the commit frame): its deltas applied again
-        and committed in memory: its commit frame goes to the journal before the next
-        tick's intent (:meth:`incremental.store.Store.owe`), so a reopen writes nothing.
-        A tick they are refused in (a ``ValueError`` or an overflow, as when it ran) was
-        never committed: its intent is cut off at the next commit, with a warning."""
+        """``state`` after the tick whose intent has no commit frame, its deltas applied
+        again; its commit frame is owed to the journal (:meth:`Store.owe`).  A tick they are
+        refused in was never committed: its intent is cut off at the next commit, warned."""
         assert self._store is not None
         rows = {n: Rows(*d) for n, d in intent.deltas.items()}
         try:
