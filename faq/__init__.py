@@ -14,6 +14,7 @@ from faq.query import Query, Run
 from faq.recursion import Program, ProgramRun
 from faq.reference import reference_fixpoint, reference_solve
 from faq.rule import VALUE, Atom, Rule
+from faq.witness import Witnesses
 
 __all__ = [
     "VALUE",
@@ -27,6 +28,7 @@ __all__ = [
     "Run",
     "Settings",
     "TermReport",
+    "Witnesses",
     "einsum",
     "query",
     "reference_fixpoint",

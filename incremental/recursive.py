@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 
 import semirings
-from faq import Factor, Program, settings
+from faq import Factor, Program, Witnesses, settings
 from faq.kernel import Table, changed_rows
 from faq.plan import JOIN_METHODS
 from incremental.changes import KINDS, changes
 from incremental.deltas import Rows, read_delta
 from incremental.driver_state import LocalKeyed
 from incremental.fixpoint import Diff, Fixpoint, working_semiring
-from incremental.protocol import StepReport
+from incremental.protocol import How, StepReport
 from incremental.regimes import regime
 from incremental.tables import (
     ANNOTATION,
@@ -171,7 +171,7 @@ class ProgramView(IncrementalView):
         self._pstate = self._empty()
         rows = self._deltas(initial, "initial contents")
         self._pstate = self._apply(rows)[0]
-        how = (order, join, True)
+        how = How(order, join, True)
         self._wit = ProgramWitnesses.of(query, self._pstate.rels, how) if witness else None
         # the indexes the ticks' lookups read, built once here (kept while a relation's
         # changes are overrides of its base)
@@ -195,11 +195,13 @@ class ProgramView(IncrementalView):
         ``witness_frame``; see :func:`incremental.witnesses.program_witnesses`)."""
         out = self.relation(self.program.answer)
         if self._wit is not None:
-            out.witness_frame = self._wit.frame(self.program, out)
+            frame = self._wit.frame(self.program, out)
         elif self._witness:  # found when read (ProgramWitnesses does not keep these rules)
-            how = (self.order, self.join, self._local_rule)
-            out.witness_frame = program_witnesses(self.program, self.relation, out, how)
-        return out
+            how = How(self.order, self.join, self._local_rule)
+            frame = program_witnesses(self.program, self.relation, out, how)
+        else:
+            return out
+        return Factor.from_source(out.source, out.name, witnesses=Witnesses(frame))
 
     def relation(self, name: str) -> Factor:
         """The current contents of relation ``name``: an input or a defined relation."""

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 import semirings
-from faq import VALUE, Atom, Factor, Query, Rule
+from faq import VALUE, Atom, Factor, Query, Rule, Witnesses
 from faq.kernel import KeyedTable, Table, generic_join, match_keys
 from incremental.deltas import Rows
 from incremental.driver_state import DriverState
@@ -163,8 +163,7 @@ class WitnessState(Sizes):
     def result(self) -> Factor:
         """The output, with a witness per key (``witnesses()``, ``witness_frame``)."""
         out = self.inner.result()
-        out.witness_frame = self._frame(out)
-        return out
+        return Factor.from_source(out.source, out.name, witnesses=Witnesses(self._frame(out)))
 
     def relation(self, name: str) -> Factor:
         """Relation ``name`` in the view's semiring."""
