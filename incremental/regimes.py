@@ -407,7 +407,10 @@ class Maintained:
             changed[name] = diff
             rels[name] = self.rels[name].replace(diff, old)
             assert ms.values is not None
-            hit, _ = match_keys(key_cols, diff.cols)
+            if key_cols:
+                hit, _ = match_keys(key_cols, diff.cols)
+            else:  # a relation without keys: its one key changed
+                hit = np.ones(len(ms.values), dtype=bool)
             if (ms.values[hit] < 0).any():
                 retracting = True
             pos = np.flatnonzero(hit & (ms.values > 0))

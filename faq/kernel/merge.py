@@ -123,12 +123,13 @@ def changed_rows(old: Table, new: Table, ops: LocalOps) -> tuple[Table, Table]:
     """
     assert new.values is not None
     zero = np.asarray([ops.semiring.zero], dtype=ops.dtype)
-    if not new.vars:  # a scalar: at most one row, no key to match
+    if not new.vars:  # a scalar: at most one row, no key to match (no row: zero)
         before = old.values[:1] if old.values is not None and old.rows else zero
-        if new.rows == 0 or equal(before[:1], new.values[:1]).all():
+        after = new.values[:1] if new.rows else zero
+        if equal(before[:1], after).all():
             empty = new.take(np.empty(0, dtype=np.int64))
             return empty, empty
-        return new, Table((), (), before[:1].copy())
+        return Table((), (), after.copy()), Table((), (), before[:1].copy())
     found, at = match_keys(new.cols, old.cols)
     before = np.repeat(zero, new.rows) if new.rows else zero[:0]
     if old.values is not None and found.any():
