@@ -289,6 +289,57 @@ def test_incremental_script_runs_as_a_file(tmp_path):
     assert "`collect()` of a fresh Spark DataFrame of a tick's rows alone" in proc.stdout
 
 
+def test_ticks_graphs_and_deltas():
+    """``benchmarks/ticks.py``'s Chung–Lu graphs and tick deltas: simple oriented graphs,
+    hubs at low ids unless shuffled; 30% deletions of present edges, insertions of absent."""
+    from benchmarks import ticks
+
+    low = ticks.chung_lu(2000, 8000, 2.3, seed=1)
+    mixed = ticks.chung_lu(2000, 8000, 2.3, seed=1, shuffle=True)
+    for e in (low, mixed):
+        assert e.shape == (8000, 2) and bool((e[:, 0] < e[:, 1]).all())
+        assert len(np.unique(e, axis=0)) == 8000
+    deg_low = np.bincount(low.ravel(), minlength=2000)
+    deg_mixed = np.bincount(mixed.ravel(), minlength=2000)
+    assert int(deg_low.argmax()) < 5 and deg_low[:10].sum() > 10 * deg_low[-10:].sum()
+    assert sorted(deg_low) == sorted(deg_mixed) and not np.array_equal(deg_low, deg_mixed)
+    rng = np.random.default_rng(3)
+    for inserts in ("degree", "uniform"):
+        pool = ticks.EdgePool(low, 2000)
+        present = {(int(u), int(v)) for u, v in low}
+        kinds = []
+        for size in (1,) * 40 + (1000, 10):
+            d = ticks.make_delta(pool, size, rng, inserts)
+            assert len(d) == size and len({(u, v) for u, v, _ in d.tolist()}) == size
+            if size == 1000:
+                assert int((d[:, 2] < 0).sum()) == 300
+            for u, v, w in d.tolist():
+                assert u < v and ((u, v) in present) == (w < 0)
+                (present.discard if w < 0 else present.add)((u, v))
+            kinds.append(int(d[0, 2]))
+        assert -1 in kinds and 1 in kinds  # one-edge ticks: both deletions and insertions
+        assert {(int(u), int(v)) for u, v in pool.current()} == present
+
+
+def test_ticks_script_quick(tmp_path):
+    """``python benchmarks/ticks.py --quick``: tables, a checked count, the result files."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "ticks.py"), "--quick", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("triangles at the end (checked)") == 3
+    assert "| 1,000 | 5 |" in proc.stdout and "target 1,000×" in proc.stdout
+    rows = json.loads((tmp_path / "ticks.json").read_text())["rows"]
+    tick = [r for r in rows if r["contender"] == "tick Δ=1"]
+    assert len(tick) == 3 and all(r["runs"] == 20 and r["p50_s"] > 0 for r in tick)
+    assert all(r["max_s"] >= r["p99_s"] >= r["p50_s"] for r in tick)
+    assert {r["contender"] for r in rows} == {
+        "build",
+        "recompute (local factor)",
+        "tick Δ=1",
+        "tick Δ=1000",
+    }
+
+
 # -- plots -----------------------------------------------------------------------------------
 def load_plots():
     spec = importlib.util.spec_from_file_location("docs_plots", ROOT / "docs" / "plots.py")
