@@ -240,12 +240,19 @@ def test_keyed_table_folds_its_log_by_the_log_settings():
     base = Table(("a",), (np.arange(100, dtype=np.int64),), np.ones(100, dtype=np.int64))
     kt = KeyedTable.of(base, ops)
     one = Table(("a",), (np.array([3], dtype=np.int64),), np.array([5], dtype=np.int64))
+    two = Table(("a",), (np.array([7], dtype=np.int64),), np.array([2], dtype=np.int64))
     with faq.settings(log_rows=0, log_fraction=0.0):
-        folded, _, _ = kt.plus(one)
+        folding, _, _ = kt.plus(one)  # past the bound: a fold begins on the helper thread
+        assert folding.fold is not None and folding.base is base
+        folding.fold.job.result()
+        folded, _, _ = folding.plus(two)  # done: swapped in at the next change
+    assert folded.fold is None and folded.base is not base  # folded into the base
+    assert folded.over.cols[0].tolist() == [7]  # the key changed since the fold began
     kept, _, _ = kt.plus(one)
-    assert folded.over.rows == 0 and folded.base.rows == 100  # folded into the base
-    assert kept.over.rows == 1 and kept.base is base or kept.over.rows == 1
-    assert folded.table().rows == kept.table().rows == 100
+    assert kept.fold is None and kept.base is base and kept.over.rows == 1
+    got = dict(zip(folded.table().cols[0].tolist(), folded.table().values.tolist(), strict=True))
+    assert len(got) == 100 and got[3] == 6 and got[7] == 3
+    assert kept.table().rows == 100
 
 
 def test_max_cell_waves_is_a_setting_of_at_least_one():
