@@ -203,18 +203,34 @@ def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:
     """
     if len(cols) == 1:
         return np.argsort(cols[0], kind="stable")
-    if all(c.dtype.kind in "iu" for c in cols):
-        lows = [int(c.min()) for c in cols]
-        spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows, strict=True)]
-        total = 1
-        for s in spans:
-            total *= s
-        if total < 2**62:
-            key = np.zeros(len(cols[0]), dtype=np.int64)
-            for c, lo, s in zip(cols, lows, spans, strict=True):
-                key = key * s + (c.astype(np.int64) - lo)
-            return np.argsort(key, kind="stable")
+    coded = row_codes(cols)
+    if coded is not None:
+        return np.argsort(coded[2], kind="stable")
     return np.lexsort(tuple(reversed(cols)))
+
+
+def row_codes(cols: Sequence[np.ndarray]) -> tuple[list[int], list[int], np.ndarray] | None:
+    """Each row of integer columns as one int64 code that orders the rows as their keys
+    (first column most significant): the lowest value and the span of every column, and
+    the codes; None when a column is not integers, there is no row, or the spans
+    multiply to 2**62 or more.
+
+    >>> row_codes([np.array([2, 1]), np.array([5, 7])])[2].tolist()
+    [3, 2]
+    """
+    if not cols or not len(cols[0]) or any(c.dtype.kind not in "iu" for c in cols):
+        return None
+    lows = [int(c.min()) for c in cols]
+    spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows, strict=True)]
+    total = 1
+    for s in spans:
+        total *= s
+    if total >= 2**62:
+        return None
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c, lo, s in zip(cols, lows, spans, strict=True):
+        key = key * s + (c.astype(np.int64) - lo)
+    return lows, spans, key
 
 
 def _generic(S: Semiring) -> LocalOps:

@@ -32,7 +32,7 @@ from faq.kernel.merge import changed_rows, match_keys, merge_into, search_trie
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
-from semirings.local import LocalOps, distinct, group_starts, sort_rows
+from semirings.local import LocalOps, distinct, group_starts, row_codes, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "match_keys"]
 
@@ -358,16 +358,9 @@ class KeyedTable:
         got = self._memo("over-codes")
         if got is None:
             got = (False,)
-            cols = self.over.cols
-            if all(c.dtype.kind in "iu" for c in cols):
-                lows = [int(c.min()) for c in cols]
-                spans = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows, strict=True)]
-                if float(np.prod(np.asarray(spans, dtype=np.float64))) < 2.0**62:
-                    codes = np.zeros(self.over.rows, dtype=np.int64)
-                    for c, lo, span in zip(cols, lows, spans, strict=True):
-                        codes = codes * span + (c.astype(np.int64) - lo)
-                    if len(codes) < 2 or bool(np.all(codes[1:] > codes[:-1])):
-                        got = (True, lows, spans, codes)
+            coded = row_codes(self.over.cols)
+            if coded is not None and bool(np.all(coded[2][1:] > coded[2][:-1])):
+                got = (True, *coded)
             self._remember("over-codes", got)
         return None if not got[0] else (got[1], got[2], got[3])
 
