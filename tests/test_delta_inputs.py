@@ -369,3 +369,21 @@ def test_a_numpy_pandas_delta_reads_as_its_arrow_form(semiring, rows, value, wei
         return [c.tolist() for c in r.cols], values, r.weights.tolist()
 
     assert read(frame) == read(pa.Table.from_pandas(frame, preserve_index=False))
+
+
+def test_a_numpy_pandas_delta_takes_no_arrow_round_trip(monkeypatch):
+    """A pandas delta of signed-integer keys and weights (and float values) is read from its
+    numpy columns: the Arrow conversion is never called for it, but still is for one with
+    an unsigned column."""
+    import incremental.deltas as deltas
+
+    def no_arrow(given: Any, label: str) -> Any:
+        raise AssertionError("read through Arrow")
+
+    monkeypatch.setattr(deltas, "_local_arrow", no_arrow)
+    S = semirings.get("real")
+    frame = pd.DataFrame({"a": [1, 2], "b": [3, 4], "value": [0.5, 2.0], "_weight": [1, -1]})
+    rows = deltas.read_delta(frame, 2, S, "delta of relation 'E'", "E(a, b)")
+    assert [c.tolist() for c in rows.cols] == [[1, 2], [3, 4]] and rows.weights.tolist() == [1, -1]
+    with pytest.raises(AssertionError, match="through Arrow"):
+        deltas.read_delta(frame.astype({"a": "uint64"}), 2, S, "delta", "E(a, b)")
