@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 import semirings
 from faq import inputs
 from faq.executor import Data, Executor, Options
 from faq.factor import Factor, Source
-from faq.inputs import check_constants, check_key_types
-from faq.kernel.stats import RelationStats, pair_join_size
-from faq.kernel.table import Table, group_reduce
+from faq.inputs import check_constants
+from faq.kernel.stats import RelationStats
+from faq.kernel.table import Table
 from faq.plan import physical
 from faq.plan.aggregates import Aggregates, resolve
 from faq.plan.logical import (
-    AtomStats,
-    Pairs,
     Plan,
     make_plan,
     private_rule,
@@ -29,7 +23,7 @@ from faq.plan.logical import (
 )
 from faq.plan.report import Trace, render
 from faq.plan.settings import Settings
-from faq.rule import VALUE, Atom, Rule, parse_rule, without_constants
+from faq.rule import VALUE, Rule, parse_rule, without_constants
 from faq.session import (
     current_session,
     fixed_plans_for,
@@ -38,7 +32,6 @@ from faq.session import (
 from faq.spark.tasks import query_error
 from faq.witness import Witnesses, WitnessRecorder, witness_frame
 from semirings import Semiring
-from semirings.local import local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -81,6 +74,15 @@ class Query:
         self._back = {p: v for v, p in self._to.items()}  # private name -> user's name
         self.semiring = semirings.get(semiring)
         self.aggregates: Aggregates | None = resolve(self.rule, self.semiring, aggregates)
+        self._stage = inputs.InputStage(
+            self.rule,
+            self._plain,
+            self._fresh,
+            self._engine_rule,
+            self._back,
+            self.semiring,
+            self.aggregates,
+        )
         for name in self.rule.relations:
             if name in _RESERVED:
                 raise ValueError(
@@ -101,99 +103,6 @@ class Query:
         """The free variables, in head order."""
         return self.rule.head
 
-    # -- inputs ----------------------------------------------------------------------------
-    def _factors(
-        self, relations: dict[str, Any]
-    ) -> tuple[dict[str, Factor], dict[str, tuple[str, ...]]]:
-        """The relations as factors of this query's semiring, and the key names of those
-        whose columns were renamed to plain private names (for messages)."""
-        needed = self.rule.relations
-        missing = [n for n in needed if n not in relations]
-        extra = [n for n in relations if n not in needed]
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append(f"missing relation(s) {', '.join(map(repr, missing))}")
-            if extra:
-                parts.append(f"unexpected relation(s) {', '.join(map(repr, extra))}")
-            raise ValueError(f"{'; '.join(parts)} for {self.rule} (it needs: {', '.join(needed)})")
-        renamed: dict[str, tuple[str, ...]] = {}
-        out = {name: self._as_factor(name, relations[name], renamed) for name in needed}
-        return out, renamed
-
-    def _as_factor(self, name: str, rel: Any, renamed: dict[str, tuple[str, ...]]) -> Factor:
-        atom = next(a for a in self.rule.atoms if a.relation == name)
-        f = inputs.relation_factor(name, rel, atom)  # the one rule for relations given by name
-        if f.source.original is not None and not f.is_local and not _spark_safe(f.vars):
-            # names Spark would misread (a dot, a backtick, equal ignoring case): plain ones
-            cols = [f"k{i}" for i in range(len(f.vars))]
-            df = f.df.toDF(*cols, *([VALUE] if f.has_value else []))
-            renamed[name] = f.vars
-            f = Factor(df, semiring=f.semiring, name=f.name if f.name is not None else name)
-        return f.for_semiring(self.semiring, name)
-
-    def _inputs(
-        self, relations: dict[str, Any], backend: str
-    ) -> tuple[list[Data], list[AtomStats], Pairs]:
-        """Every relation checked and counted (local ones collected), seen through each atom."""
-        factors, renamed = self._factors(relations)
-        check_key_types(self.rule, factors)
-        factors = self._selections(factors)
-        S = self.semiring
-        why = self._nonnegative_reason()
-        labels = {name: self._label(name, renamed) for name in factors}
-        over = Counter(a.relation for a in self._engine_rule.atoms)  # atoms per relation
-        prepared = inputs.prepare_all(
-            {labels[name]: f for name, f in factors.items()},
-            S,
-            local=backend != "spark",
-            nonnegative=why,
-            # repeated keys of a relation kept in Spark are ⊕-combined by the step that reads
-            # it (in its cells' index); per-variable aggregates need the query's own ⊕ first
-            consolidate=self.aggregates is not None,
-            # under auto a relation counts once per atom that reads it (Request.uses)
-            uses={labels[n]: max(over[n], 1) for n in factors} if backend == "auto" else None,
-        )
-        rels = {name: prepared[labels[name]] for name in factors}
-        if self.aggregates is not None:
-            rels = {
-                name: self._for_aggregates(self._label(name, renamed), r, why)
-                for name, r in rels.items()
-            }
-        # the engine sees private variable names (v0, v1, ...), never colliding with internal
-        # columns, ``value`` or each other in Spark; the planner keeps the user's names
-        views: dict[tuple[str, tuple[str, ...]], Data] = {}
-        atoms: list[Data] = []
-        stats: list[AtomStats] = []
-        back = self._back
-        for a in self._engine_rule.atoms:
-            key = (a.relation, a.vars)
-            if key not in views:
-                views[key] = _atom_view(a, rels[a.relation])
-            d = views[key]
-            atoms.append(d)
-            exact = rels[a.relation].stats.exact and len(set(a.vars)) == len(a.vars)
-            dist = {back[v]: int(x) for v, x in d.distinct.items()}
-            stats.append(AtomStats(int(d.rows), dist, exact))
-        pairs = self._pairs(atoms)
-        return atoms, stats, pairs
-
-    def _selections(self, given: Mapping[str, Factor]) -> dict[str, Factor]:
-        """The relations the engine reads (those of the rule without constants), from the
-        ``given`` ones (the rule's, or some of them): an atom's constants select its
-        relation's rows (pushed into the scan: a numpy mask, or a filter in the
-        DataFrame's plan, before statistics are gathered).  Types are checked first
-        (:func:`check_key_types`)."""
-        out: dict[str, Factor] = {}
-        for name in self._plain.relations:
-            atom = self._fresh.get(name)
-            if atom is None:
-                if name in given:
-                    out[name] = given[name]
-            elif atom.relation in given:
-                out[name] = given[atom.relation].selected(dict(atom.consts))
-        return out
-
     def without_constants(self, **relations: Factor) -> tuple[Query, dict[str, Factor]]:
         """The same query over relations without constants, and the relations it reads.
 
@@ -213,64 +122,12 @@ class Query:
         check_constants(self.rule, relations)
         if self._plain_query is None:
             self._plain_query = Query(self._plain, self.semiring)
-        return self._plain_query, self._selections(relations)
-
-    def _label(self, name: str, renamed: Mapping[str, tuple[str, ...]]) -> str:
-        """How errors name relation ``name`` (with its own key names when ``renamed``)."""
-        atom = self._fresh.get(name)
-        if atom is not None:
-            return f"{self._label(atom.relation, renamed)}, rows selected by atom {atom}"
-        if name not in renamed:
-            return f"relation {name!r}"
-        cols = ", ".join(f"k{i}={v!r}" for i, v in enumerate(renamed[name]))
-        return f"relation {name!r} (key columns read by position: {cols})"
-
-    def _nonnegative_reason(self) -> str | None:
-        """Why annotations must be non-negative (an operator such as max over real ×
-        needs it), or None."""
-        if self.aggregates is None or not self.aggregates.nonnegative:
-            return None
-        ops = ", ".join(self.aggregates.nonnegative)
-        return (
-            f"aggregate {ops} in the {self.semiring.name!r} semiring needs non-negative "
-            f"annotations ({ops} does not distribute over × on negative values)"
-        )
-
-    def _for_aggregates(self, label: str, rel: inputs.Relation, why: str | None) -> inputs.Relation:
-        """A relation ready for steps with other ⊕s: repeated keys ⊕-combined with the
-        semiring's own ⊕ now (a step would combine them with its own), and local
-        annotations checked non-negative when an operator needs it (``why``; Spark
-        relations are checked by :func:`faq.inputs.prepare_all`)."""
-        t = rel.table
-        if t is None:
-            return rel
-        if not t.unique:
-            t = group_reduce(t, t.vars, local_ops(self.semiring))
-            rel = replace(rel, table=t)
-        v = t.values
-        if why and v is not None and len(v) and (neg := np.flatnonzero(v < 0)).size:
-            raise ValueError(f"{label}: {why}, found {v[neg[0]].item()!r}")
-        return rel
-
-    def _pairs(self, atoms: list[Data]) -> Pairs:
-        """Exact join sizes of every two local atoms sharing variables (numpy; no Spark job).
-
-        Atoms kept in Spark get none: their steps are partitioned over the cluster,
-        which needs no pairwise size to choose its method (and counting them would cost
-        a join per pair)."""
-        out: Pairs = {}
-        for i, a in enumerate(atoms):
-            for j in range(i + 1, len(atoms)):
-                b = atoms[j]
-                shared = [v for v in a.vars if v in b.vars]
-                if shared and a.table is not None and b.table is not None:
-                    out[frozenset((i, j))] = float(pair_join_size(a.table, shared, b.table, shared))
-        return out
+        return self._plain_query, self._stage.selections(relations)
 
     # -- public API --------------------------------------------------------------------------
     def plan(self, order: str | Sequence[str] = "auto", **relations: Any) -> Plan:
         """The InsideOut plan for these relations (statistics only; nothing is joined)."""
-        _, stats, pairs = self._inputs(relations, "auto")
+        _, stats, pairs = self._stage.read(relations, "auto")
         return make_plan(self.rule, stats, order, pairs, self._blocks)
 
     def solve(
@@ -379,7 +236,7 @@ class Query:
                     f"aggregates ({self.aggregates.describe()}); solve without one or the other"
                 )
             rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
-        atoms, stats, pairs = self._inputs(relations, backend)
+        atoms, stats, pairs = self._stage.read(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         opts = Options(join, backend, trace, hook=rec, names=self._back, defer_last=defer)
         ex = Executor(self.semiring, _session(atoms), opts)
@@ -435,7 +292,7 @@ class Query:
                 )
             return run.explain()
         physical.check_options(join, backend)
-        atoms, stats, pairs = self._inputs(relations, backend)
+        atoms, stats, pairs = self._stage.read(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         ex = Executor(self.semiring, _session(atoms), Options(join, backend))
         private = rename_plan(plan, self._to, self._engine_rule)
@@ -473,47 +330,6 @@ class Run:
         return render(self.plan, choices, self.semiring, self.trace, settings=self.settings)
 
 
-def _atom_view(atom: Atom, rel: inputs.Relation) -> Data:
-    """The relation seen through ``atom``: columns renamed to its variables; a variable
-    repeated in the atom keeps only rows whose columns agree."""
-    from faq.spark.ops import atom_frame
-    from faq.spark.partitioned import Source
-
-    first: dict[str, int] = {}
-    for i, v in enumerate(atom.vars):
-        first.setdefault(v, i)
-    repeated = len(first) != len(atom.vars)
-    if rel.table is not None:
-        t = rel.table
-        if repeated:
-            mask = np.ones(t.rows, dtype=bool)
-            for i, v in enumerate(atom.vars):
-                mask &= t.cols[i] == t.cols[first[v]]
-            t = t.take(np.flatnonzero(mask))
-        cols = tuple(t.cols[i] for i in first.values())
-        table = Table(tuple(first), cols, t.values, unique=t.unique)
-        dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
-        return Data(tuple(first), float(table.rows), table=table, distinct=dist)
-    assert rel.df is not None
-    df = atom_frame(atom, rel.df, rel.vars)
-    keys = tuple(rel.vars)
-    source = (
-        None if repeated else (Source(rel.df, keys, tuple(keys[i] for i in first.values())), df)
-    )
-    dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
-    top = {v: rel.stats.top[i] for v, i in first.items() if i < len(rel.stats.top)}
-    return Data(
-        tuple(first),
-        float(rel.stats.rows),
-        df=df,
-        distinct=dist,
-        consolidated=rel.consolidated,
-        top=top,
-        spread=rel.stats.scanned > rel.stats.rows,
-        source=source,
-    )
-
-
 def _session(atoms: Sequence[Data]) -> SparkSession | None:
     for a in atoms:
         if a.df is not None:
@@ -534,15 +350,6 @@ def _check_names(rule: Rule) -> None:
                 f"rule {rule}: variable {v!r} differs from {what} only in case; "
                 "Spark column names are case-insensitive, so rename one of them"
             )
-
-
-def _spark_safe(names: Sequence[str]) -> bool:
-    """True when Spark reads every name as itself: plain identifiers, none starting with
-    ``__`` (internal columns), none equal to another or to ``value`` ignoring case."""
-    folded = {v.casefold() for v in names} | {VALUE}
-    return len(folded) == len(names) + 1 and all(
-        re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", v) for v in names
-    )
 
 
 def _choice_names(c: physical.Choice, back: Mapping[str, str]) -> physical.Choice:

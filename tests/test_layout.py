@@ -10,7 +10,7 @@ Checked from the source (``ast``), no import of the library needed:
   front door; the planning layer nothing from the substrates;
 * ``incremental`` reads ``faq`` only through its package faces;
 * no module imports an underscore name from another module;
-* no library module is over 600 lines, and docs/architecture.md names every module.
+* no library module is over 800 lines, and docs/architecture.md names every module.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def test_no_private_name_crosses_a_module():
 def test_modules_stay_small_and_are_documented():
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     long = {n: len(p.read_text().splitlines()) for n, p in MODULES.items()}
-    assert not {n: k for n, k in long.items() if k > 600}, "modules over 600 lines"
+    assert not {n: k for n, k in long.items() if k > 800}, "modules over 800 lines"
     missing = [
         n for n, p in MODULES.items() if str(p.relative_to(ROOT)).replace("\\", "/") not in text
     ]
