@@ -1,4 +1,4 @@
-"""Witnesses: an assignment of the bound variables that attains each answer (issue 12).
+"""Witnesses: an assignment of the bound variables that attains each answer.
 
 For a *selective* semiring (one that declares ``selective``, ⊕ is max or min:
 max-product, max-plus, min-plus, boolean, or a user semiring whose ``add`` is the

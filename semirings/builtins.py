@@ -532,5 +532,10 @@ BUILTINS: tuple[Semiring, ...] = (
 )
 """The built-in semirings registered by name (:data:`COUNTING_MAX` is internal)."""
 
-for _S in (*BUILTINS, COUNTING_MAX):
-    canonical(_S.name, _S)
+
+def _register_builtins() -> None:
+    for S in (*BUILTINS, COUNTING_MAX):
+        canonical(S.name, S)
+
+
+_register_builtins()

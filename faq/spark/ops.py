@@ -6,7 +6,7 @@ Spark step).  Joins of steps past the driver run in the compiled kernel, cell by
 cell (:mod:`faq.spark.partitioned`); that replaced the Generic Join on
 DataFrames (BiGJoin style: a DataFrame of prefixes extended one variable at a
 time), which cost ~35 Spark jobs a step and lost to a hand-written Spark SQL
-join on every graph measured (issue 21).
+join on every graph measured.
 """
 
 from __future__ import annotations
