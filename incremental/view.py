@@ -16,7 +16,8 @@ Spark job at all; a view created with ``state="spark"`` keeps it in Spark
 instead (:mod:`incremental.spark_state`), for relations beyond the driver.  Both
 follow one protocol (:mod:`incremental.protocol`), run the same regime code
 (:mod:`incremental.regimes`) and write one manifest format
-(:mod:`incremental.store`): a view behaves the same in either state.
+(:mod:`incremental.store`): a view behaves the same in either state.  A view of a
+program has a third state (:mod:`incremental.program_state`), behind the same protocol.
 """
 
 from __future__ import annotations
