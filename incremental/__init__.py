@@ -9,16 +9,30 @@ from incremental import zset
 from incremental.changes import changes
 from incremental.lock import LockError
 from incremental.protocol import StepReport
-from incremental.recursive import ProgramView  # registers itself: IncrementalView(program)
 from incremental.store import StateError
 from incremental.view import IncrementalView
 
 __all__ = [
     "IncrementalView",
     "LockError",
-    "ProgramView",
     "StateError",
     "StepReport",
     "changes",
     "zset",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ProgramView``, a deprecated name of :class:`IncrementalView` (which makes the
+    views of programs itself, with :class:`incremental.program_state.ProgramState`)."""
+    if name == "ProgramView":
+        import warnings
+
+        warnings.warn(
+            "incremental.ProgramView is deprecated: IncrementalView(program, ...) is the "
+            "view of a program",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return IncrementalView
+    raise AttributeError(f"module 'incremental' has no attribute {name!r}")

@@ -1,9 +1,10 @@
-"""The one protocol both view states follow (:mod:`incremental.driver_state`,
-:mod:`incremental.spark_state`).
+"""The one protocol every view state follows (:mod:`incremental.driver_state`,
+:mod:`incremental.spark_state`, and for a program :mod:`incremental.program_state`).
 
 A state is immutable: :meth:`ViewState.apply` returns the next state and the
-change of the output (computed by :mod:`incremental.regimes`, the same for both
-states), or raises and leaves the state as it was.  The view commits a tick by
+change of the output (computed by :mod:`incremental.regimes`, the same for the
+driver and Spark states; a program's by :mod:`incremental.fixpoint`), or raises
+and leaves the state as it was.  The view commits a tick by
 writing the next state's :meth:`ViewState.parts` through its store (when it has
 a ``state_dir``), then replacing one reference and telling the new state
 (:meth:`ViewState.settle`).
@@ -150,10 +151,10 @@ class Part(Protocol):
 
 
 class ViewState(Protocol):
-    """Relations and output of a view: in the driver or in Spark."""
+    """Relations and output of a view: in the driver or in Spark, or of a program."""
 
     where: str
-    """``"driver"`` or ``"spark"``."""
+    """``"driver"`` or ``"spark"`` (a program's state: ``"driver"``)."""
 
     def apply(
         self, deltas: Mapping[str, Rows], how: How, sets: Mapping[str, str] | None

@@ -16,7 +16,8 @@ Spark job at all; a view created with ``state="spark"`` keeps it in Spark
 instead (:mod:`incremental.spark_state`), for relations beyond the driver.  Both
 follow one protocol (:mod:`incremental.protocol`), run the same regime code
 (:mod:`incremental.regimes`) and write one manifest format
-(:mod:`incremental.store`): a view behaves the same in either state.
+(:mod:`incremental.store`): a view behaves the same in either state.  A view of a
+program has a third state (:mod:`incremental.program_state`), behind the same protocol.
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ from faq import Factor, Program, Query, Rule, settings
 from faq.kernel import Table
 from faq.plan import JOIN_METHODS
 from incremental.changes import KINDS, changes
-from incremental.deltas import Rows, key_names, read_delta, to_spark, unknown_message
+from incremental.deltas import Rows, read_delta, to_spark
 from incremental.driver_state import DriverState
 from incremental.journal import Intent, Pending
 from incremental.lock import FolderLock
 from incremental.manifest import IF_TICKS_LOST
+from incremental.program_state import ProgramState, check_max_rounds
 from incremental.protocol import How, StepReport, ViewState
 from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
+from incremental.shape import Shape
 from incremental.spark_state import SparkState, upgraded_manifest
 from incremental.store import FORMAT, StateError, Store
 from incremental.witnesses import WitnessState, check_witness_options
@@ -53,16 +56,13 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["STATES", "IncrementalView", "check_batch_id"]
+__all__ = ["STATES", "IncrementalView"]
 
 log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
 more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``."""
-
-PROGRAM_VIEW: list[type[IncrementalView]] = []
-"""The class of program views (:class:`incremental.recursive.ProgramView` registers itself)."""
 
 IF_EXISTS = ("error", "resume")
 """With initial relations and a ``state_dir`` holding a view: refuse, or reopen it."""
@@ -91,9 +91,11 @@ class IncrementalView:
 
     Parameters
     ----------
-    query : faq.Query
+    query : faq.Query or faq.Program
         The query to maintain, e.g. ``query("Q() :- E(a, b), E(b, c), E(a, c)",
-        semiring="counting")``.
+        semiring="counting")``, or a program (several rules, recursion): then ``step``
+        takes changes of its input relations, ``relation`` reads defined ones too, and
+        the state is a :class:`incremental.program_state.ProgramState` in the driver.
     state_dir : str or path-like, optional
         Folder that makes every commit durable and verified (see
         :mod:`incremental.store`).  A folder that already holds a view of the
@@ -104,7 +106,7 @@ class IncrementalView:
     order : str or list of str
         Variable-order strategy of every delta query (default ``"auto"``).
     state : {"auto", "driver", "spark"}
-        Where the relations and the output live (see :data:`STATES`).
+        Where the relations and the output live (see :data:`STATES`; a program's: the driver).
     if_exists : {"error", "resume"}
         With initial relations and a ``state_dir`` that already holds a view:
         ``"error"`` (default) refuses; ``"resume"`` reopens the folder (the same
@@ -120,6 +122,9 @@ class IncrementalView:
         one that is not) is dropped (``"ignore"``) or refused (``"refuse"``).
         A string applies to every relation, a dict names relations.  Default:
         every relation is a bag (a Z-set).
+    max_rounds : int, optional
+        A program's most semi-naive rounds per group and tick (default: the
+        ``max_rounds`` setting); a tick still changing after them is refused.
     witness : bool
         Keep ``result().witnesses()`` after every tick (selective ⊕; see docs/witness.md).
     **initial
@@ -171,17 +176,10 @@ class IncrementalView:
     (-1, 44, 1)
     """
 
-    def __new__(cls, query: Any = None, *args: Any, **kwargs: Any) -> IncrementalView:
-        """A view of a program (several rules, recursion) is an
-        :class:`incremental.recursive.ProgramView`."""
-        if cls is IncrementalView and isinstance(query, Program):
-            return super().__new__(PROGRAM_VIEW[0])
-        return super().__new__(cls)
-
     @_releases_on_error
     def __init__(
         self,
-        query: Query,
+        query: Query | Program,
         *,
         state_dir: str | os.PathLike[str] | None = None,
         join: str = "auto",
@@ -190,15 +188,12 @@ class IncrementalView:
         if_exists: str = "error",
         if_ticks_lost: str = "error",
         sets: str | Mapping[str, str] | None = None,
+        max_rounds: int | None = None,
         witness: bool = False,
         **initial: Any,
     ) -> None:
-        if not isinstance(query, Query):
-            raise TypeError(
-                "IncrementalView takes a faq.Query (from faq.query(...)), not "
-                f"{type(query).__name__}"
-            )
-        query.check_incremental("IncrementalView")
+        shape = Shape.of(query)  # a one-rule query or a program
+        program = shape.program
         state = check_witness_options(query.semiring, witness, state, state_dir)  # first
         if join not in JOIN_METHODS:
             raise ValueError(
@@ -210,13 +205,17 @@ class IncrementalView:
             raise ValueError(f"unknown if_exists {if_exists!r}; valid: {', '.join(IF_EXISTS)}")
         if if_ticks_lost not in IF_TICKS_LOST:
             raise ValueError(f"unknown if_ticks_lost {if_ticks_lost!r}; valid: error, accept")
+        self.max_rounds = check_max_rounds(max_rounds)
+        shape.check(state, max_rounds)
         self.query = query
+        self.program = program  # None for a one-rule query
         self.join = join
         self.order = order
         self.rule: Rule = query.rule
         self.semiring: Semiring = query.semiring
-        self._sets = set_modes(sets, self.rule.relations)
-        self._keys = {name: key_names(self.rule, name) for name in self.rule.relations}
+        self._shape, self._keys = shape, shape.keys
+        self._sets = set_modes(sets, shape.inputs)
+        self._blank = None if program is None else ProgramState.empty(program, max_rounds, witness)
         self._store: Store | None = None  # held exclusively (LockError: another process has it)
         if state_dir is not None:
             root = Path(state_dir)
@@ -236,16 +235,16 @@ class IncrementalView:
                 )
             manifest = self._store.read()
             self._check_manifest(manifest)
-        unknown = [n for n in initial if n not in self.rule.relations]
+        unknown = [n for n in initial if n not in self._shape.inputs]
         if unknown:
-            raise ValueError(unknown_message(self.rule, unknown))
+            raise ValueError(self._shape.unknown(unknown))
         if manifest is not None:
             self._state: ViewState = self._resume(manifest)
             return
         t0 = time.perf_counter()
         rows: dict[str, Rows] = {}
         if state != "spark":
-            most = settings().local_rows if state == "auto" else None
+            most = settings().local_rows if state == "auto" and program is None else None
             for n, given in initial.items():
                 if given is None:
                     continue
@@ -270,10 +269,12 @@ class IncrementalView:
             self._state = SparkState.load(
                 self.rule, self.semiring, self._keys, initial, self._how()
             )
+        elif self._blank is not None:  # a program: its state keeps its own witnesses
+            self._state = self._blank.load(rows, self._how(), self._sets)
         else:
             empty = DriverState.empty(self.rule, self.semiring, self._keys)
             self._state = empty.load(rows, self._how(), self._sets)
-        self._state = WitnessState.of(self._state, self._how()) if witness else self._state
+            self._state = WitnessState.of(self._state, self._how()) if witness else self._state
         log.info(
             "view of %s: %s rows loaded, initial output %s rows in %.2f s (%s state)",
             self.rule,
@@ -319,9 +320,10 @@ class IncrementalView:
         return self._state.result()
 
     def relation(self, name: str) -> Factor:
-        """The current contents of relation ``name`` (one row per tuple, its annotation)."""
-        if name not in self.rule.relations:
-            raise ValueError(unknown_message(self.rule, [name]))
+        """The current contents of relation ``name`` (one row per tuple, its annotation;
+        of a program: an input or a defined relation)."""
+        if name not in self._keys:
+            raise ValueError(self._shape.unknown([name]))
         return self._state.relation(name)
 
     def step(self, batch_id: int | None = None, **deltas: Any) -> Factor:
@@ -375,9 +377,9 @@ class IncrementalView:
                     self._tick,
                 )
                 return self._empty_change()
-        unknown = [n for n in deltas if n not in self.rule.relations]
+        unknown = [n for n in deltas if n not in self._shape.inputs]
         if unknown:
-            raise ValueError(unknown_message(self.rule, unknown))
+            raise ValueError(self._shape.unknown(unknown))
         rows = {}
         for n, d in deltas.items():
             r = self._read(n, d, "delta") if d is not None else None
@@ -439,8 +441,8 @@ class IncrementalView:
         >>> q = (stream.writeStream.foreachBatch(view.foreach_batch("E"))   # doctest: +SKIP
         ...      .option("checkpointLocation", ckpt).start())
         """
-        if relation not in self.rule.relations:
-            raise ValueError(unknown_message(self.rule, [relation]))
+        if relation not in self._shape.inputs:
+            raise ValueError(self._shape.unknown([relation]))
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown change kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
@@ -474,10 +476,10 @@ class IncrementalView:
 
     # -- helpers ------------------------------------------------------------------------------
     def _read(self, name: str, given: Any, what: str, most: int | None = None) -> Rows | None:
-        atom = next(a for a in self.rule.atoms if a.relation == name)
         label = f"{what} of relation {name!r}"
         S = self._change_semiring()  # counting deltas are signed: read in ℤ
-        return read_delta(given, self.rule.relations[name], S, label, str(atom), most)
+        arity = self._shape.inputs[name]
+        return read_delta(given, arity, S, label, self._shape.atom(name), most)
 
     def _change_semiring(self) -> Semiring:
         return step_semiring(self.semiring)
@@ -498,10 +500,10 @@ class IncrementalView:
         path = self._store.root / "manifest.json"
         if m.get("format") != FORMAT:
             raise StateError(f"{path}: unknown manifest format {m.get('format')!r}")
-        if m.get("rule") != str(self.rule) or m.get("semiring") != self.semiring.name:
+        if m.get("rule") != self._shape.text or m.get("semiring") != self.semiring.name:
             raise ValueError(
                 f"state_dir {str(self._store.root)!r} holds a view of {m.get('rule')} over "
-                f"{m.get('semiring')!r}, not of {self.rule} over {self.semiring.name!r}"
+                f"{m.get('semiring')!r}, not of {self._shape.text} over {self.semiring.name!r}"
             )
         self._store.check_semiring(m)
         if m.get("sets", {}) != self._sets:
@@ -534,7 +536,7 @@ class IncrementalView:
     def _fields(self) -> dict[str, Any]:
         """The manifest fields no tick changes (the rule's text, formatted once)."""
         return {
-            "rule": str(self.rule),
+            "rule": self._shape.text,
             "semiring": self.semiring.name,
             "keys": {n: list(k) for n, k in self._keys.items()},
             **({"sets": self._sets} if self._sets else {}),
@@ -546,7 +548,8 @@ class IncrementalView:
         state: ViewState
         m = upgraded_manifest(store.root, m, regime(self.semiring) in ("ring", "counting"))
         frames, intent = store.open_journal(m)
-        kind = SparkState if m.get("state", "driver") == "spark" else DriverState
+        kind: Any = SparkState if m.get("state", "driver") == "spark" else DriverState
+        kind = self._blank or kind  # a program's state, whatever the manifest
         state, self._written = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
         last = frames[-1] if frames else None
         self._tick = int(m["tick"]) if last is None else last.tick
@@ -594,7 +597,3 @@ def _batch_id(batch_id: Any) -> int:
     ):
         raise ValueError(f"batch_id must be a non-negative integer, got {batch_id!r}")
     return int(batch_id)
-
-
-check_batch_id = _batch_id
-"""A batch id checked (the views of programs share it)."""

@@ -331,8 +331,9 @@ def test_user_max_semiring_not_declared_idempotent_converges_around_cycles(spark
 
 def test_incremental_view_over_a_program_is_a_program_view():
     from incremental import IncrementalView
-    from incremental.recursive import ProgramView
 
+    with pytest.warns(DeprecationWarning, match="ProgramView is deprecated"):
+        from incremental import ProgramView
     program = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
     view = IncrementalView(program)
     assert isinstance(view, ProgramView) and isinstance(view, IncrementalView)
