@@ -176,6 +176,7 @@ class Saver(Protocol):
     def save_tick(
         self, state: ViewState, tick: int, batch_id: int | None, pending: Pending | None
     ) -> None: ...
+    def take_back(self, pending: Pending | None, book: Book) -> None: ...
 
 
 class Commit:
@@ -192,16 +193,25 @@ class Commit:
     seconds : float
         Time spent making the tick durable so far (its intent; then its frame or
         checkpoint, and the wait for the intent's sync).
+    book : Book
+        The store's bookkeeping before ``begin``, which :meth:`abort` gives it back.
     """
 
     def __init__(
-        self, store: Saver, tick: int, batch_id: int | None, pending: Pending | None, s: float
+        self,
+        store: Saver,
+        tick: int,
+        batch_id: int | None,
+        pending: Pending | None,
+        seconds: float,
+        book: Book,
     ) -> None:
         self.store = store
         self.tick = tick
         self.batch_id = batch_id
         self.pending = pending
-        self.seconds = s
+        self.seconds = seconds
+        self.book = book
         self.done = False
 
     def complete(self, state: ViewState) -> None:
@@ -216,11 +226,13 @@ class Commit:
         self.done = True
 
     def abort(self) -> None:
-        """Take the tick back: its intent (and whatever followed it) is cut off the
-        journal; the store's bookkeeping was never changed.  Nothing to do after
+        """Take the tick back: its intent, and what ``begin`` wrote before it (a frame a
+        reopen owed) and whatever followed it, are cut off the journal, and the store
+        has its bookkeeping of before ``begin`` again
+        (:meth:`incremental.store.Store.take_back`).  Nothing to do after
         :meth:`complete` returned."""
-        if not self.done and self.pending is not None:
-            self.pending.abort()
+        if not self.done:
+            self.store.take_back(self.pending, self.book)
 
 
 class Volatile:

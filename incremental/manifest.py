@@ -74,6 +74,7 @@ __all__ = [
     "check_last_tick",
     "check_view",
     "digest",
+    "file_problem",
     "file_sha256",
     "holds_view",
     "low_part",
@@ -386,6 +387,21 @@ def digest(body: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of ``body`` as canonical JSON: a manifest's ``checksum``."""
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_problem(root: Path, rel: str, record: Mapping[str, Any]) -> str | None:
+    """How the file ``rel`` (under ``root``) differs from its manifest ``record`` by a cheap
+    ``stat`` (missing, or another size), or None when it looks intact."""
+    f = root / rel
+    try:
+        size = f.stat().st_size
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc})"
+    if size != record["bytes"]:
+        return f"has {size} bytes, the commit wrote {record['bytes']}"
+    return None
 
 
 def file_sha256(path: Path) -> str:

@@ -81,6 +81,7 @@ from incremental.manifest import (
     ViewId,
     check_last_tick,
     check_view,
+    file_problem,
     file_sha256,
     holds_view,
     read_manifest,
@@ -264,10 +265,18 @@ class Store:
         appended to the journal and its sync started (:meth:`intend`).  The view computes
         the tick, then completes the commit (:meth:`incremental.commit.Commit.complete`)
         or aborts it."""
-        t0 = time.perf_counter()
+        t0, book = time.perf_counter(), self.book
         given = {n: (r.cols, r.values, r.weights) for n, r in deltas.items()}
         pending = self.intend(tick, batch_id, given)
-        return Commit(self, tick, batch_id, pending, time.perf_counter() - t0)
+        return Commit(self, tick, batch_id, pending, time.perf_counter() - t0, book)
+
+    def take_back(self, pending: Pending | None, book: Book) -> None:
+        """Abort a tick (:meth:`incremental.commit.Commit.abort`): its intent and what was
+        written with it cut off the journal (:meth:`incremental.journal.Pending.abort`),
+        and ``book``, the bookkeeping of before it began, kept again."""
+        if pending is not None:
+            pending.abort()
+        self.book = book
 
     def intend(
         self, tick: int, batch_id: int | None, deltas: Mapping[str, Delta]
@@ -279,10 +288,19 @@ class Store:
         if self.journal is None or isinstance(debt, OweCheckpoint):
             return None
         verify = self.guard.verify if self.guard is not None else None
-        if isinstance(debt, OweFrame):  # the reopened tick's frame: committed from now on
-            self.journal.append(debt.frame, verify, sync=False)
-            self.book, verify = replace(self.book, debt=Clear()), None
-        return self.journal.intend(encode_intent(tick, batch_id, deltas), verify)
+        book, journal = self.book, self.journal
+        end, frames = journal.end, journal.frames
+        if isinstance(debt, OweFrame):  # the reopened tick's frame, before the intent
+            journal.append(debt.frame, verify, sync=False)
+            self.book, verify = replace(book, debt=Clear()), None
+        try:
+            pending = journal.intend(encode_intent(tick, batch_id, deltas), verify)
+        except BaseException:  # nothing written: the frame owed is owed again
+            journal.cut_back(end)
+            journal.frames, self.book = frames, book
+            raise
+        pending.before, pending.frames = end, frames  # taken back with the intent
+        return pending
 
     def save_tick(
         self, state: ViewState, tick: int, batch_id: int | None, pending: Pending | None = None
@@ -538,7 +556,7 @@ class Store:
         """Whether a committed file that the new commit would keep is missing or of another
         size (a warning says it is written again into ``folder``)."""
         for rel, rec in sorted(files.items()):
-            problem = self.damaged(rel, rec)
+            problem = file_problem(self.root, rel, rec)
             if problem is not None:
                 log.warning(
                     "state_dir %s: file %s of the committed state %s; written again from "
@@ -550,20 +568,6 @@ class Store:
                 )
                 return True
         return False
-
-    def damaged(self, rel: str, record: Mapping[str, Any]) -> str | None:
-        """How the committed file ``rel`` differs from its ``record`` by a cheap ``stat``
-        (missing, or another size), or None when it looks intact."""
-        f = self.root / rel
-        try:
-            size = f.stat().st_size
-        except FileNotFoundError:
-            return "is missing"
-        except OSError as exc:
-            return f"cannot be read ({exc})"
-        if size != record["bytes"]:
-            return f"has {size} bytes, the commit wrote {record['bytes']}"
-        return None
 
     def collect_garbage(self, keep: set[str], journal: str | None = None) -> None:
         """Remove tick folders not in ``keep``, journals but ``journal`` and stale
