@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,16 @@ from faq import Factor, Rule
 from faq.kernel import KeyedTable, Table, match_keys, trie_orders
 from incremental import precision
 from incremental.deltas import Rows
-from incremental.journal import Frame, replay
+from incremental.journal import Frame
+from incremental.manifest import (
+    OUTPUT,
+    OUTPUT_LOW,
+    OUTPUT_MAGNITUDE,
+    abs_part,
+    low_part,
+    relation_part,
+    rows_part,
+)
 from incremental.protocol import Change, How
 from incremental.regimes import Maintained, Sizes, row_annotations, stored_semiring
 from incremental.regimes import regime as regime_of
@@ -73,7 +81,7 @@ class LocalKeyed:
     vars = property(lambda self: self.kt.vars)
     ops = property(lambda self: self.kt.ops)
     rows = property(lambda self: self.kt.rows)
-    base_token = property(lambda self: self.kt.base)
+    base = property(lambda self: self.kt.base)
     over = property(lambda self: self.kt.over)
     token = property(lambda self: id(self.kt))
 
@@ -139,11 +147,6 @@ class LocalKeyed:
         support = KeyedTable(base, over, local_ops(S), kt.rows, kt._index)
         return Factor.keyed(support, S, name)
 
-    def write_base(self, store: Store, path: Path) -> dict[str, dict[str, Any]]:
-        """Write the base as one Parquet file; its record."""
-        rel, rec = store.write_table(self.kt.base, path)
-        return {rel: rec}
-
 
 @dataclass(frozen=True)
 class DriverState(Sizes):
@@ -168,9 +171,9 @@ class DriverState(Sizes):
         comp: dict[str, Any] = {}
         if regime_of(S) == "ring" and o.dtype == np.float64:
             comp = {
-                f"{p}-{n}": LocalKeyed.empty(k, o) for n, k in keys.items() for p in ("lo", "abs")
+                p(n): LocalKeyed.empty(k, o) for n, k in keys.items() for p in (low_part, abs_part)
             }
-            comp |= {p: LocalKeyed.empty(rule.head, o) for p in ("out-lo", "out-mag")}
+            comp |= {p: LocalKeyed.empty(rule.head, o) for p in (OUTPUT_LOW, OUTPUT_MAGNITUDE)}
         m = Maintained(rule, S, dict(keys), rels, rows, LocalKeyed.empty(rule.head, o), comp)
         return cls(m)
 
@@ -220,10 +223,10 @@ class DriverState(Sizes):
                 precision.refuse_overflow(name, cols, dh)
                 rels[name] = LocalKeyed.of(Table(keys, cols, dh), o)
                 lo = np.flatnonzero(dl)
-                comp[f"lo-{name}"] = LocalKeyed.of(
+                comp[low_part(name)] = LocalKeyed.of(
                     Table(keys, tuple(c[lo] for c in cols), dl[lo]), o
                 )
-                comp[f"abs-{name}"] = LocalKeyed.of(Table(keys, cols, np.abs(dh)), o)
+                comp[abs_part(name)] = LocalKeyed.of(Table(keys, cols, np.abs(dh)), o)
             else:
                 t = annotation_delta(regime, name, keys, d, o)
                 if regime in ("counting", "boolean"):
@@ -242,21 +245,19 @@ class DriverState(Sizes):
         store: Store,
         manifest: dict[str, Any],
         frames: Sequence[Frame] = (),
-    ) -> tuple[DriverState, dict[str, Any]]:
-        """A state from a manifest's ``parts`` and the journal's ``frames`` after it
-        (relations rebuilt from multisets), and what the manifest's commit wrote
-        (:meth:`incremental.store.Store.written`)."""
+    ) -> DriverState:
+        """A state from a manifest's ``parts`` and the journal's ``frames`` after it,
+        replayed by the store (:meth:`incremental.store.Store.replay`; relations rebuilt
+        from multisets)."""
         m = cls.empty(rule, S, keys).m
-        probe = {**m.rels, **{f"rows-{n}": r for n, r in m.rows.items()}, **m.comp}
-        probe |= {f"rel-{n}": r for n, r in m.rels.items()} | {"out": m.out}
+        probe = {**m.rels, **{rows_part(n): r for n, r in m.rows.items()}, **m.comp}
+        probe |= {relation_part(n): r for n, r in m.rels.items()} | {OUTPUT: m.out}
         read = {
             p: LocalKeyed(store.read_keyed(e, probe[p].vars, probe[p].ops))
             for p, e in manifest["parts"].items()
         }
-        path = store.journal.path if store.journal is not None else store.root
-        tables = replay(read, frames, path)
-        written = store.written(manifest, read, tables)
-        return cls._rebuilt(m, keys, tables, manifest["parts"]), written
+        tables = store.replay(manifest, read, frames)
+        return cls._rebuilt(m, keys, tables, manifest["parts"])
 
     @classmethod
     def _rebuilt(
@@ -269,21 +270,21 @@ class DriverState(Sizes):
         """The state of the parts ``tables`` (derived relations computed)."""
         o = local_ops(m.stored)
         if m.regime == "general":
-            rows = {n: tables[f"rows-{n}"] for n in keys}
+            rows = {n: tables[rows_part(n)] for n in keys}
             rels = {
                 n: LocalKeyed.of(row_annotations(r.table(), keys[n], o), o) for n, r in rows.items()
             }
-            m = replace(m, rels=rels, rows=rows, out=tables["out"])
+            m = replace(m, rels=rels, rows=rows, out=tables[OUTPUT])
             return cls(m).indexed()
-        rels = {n: tables[f"rel-{n}"] for n in keys}
+        rels = {n: tables[relation_part(n)] for n in keys}
         comp = {p: tables.get(p, kt) for p, kt in m.comp.items()}
         for n, r in rels.items():  # derived, not written: the absolute annotations
-            if f"abs-{n}" in comp:
+            if abs_part(n) in comp:
                 t = r.table()
                 assert t.values is not None
-                comp[f"abs-{n}"] = LocalKeyed.of(Table(t.vars, t.cols, np.abs(t.values)), o)
-        m = replace(m, rels=rels, out=tables["out"], comp=comp)
-        if comp and "out-mag" not in parts:
+                comp[abs_part(n)] = LocalKeyed.of(Table(t.vars, t.cols, np.abs(t.values)), o)
+        m = replace(m, rels=rels, out=tables[OUTPUT], comp=comp)
+        if comp and OUTPUT_MAGNITUDE not in parts:
             m = replace(m, comp=_magnitudes(m, comp))
         return cls(m).indexed()
 
@@ -321,4 +322,5 @@ def _magnitudes(m: Maintained, comp: dict[str, Any]) -> dict[str, Any]:
         return comp
     t = m.out.table()  # type: ignore[attr-defined]
     assert t.values is not None
-    return {**comp, "out-mag": LocalKeyed.of(Table(t.vars, t.cols, np.abs(t.values)), m.out.ops)}
+    mag = LocalKeyed.of(Table(t.vars, t.cols, np.abs(t.values)), m.out.ops)
+    return {**comp, OUTPUT_MAGNITUDE: mag}

@@ -1,10 +1,32 @@
-"""A view folder's manifest: read and checked, written atomically, and its last tick.
+"""A view folder's manifest: its format and part names, read and checked, old folders
+upgraded, written atomically, and its last tick.
 
 ``state_dir/manifest.json`` names the last checkpoint: every file of it with its size
 and SHA-256, the journal of the ticks committed since, and a SHA-256 of the manifest
 itself (``checksum``).  :func:`read_manifest` checks all of them before anything is
-read; :func:`write_manifest` replaces the manifest atomically (a temporary file,
-flushed to disk, ``os.replace``d over the old one, the folder synced).
+read; :func:`check_view` then refuses a manifest of another view (format, rule,
+semiring and its fingerprint, set relations: :class:`ViewId`); :func:`upgraded` reads
+the Spark state's old format into the one format; :func:`write_manifest` replaces the
+manifest atomically (a temporary file, flushed to disk, ``os.replace``d over the old
+one, the folder synced).
+
+**The format** (:data:`FORMAT`, one for every view state)::
+
+    format, state, rule, semiring, keys, sets   the view (``ViewId``, ``state``)
+    tick, batch_id                              the checkpoint's tick
+    parts: {name: {base, over, rows}}           per part, its files (relative paths)
+    files: {path: {bytes, sha256}}              every file of the checkpoint
+    journal                                     the journal of the ticks since
+    fingerprint                                 a user semiring's (``incremental.fingerprint``)
+    types                                       the Spark state's key types per part
+    last_tick                                   see below
+    checksum                                    SHA-256 of all the rest
+
+**Part names** (:func:`relation_part`, :func:`rows_part`, :func:`low_part`,
+:data:`OUTPUT`, :data:`OUTPUT_LOW`, :data:`OUTPUT_MAGNITUDE`): a relation's
+annotations ``rel-E`` (or, for the ``general`` regime, its multiset of rows
+``rows-E``), the output ``out``, and for ``real`` views the low parts of the
+compensated sums ``lo-E`` and ``out-lo`` and the output's magnitudes ``out-mag``.
 
 **The last tick.**  A journal cut short at a frame boundary looks like a journal that
 never held more, and one cut inside a frame like a crash during an append.  So when a
@@ -31,10 +53,11 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from incremental.fingerprint import FINGERPRINT
+from incremental.fingerprint import FINGERPRINT, check_fingerprint
 from incremental.journal import StateError
 
 __all__ = [
@@ -42,12 +65,23 @@ __all__ = [
     "IF_TICKS_LOST",
     "LAST_TICK",
     "MANIFEST",
+    "OUTPUT",
+    "OUTPUT_LOW",
+    "OUTPUT_MAGNITUDE",
     "OWN",
+    "ViewId",
+    "abs_part",
     "check_last_tick",
+    "check_view",
     "digest",
+    "file_problem",
     "file_sha256",
     "holds_view",
+    "low_part",
     "read_manifest",
+    "relation_part",
+    "rows_part",
+    "upgraded",
     "view_fields",
     "with_last_tick",
     "write_manifest",
@@ -77,11 +111,147 @@ OWN = (
 )
 """Manifest fields of the store and of the tick; the rest is the view's (its ``head``)."""
 
+OUTPUT = "out"
+"""Part name of a view's output."""
+
+OUTPUT_LOW = "out-lo"
+"""Part name of the low parts of a ``real`` view's output (compensated sums)."""
+
+OUTPUT_MAGNITUDE = "out-mag"
+"""Part name of the magnitudes of what flowed into a ``real`` view's output keys."""
+
+
+def relation_part(name: str) -> str:
+    """Part name of relation ``name``'s annotations."""
+    return f"rel-{name}"
+
+
+def rows_part(name: str) -> str:
+    """Part name of relation ``name``'s multiset of annotated rows (``general`` regime)."""
+    return f"rows-{name}"
+
+
+def low_part(name: str) -> str:
+    """Part name of the low parts of relation ``name``'s compensated sums (``real``)."""
+    return f"lo-{name}"
+
+
+def trace_part(name: str) -> str:
+    """Part name of the rounds a program view keeps of defined relation ``name`` (a linear
+    recursive ring or counting group, :class:`incremental.traced.Rounds`)."""
+    return f"trace-{name}"
+
+
+def abs_part(name: str) -> str:
+    """Name of relation ``name``'s absolute annotations (``real``): derived, never written."""
+    return f"abs-{name}"
+
+
 log = logging.getLogger("faq.incremental")
 
 IF_TICKS_LOST = ("error", "accept")
 """What reopening a folder whose journal lost committed ticks does: ``"error"`` raises
 :class:`StateError` naming them; ``"accept"`` resumes at the last tick the journal holds."""
+
+
+@dataclass(frozen=True)
+class ViewId:
+    """What a manifest records of the view that no tick changes, and a reopen compares.
+
+    Attributes
+    ----------
+    rule : str
+        The rule's text (a program's rules).
+    semiring : str
+        The semiring's name.
+    keys : dict
+        Each relation's key column names.
+    sets : dict
+        The set relations (``sets=``) and their modes; empty: every relation a bag.
+    """
+
+    rule: str
+    semiring: str
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sets: Mapping[str, str] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """The manifest fields of the view (``sets`` only when some relation is a set)."""
+        return {
+            "rule": self.rule,
+            "semiring": self.semiring,
+            "keys": {n: list(k) for n, k in self.keys.items()},
+            **({"sets": dict(self.sets)} if self.sets else {}),
+        }
+
+
+def check_view(
+    root: Path, m: Mapping[str, Any], view: ViewId, semiring: Any, fingerprint: Any
+) -> None:
+    """Refuse the manifest ``m`` of the folder ``root`` unless it is of the format
+    :data:`FORMAT` and of the view ``view``: its rule and semiring, the definition of a
+    user ``semiring`` (its ``fingerprint``, :func:`incremental.fingerprint.check_fingerprint`;
+    ``semiring`` None: not compared) and its set relations.
+
+    Raises
+    ------
+    StateError
+        An unknown manifest format, or a user semiring defined otherwise.
+    ValueError
+        A view of another rule, semiring or ``sets=``.
+    """
+    if m.get("format") != FORMAT:
+        raise StateError(f"{root / MANIFEST}: unknown manifest format {m.get('format')!r}")
+    if m.get("rule") != view.rule or m.get("semiring") != view.semiring:
+        raise ValueError(
+            f"state_dir {str(root)!r} holds a view of {m.get('rule')} over "
+            f"{m.get('semiring')!r}, not of {view.rule} over {view.semiring!r}"
+        )
+    if semiring is not None:
+        where = f"state_dir {str(root)!r}"
+        check_fingerprint(where, semiring, fingerprint, m.get(FINGERPRINT, ...))
+    sets = dict(view.sets)
+    if m.get("sets", {}) != sets:
+        raise ValueError(
+            f"state_dir {str(root)!r} holds a view whose set relations are "
+            f"{m.get('sets', {})!r} (sets=), not {sets!r}; reopen it with the same sets="
+        )
+
+
+def upgraded(root: Path, m: dict[str, Any], additive: bool) -> dict[str, Any]:
+    """A manifest (of the folder ``root``) of the Spark state's old format (``relations``
+    and ``output``, one Parquet folder each) in the one format (``parts``), when its
+    semiring was kept ``additive`` (rings, counting: the stored annotations are what the
+    old state stored); a manifest of the one format as it is.
+
+    Raises
+    ------
+    StateError
+        An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
+        rows or counts a retraction needs): the message names the old format.
+    """
+    if "parts" in m or "relations" not in m:
+        return m
+    if not additive:
+        raise StateError(
+            f"{root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
+            "with 'relations' and 'output'), over a semiring whose old Spark state kept "
+            "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
+            "maintained); rebuild the view from its relations"
+        )
+    parts = {
+        relation_part(n): {
+            "base": f"{r['folder']}/rel-{n}.parquet",
+            "over": None,
+            "rows": r["rows"],
+        }
+        for n, r in m["relations"].items()
+    }
+    out = m["output"]
+    parts[OUTPUT] = {"base": f"{out['folder']}/output.parquet", "over": None, "rows": out["rows"]}
+    types = {relation_part(n): r["types"] for n, r in m["relations"].items()}
+    rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
+    return {**rest, "parts": parts, "types": types}
 
 
 def view_fields(m: Mapping[str, Any]) -> dict[str, Any]:
@@ -223,6 +393,21 @@ def digest(body: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of ``body`` as canonical JSON: a manifest's ``checksum``."""
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_problem(root: Path, rel: str, record: Mapping[str, Any]) -> str | None:
+    """How the file ``rel`` (under ``root``) differs from its manifest ``record`` by a cheap
+    ``stat`` (missing, or another size), or None when it looks intact."""
+    f = root / rel
+    try:
+        size = f.stat().st_size
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc})"
+    if size != record["bytes"]:
+        return f"has {size} bytes, the commit wrote {record['bytes']}"
+    return None
 
 
 def file_sha256(path: Path) -> str:

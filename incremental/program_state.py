@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,8 @@ from faq.kernel import Table, changed_rows
 from incremental.deltas import Rows
 from incremental.driver_state import LocalKeyed
 from incremental.fixpoint import Diff, Fixpoint, working_semiring
-from incremental.journal import Frame, StateError, replay
+from incremental.journal import Frame, StateError
+from incremental.manifest import relation_part, rows_part, trace_part
 from incremental.protocol import Change, How
 from incremental.regimes import regime
 from incremental.sets import set_delta
@@ -251,10 +251,10 @@ class ProgramState:
 
     def parts(self) -> dict[str, LocalKeyed]:
         """What a durable view writes (see the module docstring)."""
-        out = {f"rel-{n}": r for n, r in self.rels.items()}
-        out |= {f"rows-{n}": r for n, r in self.rows.items() if r.vars}
+        out = {relation_part(n): r for n, r in self.rels.items()}
+        out |= {rows_part(n): r for n, r in self.rows.items() if r.vars}
         for rounds in self.traces.values():
-            out |= {f"trace-{n}": r for n, r in rounds.rels.items()}
+            out |= {trace_part(n): r for n, r in rounds.rels.items()}
         return out
 
     def describe(self) -> dict[str, Any]:
@@ -273,11 +273,11 @@ class ProgramState:
         store: Store,
         manifest: dict[str, Any],
         frames: Sequence[Frame] = (),
-    ) -> tuple[ProgramState, dict[str, Any]]:
+    ) -> ProgramState:
         """The state (on an empty one) of a manifest's ``parts`` and the journal's
-        ``frames`` after it, and what the manifest's commit wrote
-        (:meth:`incremental.store.Store.written`); ``rule``, ``S`` and ``keys`` are the
-        view's (the program's first rule, its semiring, every relation's keys).
+        ``frames`` after it, replayed by the store (:meth:`incremental.store.Store.replay`);
+        ``rule``, ``S`` and ``keys`` are the view's (the program's first rule, its semiring,
+        every relation's keys).
 
         Raises
         ------
@@ -287,7 +287,7 @@ class ProgramState:
         p = self.program
         o = local_ops(working_semiring(S))
         probe: dict[str, LocalKeyed] = {**self.parts()}
-        probe |= {f"trace-{n}": LocalKeyed.empty((ROUND, *keys[n]), o) for n in p.defined}
+        probe |= {trace_part(n): LocalKeyed.empty((ROUND, *keys[n]), o) for n in p.defined}
         named = manifest["parts"]
         where = store.root / "manifest.json"
         odd = sorted(set(named) - set(probe))
@@ -300,20 +300,19 @@ class ProgramState:
             n: LocalKeyed(store.read_keyed(e, probe[n].vars, probe[n].ops))
             for n, e in named.items()
         }
-        path: Path = store.journal.path if store.journal is not None else store.root
-        tables = replay(read, frames, path)
+        tables = store.replay(manifest, read, frames)
         traces = {}
         for g in p.groups:
-            if f"trace-{g.names[0]}" in tables:
-                rels = {n: tables[f"trace-{n}"] for n in g.names}
+            if trace_part(g.names[0]) in tables:
+                rels = {n: tables[trace_part(n)] for n in g.names}
                 traces[g.names] = Rounds(rels, _round_counts(rels.values()))
         state = replace(
             self,
-            rels={n: tables[f"rel-{n}"] for n in self.rels},
-            rows={n: tables.get(f"rows-{n}", r) for n, r in self.rows.items()},
+            rels={n: tables[relation_part(n)] for n in self.rels},
+            rows={n: tables.get(rows_part(n), r) for n, r in self.rows.items()},
             traces=traces,
         )
-        return state.indexed(), store.written(manifest, read, tables)
+        return state.indexed()
 
     # -- helpers ------------------------------------------------------------------------------
     def journaled(self) -> ProgramState:

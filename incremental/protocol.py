@@ -4,10 +4,14 @@
 A state is immutable: :meth:`ViewState.apply` returns the next state and the
 change of the output (computed by :mod:`incremental.regimes`, the same for the
 driver and Spark states; a program's by :mod:`incremental.fixpoint`), or raises
-and leaves the state as it was.  The view commits a tick by
-writing the next state's :meth:`ViewState.parts` through its store (when it has
-a ``state_dir``), then replacing one reference and telling the new state
-(:meth:`ViewState.settle`).
+and leaves the state as it was.  The view commits a tick through its store
+(:mod:`incremental.commit`, when it has a ``state_dir``), which reads the next state
+only through :meth:`ViewState.parts` (each :class:`Part` hands it its tables; the
+store writes them), :meth:`ViewState.describe` and ``where``; then the view replaces
+one reference and tells the new state (:meth:`ViewState.settle`).  A state reopens
+from a folder by its class's ``restore`` (:class:`StateKind`), which reads its parts
+and hands them to the store to replay the journal on
+(:meth:`incremental.store.Store.replay`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from semirings import Semiring
     from semirings.local import LocalOps
 
-__all__ = ["Change", "How", "Keyed", "Part", "StepReport", "ViewState"]
+__all__ = ["Change", "How", "Keyed", "Part", "StateKind", "StepReport", "ViewState"]
 
 
 class How(NamedTuple):
@@ -129,10 +133,13 @@ class Part(Protocol):
     """A relation as the store writes it: a base (rewritten rarely) and the rows changed
     since (``over``: each changed key's annotation, zero where it is gone).
 
-    For the journal (:mod:`incremental.journal`): ``token`` identifies the contents,
-    ``origin`` the token of the part this one was changed from during the tick (None:
-    it cannot say what changed, the tick needs a checkpoint) and ``changes`` the
-    tables replaced since ``origin``, in order.
+    ``base`` is a driver :class:`faq.kernel.Table` or a Spark DataFrame (key columns,
+    then the annotation); the store writes it (:meth:`incremental.store.Store.write_base`)
+    when it is another object than the last checkpoint wrote.  For the journal
+    (:mod:`incremental.journal`): ``token`` identifies the contents, ``origin`` the
+    token of the part this one was changed from during the tick (None: it cannot say
+    what changed, the tick needs a checkpoint) and ``changes`` the tables replaced
+    since ``origin``, in order.
     """
 
     @property
@@ -144,10 +151,9 @@ class Part(Protocol):
     @property
     def changes(self) -> tuple[Table, ...]: ...
     @property
-    def base_token(self) -> object: ...
+    def base(self) -> Any: ...
     @property
     def over(self) -> Table: ...
-    def write_base(self, store: Any, path: Any) -> dict[str, dict[str, Any]]: ...
 
 
 class ViewState(Protocol):
@@ -189,4 +195,23 @@ class ViewState(Protocol):
     def settle(self) -> None:
         """Called after every step, committed or refused: free what the view no longer
         reads (Spark checkpoints; nothing in the driver)."""
+        ...
+
+
+class StateKind(Protocol):
+    """A kind of view state (its class): how it reopens from a folder."""
+
+    def restore(
+        self,
+        rule: Any,
+        S: Semiring,
+        keys: dict[str, tuple[str, ...]],
+        store: Any,
+        manifest: dict[str, Any],
+        frames: Sequence[Any] = (),
+    ) -> ViewState:
+        """The state of the checkpoint ``manifest`` (checked, upgraded) with the journal's
+        ``frames`` replayed: its parts read from the folder (``store.read_keyed``,
+        ``store.read_table``) and handed to ``store.replay``, which returns them replayed
+        and records what the checkpoint wrote."""
         ...

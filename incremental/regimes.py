@@ -44,6 +44,7 @@ from faq import Factor, Rule
 from faq.kernel import KeyedTable, Table, changed_rows, match_keys
 from incremental import precision
 from incremental.deltas import Rows
+from incremental.manifest import OUTPUT, abs_part, relation_part, rows_part
 from incremental.protocol import Change, How, Keyed
 from incremental.sets import set_delta
 from incremental.tables import (
@@ -213,11 +214,12 @@ class Maintained:
     def parts(self) -> dict[str, Keyed]:
         """The relations a durable view writes (relations or multisets, output, low parts)."""
         if self.regime == "general":
-            named = {f"rows-{n}": r for n, r in self.rows.items()}
+            named = {rows_part(n): r for n, r in self.rows.items()}
         else:
-            named = {f"rel-{n}": r for n, r in self.rels.items()}
-        comp = {p: kt for p, kt in self.comp.items() if not p.startswith("abs-")}
-        return {**named, "out": self.out, **comp}
+            named = {relation_part(n): r for n, r in self.rels.items()}
+        derived = {abs_part(n) for n in self.rels}  # not written: read from the relations
+        comp = {p: kt for p, kt in self.comp.items() if p not in derived}
+        return {**named, OUTPUT: self.out, **comp}
 
     def journaled(self) -> Maintained:
         """The same state, each relation recording what it is changed by from now on (the

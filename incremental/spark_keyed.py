@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +24,6 @@ from faq.kernel import KeyedTable, Table, match_keys, spark_type
 from faq.session import checkpoint_ids, fixed_plans, free_checkpoints, release_unreferenced
 from faq.spark import all_of, arrow_to_table, isin_literals
 from incremental import zset
-from incremental.store import Store
 from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
 from semirings import Semiring
 from semirings import spark as sops
@@ -184,11 +182,6 @@ class RemoteKeyed:
     def journaled(self) -> RemoteKeyed:
         """The same relation, recording its changes from now on (for the journal)."""
         return replace(self, origin=self.token, changes=())
-
-    @property
-    def base_token(self) -> object:
-        """The base (its identity tells the store whether to write it again)."""
-        return self.base
 
     def kinds(self) -> list[str]:
         """The kinds of the key columns."""
@@ -430,12 +423,6 @@ class RemoteKeyed:
         """Every present key annotated ``S.one`` (``S`` is boolean)."""
         df = self.current().select(*self.vars, sops.constant(S, S.one).alias(VALUE))
         return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
-
-    def write_base(self, store: Store, path: Path) -> dict[str, dict[str, Any]]:
-        """Write the base as a Parquet folder of columns ``c0``, ``c1``, ..., ``value``."""
-        names = [*(f"c{i}" for i in range(len(self.vars))), VALUE]
-        self.base.toDF(*names).write.mode("error").parquet(str(path))
-        return store.record_tree(path)
 
 
 def _empty_cols(types: Sequence[str]) -> tuple[np.ndarray, ...]:

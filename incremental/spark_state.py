@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,13 +35,22 @@ from faq.session import checkpoint_ids, get_spark
 from faq.spark import parallelism
 from incremental import zset
 from incremental.deltas import WEIGHT, Rows, check_weight_type, layout
-from incremental.journal import Frame, replay
+from incremental.journal import Frame
+from incremental.manifest import (
+    OUTPUT,
+    OUTPUT_LOW,
+    OUTPUT_MAGNITUDE,
+    abs_part,
+    low_part,
+    relation_part,
+    rows_part,
+)
 from incremental.protocol import Change, How
 from incremental.reach import OUT, Beyond, Near, gather
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
-from incremental.store import MANIFEST, StateError, Store
+from incremental.store import Store
 from incremental.tables import ANNOTATION
 from semirings import Semiring
 from semirings import spark as sops
@@ -51,7 +59,7 @@ from semirings.local import local_ops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkState", "upgraded_manifest"]
+__all__ = ["SparkState"]
 
 
 @dataclass(frozen=True)
@@ -187,17 +195,16 @@ class SparkState(Sizes):
         store: Store,
         manifest: dict[str, Any],
         frames: Sequence[Frame] = (),
-    ) -> tuple[SparkState, dict[str, Any]]:
+    ) -> SparkState:
         """A state from a manifest (of either state: the format is one) and the journal's
-        ``frames`` after it, and what the manifest's commit wrote
-        (:meth:`incremental.store.Store.written`)."""
+        ``frames`` after it, replayed by the store (:meth:`incremental.store.Store.replay`)."""
         spark = get_spark()
         parts = manifest["parts"]
-        rels_rows = sum(int(e["rows"]) for p, e in parts.items() if p != "out")
+        rels_rows = sum(int(e["rows"]) for p, e in parts.items() if p != OUTPUT)
         ctx = SparkContext(spark, _partitions(spark, rels_rows))
         m = _empty(ctx, rule, S, keys, {})
-        probe = {f"rel-{n}": r for n, r in m.rels.items()}
-        probe |= {f"rows-{n}": r for n, r in m.rows.items()} | {"out": m.out, **m.comp}
+        probe = {relation_part(n): r for n, r in m.rels.items()}
+        probe |= {rows_part(n): r for n, r in m.rows.items()} | {OUTPUT: m.out, **m.comp}
         types = manifest.get("types", {})
         read = {}
         for p, e in parts.items():
@@ -214,20 +221,17 @@ class SparkState(Sizes):
                 over = store.read_table(e["over"], like.vars, like.ops)
                 r = replace(r, over=over)
             read[p] = r
-        written_from = read
-        path = store.journal.path if store.journal is not None else store.root
-        read = replay(read, frames, path)
-        written = store.written(manifest, written_from, read)
+        read = store.replay(manifest, read, frames)
         if m.regime == "general":
-            rows = {n: read[f"rows-{n}"] for n in keys}
+            rows = {n: read[rows_part(n)] for n in keys}
             rels = {n: _annotations(ctx, r, m.rels[n], S) for n, r in rows.items()}
-            m = replace(m, rels=rels, rows=rows, out=read["out"])
+            m = replace(m, rels=rels, rows=rows, out=read[OUTPUT])
         else:
-            m = replace(m, rels={n: read[f"rel-{n}"] for n in keys}, out=read["out"])
+            m = replace(m, rels={n: read[relation_part(n)] for n in keys}, out=read[OUTPUT])
         if m.comp:
             comp = {p: read.get(p, r) for p, r in m.comp.items()}
-            m = replace(m, comp=_magnitudes(ctx, replace(m, comp=comp), "out-mag" in read))
-        return cls(m, ctx), written
+            m = replace(m, comp=_magnitudes(ctx, replace(m, comp=comp), OUTPUT_MAGNITUDE in read))
+        return cls(m, ctx)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -263,8 +267,8 @@ def _empty(
     out = RemoteKeyed.empty(ctx, rule.head, o, head, vtype)
     comp = {}
     if compensated(S):
-        comp = {f"{p}-{n}": rels[n] for n in keys for p in ("lo", "abs")}
-        comp |= {p: out for p in ("out-lo", "out-mag")}
+        comp = {p(n): rels[n] for n in keys for p in (low_part, abs_part)}
+        comp |= {p: out for p in (OUTPUT_LOW, OUTPUT_MAGNITUDE)}
     return Maintained(rule, S, dict(keys), rels, rows, out, comp)
 
 
@@ -419,9 +423,9 @@ def _magnitudes(ctx: SparkContext, m: Maintained, keep_mag: bool = False) -> dic
     unless kept, the output's magnitudes taken as its absolute values."""
     comp = dict(m.comp)
     for n, r in m.rels.items():
-        comp[f"abs-{n}"] = _absolute(r)
+        comp[abs_part(n)] = _absolute(r)
     if not keep_mag:
-        comp["out-mag"] = _absolute(m.out)
+        comp[OUTPUT_MAGNITUDE] = _absolute(m.out)
     return comp
 
 
@@ -447,39 +451,3 @@ def _partitions(spark: SparkSession, rows: int) -> int:
         most = 1
     want = max(parallelism(spark), -(-rows // settings().rows_per_partition))
     return max(1, min(most, want))
-
-
-def upgraded_manifest(root: Path, m: dict[str, Any], additive: bool) -> dict[str, Any]:
-    """A manifest (of the folder ``root``) of the Spark state's old format (``relations``
-    and ``output``, one Parquet folder each) in the one format (``parts``), when its
-    semiring was kept ``additive`` (rings, counting: the stored annotations are what the
-    old state stored); a manifest of the one format as it is.
-
-    Raises
-    ------
-    StateError
-        An old Spark manifest of another semiring (it kept ⊕-ed annotations, not the
-        rows or counts a retraction needs): the message names the old format.
-    """
-    if "parts" in m or "relations" not in m:
-        return m
-    if not additive:
-        raise StateError(
-            f"{root / MANIFEST}: a manifest of the Spark state's old format (format 2 "
-            "with 'relations' and 'output'), over a semiring whose old Spark state kept "
-            "only ⊕-ed annotations (no rows or counts, so retractions cannot be "
-            "maintained); rebuild the view from its relations"
-        )
-    parts = {
-        f"rel-{n}": {"base": f"{r['folder']}/rel-{n}.parquet", "over": None, "rows": r["rows"]}
-        for n, r in m["relations"].items()
-    }
-    out = m["output"]
-    parts["out"] = {
-        "base": f"{out['folder']}/output.parquet",
-        "over": None,
-        "rows": out["rows"],
-    }
-    types = {f"rel-{n}": r["types"] for n, r in m["relations"].items()}
-    rest = {k: v for k, v in m.items() if k not in ("relations", "output")}
-    return {**rest, "parts": parts, "types": types}

@@ -9,17 +9,23 @@ Layout of ``state_dir``::
         out.over.parquet          ...
         journal.bin               the ticks committed since (13, 14, ...)
 
-A tick is committed in the journal (:mod:`incremental.journal`): its intent (the
-deltas, :meth:`Store.intend`) is appended and synced while the tick runs, after the
-folder's lock confirmed the hold (``Guard.verify``); then :meth:`Store.save_tick`
-appends its commit frame (per changed part, the tables the tick replaced in it,
-checksummed) and waits for that sync.  When the journal holds the
-``journal_ticks`` setting's ticks or would pass ``journal_bytes``, when a part
-cannot say what it changed, or when a file of the checkpoint is missing, the
-tick is a *checkpoint* instead (:meth:`Store.save`): its files, a new empty
-journal, then the manifest to a temporary file (flushed to disk) renamed over
-the old one (``os.replace`` is atomic), then the tick folders and journals no
-longer named are removed.
+A tick is one transaction (:mod:`incremental.commit`): :meth:`Store.begin` appends
+its intent (the deltas, :meth:`Store.intend`) to the journal
+(:mod:`incremental.journal`) and starts its sync, after the folder's lock confirmed
+the hold (``Guard.verify``); the view computes the next state; then
+:meth:`incremental.commit.Commit.complete` has :meth:`Store.save_tick` append the
+tick's commit frame (per changed part, the tables the tick replaced in it,
+checksummed) and wait for the intent's sync, or
+:meth:`incremental.commit.Commit.abort` takes the intent back.  When the journal
+holds the ``journal_ticks`` setting's ticks or would pass ``journal_bytes``, when a
+part cannot say what it changed, or when a file of the checkpoint is missing, the
+tick is a *checkpoint* instead (:meth:`Store.save`): the store writes the tables
+each part hands it (its base, a driver table or a Spark DataFrame, and its
+overrides), a new empty journal, then the manifest to a temporary file (flushed to
+disk) renamed over the old one (``os.replace`` is atomic), then the tick folders and
+journals no longer named are removed.  The store keeps its bookkeeping (what the
+last checkpoint wrote, the parts as of the last commit, what a reopen owes) as one
+frozen :class:`incremental.commit.Book`, replaced only once a commit is done.
 
 The manifest names every file of the checkpoint, with its size and SHA-256,
 plus a SHA-256 of the manifest itself, and the journal.  Reopening checks all
@@ -43,21 +49,19 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from faq import settings
+from faq import VALUE, settings
 from faq.kernel import KeyedTable, Table
-from incremental.fingerprint import (
-    FINGERPRINT,
-    builtin,
-    check_fingerprint,
-    semiring_fingerprint,
-)
+from incremental.commit import Book, Clear, Commit, OweCheckpoint, OweFrame, Written
+from incremental.fingerprint import FINGERPRINT, builtin, semiring_fingerprint
 from incremental.journal import (
     Delta,
     Frame,
@@ -69,11 +73,15 @@ from incremental.journal import (
     encode_intent,
     read_journal,
 )
+from incremental.journal import replay as replay_frames
 from incremental.manifest import (
     FORMAT,
     LAST_TICK,
     MANIFEST,
+    ViewId,
     check_last_tick,
+    check_view,
+    file_problem,
     file_sha256,
     holds_view,
     read_manifest,
@@ -85,7 +93,8 @@ from semirings import Semiring
 from semirings.local import LocalOps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from incremental.protocol import Part
+    from incremental.deltas import Rows
+    from incremental.protocol import Part, ViewState
 
 __all__ = ["FINGERPRINT", "FORMAT", "MANIFEST", "StateError", "Store", "semiring_fingerprint"]
 
@@ -122,6 +131,16 @@ class Store:
     if_ticks_lost : {"error", "accept"}
         What :meth:`open_journal` does with a journal that lost ticks the view
         committed before it was closed (:data:`incremental.manifest.IF_TICKS_LOST`).
+    view : ViewId, optional
+        The view the folder holds: recorded in every manifest this store writes, and
+        compared with the folder's on reopen (:meth:`read_view`).  Needed to commit ticks.
+
+    Attributes
+    ----------
+    tick : int or None
+        The last tick committed (None: none read or written).
+    book : incremental.commit.Book
+        The store's bookkeeping, replaced once a commit is done.
     """
 
     def __init__(
@@ -130,13 +149,16 @@ class Store:
         semiring: Semiring | None = None,
         guard: Guard | None = None,
         if_ticks_lost: str = "error",
+        view: ViewId | None = None,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.semiring = semiring
         self.guard = guard
         self.if_ticks_lost = if_ticks_lost
-        self.tick: int | None = None  # the last tick committed (None: none read or written)
+        self.view = view
+        self.tick: int | None = None
+        self.book = Book()
         self._body: dict[str, Any] | None = None  # the manifest on disk, without its checksum
         self._live = False  # opened(): the view opened, so close() records its last tick
         self._accepted: int | None = None  # the tick a view accepting lost ticks resumes at
@@ -144,9 +166,6 @@ class Store:
             None if semiring is None or builtin(semiring) else (semiring_fingerprint(semiring))
         )
         self.journal: Journal | None = None
-        self._owed: bytes | None = None  # see owe(): a commit frame, or b"": a checkpoint
-        self._head: dict[str, Any] | None = None  # the last checkpoint's view fields
-        self._files: list[tuple[str, int]] | None = None  # the checkpoint's paths, sizes
 
     def check(self) -> None:
         """Raise :class:`StateError` (a LockError) when this view may not change the folder."""
@@ -209,12 +228,14 @@ class Store:
         self._body = {k: v for k, v in m.items() if k != "checksum"}
         return m
 
-    def check_semiring(self, m: dict[str, Any]) -> None:
-        """Refuse a manifest written with another definition of this store's semiring
-        (:func:`incremental.fingerprint.check_fingerprint`)."""
-        if self.semiring is not None:
-            where = f"state_dir {str(self.root)!r}"
-            check_fingerprint(where, self.semiring, self.fingerprint, m.get(FINGERPRINT, ...))
+    def read_view(self) -> dict[str, Any]:
+        """The manifest (:meth:`read`), refused unless it is of this store's view
+        (:func:`incremental.manifest.check_view`: format, rule, semiring and its
+        fingerprint, set relations)."""
+        assert self.view is not None, "a store without its view reads no view"
+        m = self.read()
+        check_view(self.root, m, self.view, self.semiring, self.fingerprint)
+        return m
 
     def read_keyed(
         self, entry: dict[str, Any], vars_: tuple[str, ...], ops: LocalOps
@@ -238,12 +259,177 @@ class Store:
             values = values.astype(ops.dtype)
         return Table(vars_, cols, values)
 
+    # -- one tick's commit --------------------------------------------------------------------
+    def begin(self, tick: int, batch_id: int | None, deltas: Mapping[str, Rows]) -> Commit:
+        """Begin committing tick ``tick``: its intent (``deltas``, the rows the view read)
+        appended to the journal and its sync started (:meth:`intend`).  The view computes
+        the tick, then completes the commit (:meth:`incremental.commit.Commit.complete`)
+        or aborts it."""
+        t0, book = time.perf_counter(), self.book
+        given = {n: (r.cols, r.values, r.weights) for n, r in deltas.items()}
+        pending = self.intend(tick, batch_id, given)
+        return Commit(self, tick, batch_id, pending, time.perf_counter() - t0, book)
+
+    def take_back(self, pending: Pending | None, book: Book) -> None:
+        """Abort a tick (:meth:`incremental.commit.Commit.abort`): its intent and what was
+        written with it cut off the journal (:meth:`incremental.journal.Pending.abort`),
+        and ``book``, the bookkeeping of before it began, kept again."""
+        if pending is not None:
+            pending.abort()
+        self.book = book
+
+    def intend(
+        self, tick: int, batch_id: int | None, deltas: Mapping[str, Delta]
+    ) -> Pending | None:
+        """Append tick ``tick``'s intent (its deltas) after any frame the reopen owes
+        (:meth:`owe`), the hold verified, and start its sync
+        (:meth:`incremental.journal.Journal.intend`); None when the tick is a checkpoint."""
+        debt = self.book.debt
+        if self.journal is None or isinstance(debt, OweCheckpoint):
+            return None
+        verify = self.guard.verify if self.guard is not None else None
+        book, journal = self.book, self.journal
+        end, frames = journal.end, journal.frames
+        if isinstance(debt, OweFrame):  # the reopened tick's frame, before the intent
+            journal.append(debt.frame, verify, sync=False)
+            self.book, verify = replace(book, debt=Clear()), None
+        try:
+            pending = journal.intend(encode_intent(tick, batch_id, deltas), verify)
+        except BaseException:  # nothing written: the frame owed is owed again
+            journal.cut_back(end)
+            journal.frames, self.book = frames, book
+            raise
+        pending.before, pending.frames = end, frames  # taken back with the intent
+        return pending
+
+    def save_tick(
+        self, state: ViewState, tick: int, batch_id: int | None, pending: Pending | None = None
+    ) -> None:
+        """Commit ``state`` as tick ``tick``: one frame appended to the journal when every
+        part says what changed since the last commit (:meth:`Book.changes`), the
+        checkpoint's files look intact (:meth:`Book.intact`) and the journal stays under
+        the ``journal_bytes`` and ``journal_ticks`` settings; otherwise a checkpoint
+        (:meth:`save`, which starts a new journal).  After the tick's intent
+        (``pending``) the frame is not synced on its own: the tick is durable once the
+        intent's sync is done, which this waits for.  The bookkeeping is replaced only
+        when the tick is committed.
+        """
+        parts, head = state.parts(), self.head(state, tick, batch_id)
+        book = self.book
+        owed = isinstance(book.debt, OweCheckpoint)
+        frame = None if owed else self._frame(parts, head)
+        if frame is not None and self.journal is not None and book.intact(str(self.root)):
+            st = settings()
+            if (
+                self.journal.frames < st.journal_ticks
+                and self.journal.end + len(frame) <= st.journal_bytes
+            ):
+                verify = self.guard.verify if self.guard is not None and pending is None else None
+                self.journal.append(frame, verify, sync=pending is None)
+                if pending is not None:
+                    pending.wait()
+                self.tick = tick
+                self.book = replace(book, current=dict(parts))
+                if self.guard is not None:
+                    self.guard.committed(tick, st.lease_seconds)
+                return
+        if pending is not None:
+            pending.wait()  # the checkpoint commits the tick; its intent must not fail later
+        self.save(parts, head)
+
+    def owe(self, state: ViewState, tick: int, batch_id: int | None) -> None:
+        """Commit ``state`` as tick ``tick`` (applied again on reopen from an intent without
+        its commit frame) in memory only, so a reopen writes nothing: its frame goes before
+        the next intent (:meth:`intend`), or the next tick is a checkpoint."""
+        parts = state.parts()
+        frame = self._frame(parts, self.head(state, tick, batch_id))
+        self.tick = tick
+        if frame is None or self.journal is None:
+            self.book = replace(self.book, debt=OweCheckpoint())  # with no intent
+        else:
+            self.book = replace(self.book, current=dict(parts), debt=OweFrame(frame))
+
+    def head(self, state: ViewState, tick: int, batch_id: int | None) -> dict[str, Any]:
+        """The manifest fields of ``state`` at tick ``tick`` (besides its parts): where it
+        lives, the view (:class:`incremental.manifest.ViewId`), the tick and what the state
+        describes (:meth:`incremental.protocol.ViewState.describe`)."""
+        assert self.view is not None, "a store without its view commits no tick"
+        return {
+            "state": state.where,
+            **self.view.fields(),
+            "tick": tick,
+            "batch_id": batch_id,
+            **state.describe(),
+        }
+
+    def _frame(self, parts: Mapping[str, Part], head: dict[str, Any]) -> bytes | None:
+        """Tick ``head["tick"]``'s commit frame (what changed since the last commit); None
+        when it needs a checkpoint: new view fields, or a part cannot say."""
+        book = self.book
+        changes = book.changes(parts) if view_fields(head) == book.head else None
+        return None if changes is None else encode(int(head["tick"]), head.get("batch_id"), changes)
+
     # -- writing ------------------------------------------------------------------------------
+    def save(self, parts: Mapping[str, Part], head: dict[str, Any]) -> None:
+        """Commit ``parts`` as a checkpoint with the manifest fields ``head`` (which holds
+        ``tick``).
+
+        A part's base is written when it is another than the last commit wrote
+        (:class:`incremental.commit.Written`) or when its committed files are missing or
+        of another size (then with a warning: it is written again from memory, nothing
+        is lost); its overrides when they changed.  The files go to a new tick folder,
+        then the manifest is replaced atomically (:meth:`commit`).  On any error the new
+        folder is removed and nothing is committed (the bookkeeping unchanged).
+        """
+        folder = self.new_folder(int(head["tick"]))
+        done: dict[str, Written] = {}
+        try:
+            for name, part in parts.items():
+                w = self.book.written.get(name)
+                if w is None or w.base_token is not part.base or self._lost(w.base_files, folder):
+                    path = folder / f"{name}.base.parquet"
+                    w = Written(part.base, self._rel(path), self.write_base(part.base, path))
+                over = part.over
+                if over.rows and (w.over_token is not over or self._lost(w.over_files, folder)):
+                    rel, rec = self.write_table(over, folder / f"{name}.over.parquet")
+                    w = replace(w, over_token=over, over=rel, over_files={rel: rec})
+                elif not over.rows:
+                    w = replace(w, over_token=None, over=None, over_files={})
+                done[name] = replace(w, rows=part.rows)
+            files: dict[str, Any] = {}
+            for w in done.values():
+                files |= w.files
+            entries = {p: w.entry() for p, w in done.items()}
+            journal = Journal.create(folder / JOURNAL)
+            rel = str(journal.path.relative_to(self.root))
+            self.commit(
+                {"format": FORMAT, **head, "parts": entries, "files": files, "journal": rel}
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if self.journal is not None:
+            self.journal.close()
+        self.journal = journal
+        self.book = Book(done, dict(parts), view_fields(head), Clear())
+
     def new_folder(self, tick: int) -> Path:
         """A fresh folder for the files of ``tick``."""
         folder = self.root / f"tick-{tick:08d}-{uuid.uuid4().hex[:8]}"
         folder.mkdir()
         return folder
+
+    def write_base(self, base: Any, path: Path) -> dict[str, dict[str, Any]]:
+        """Write a part's base (:attr:`incremental.protocol.Part.base`) at ``path``: a
+        driver table as one Parquet file, a Spark DataFrame (key columns, then the
+        annotation) as a Parquet folder of columns ``c0``, ``c1``, ..., ``value``; the
+        records of the files written."""
+        if isinstance(base, Table):
+            rel, rec = self.write_table(base, path)
+            return {rel: rec}
+        names = [*(f"c{i}" for i in range(len(base.columns) - 1)), VALUE]
+        base.toDF(*names).write.mode("error").parquet(str(path))
+        return self.record_tree(path)
 
     def write_table(self, t: Table, path: Path) -> tuple[str, dict[str, Any]]:
         """Write ``t`` as one Parquet file; its path relative to the root and its record."""
@@ -294,177 +480,7 @@ class Store:
         if self.guard is not None:
             self.guard.committed(body.get("tick"))
 
-    def save(
-        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Commit ``parts`` with the manifest fields ``head`` (which holds ``tick``).
-
-        A part's base is written when it changed since ``written`` (what the last
-        commit wrote, as this method returns it) or when its committed files are
-        missing or of another size (then with a warning: it is written again from
-        memory, nothing is lost); its overrides when they changed.  The files go to a
-        new tick folder, then the manifest is replaced atomically (:meth:`commit`).
-        On any error the new folder is removed and nothing is committed.
-
-        Returns
-        -------
-        dict
-            What this commit wrote, for the next call.
-        """
-        folder = self.new_folder(int(head["tick"]))
-        done: dict[str, Any] = {}
-        try:
-            for name, part in parts.items():
-                entry = dict(written.get(name, {}))
-                if entry.get("token") is not part.base_token or self._lost(
-                    entry["base_files"], folder
-                ):
-                    path = folder / f"{name}.base.parquet"
-                    files = part.write_base(self, path)
-                    base = str(path.relative_to(self.root))
-                    entry = {"token": part.base_token, "base": base, "base_files": files}
-                over = part.over
-                if over.rows and (
-                    entry.get("over_token") is not over or self._lost(entry["over_files"], folder)
-                ):
-                    rel, rec = self.write_table(over, folder / f"{name}.over.parquet")
-                    entry.update(over_token=over, over=rel, over_files={rel: rec})
-                elif not over.rows:
-                    entry.update(over_token=None, over=None, over_files={})
-                entry["rows"] = part.rows
-                entry["current"] = part
-                done[name] = entry
-            files: dict[str, Any] = {}
-            for e in done.values():
-                files |= e["base_files"] | e["over_files"]
-            entries = {
-                p: {"base": e["base"], "over": e["over"], "rows": e["rows"]}
-                for p, e in done.items()
-            }
-            journal = Journal.create(folder / JOURNAL)
-            rel = str(journal.path.relative_to(self.root))
-            self.commit(
-                {"format": FORMAT, **head, "parts": entries, "files": files, "journal": rel}
-            )
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        if self.journal is not None:
-            self.journal.close()
-        self.journal = journal
-        self._head, self._files = view_fields(head), None
-        return done
-
-    def intend(
-        self, tick: int, batch_id: int | None, deltas: Mapping[str, Delta]
-    ) -> Pending | None:
-        """Append tick ``tick``'s intent (its deltas) after any frame the reopen owes
-        (:meth:`owe`), the hold verified, and start its sync
-        (:meth:`incremental.journal.Journal.intend`); None when the tick is a checkpoint."""
-        if self.journal is None or self._owed == b"":
-            return None
-        verify = self.guard.verify if self.guard is not None else None
-        if self._owed is not None:
-            self.journal.append(self._owed, verify, sync=False)
-            self._owed, verify = None, None
-        return self.journal.intend(encode_intent(tick, batch_id, deltas), verify)
-
-    def owe(
-        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Commit tick ``head["tick"]`` (applied again on reopen from an intent without its
-        commit frame) in memory only, so a reopen writes nothing: its frame goes before the
-        next intent (:meth:`intend`), or the next tick is a checkpoint.  Returns what
-        :meth:`save_tick` returns."""
-        frame = self._frame(parts, head, written)
-        self.tick = int(head["tick"])
-        if frame is None or self.journal is None:
-            self._owed = b""  # the next tick: a checkpoint, with no intent
-            return written
-        self._owed = frame
-        return _current(parts, written)
-
-    def save_tick(
-        self,
-        parts: Mapping[str, Part],
-        head: dict[str, Any],
-        written: dict[str, Any],
-        pending: Pending | None = None,
-    ) -> dict[str, Any]:
-        """Commit tick ``head["tick"]``: one frame appended to the journal when every part
-        says what changed since the last commit, the checkpoint's files look intact
-        (:meth:`intact`) and the journal stays under the ``journal_bytes`` and
-        ``journal_ticks`` settings; otherwise a checkpoint (:meth:`save`, which starts
-        a new journal).  After the tick's intent (``pending``) the frame is not synced
-        on its own: the tick is durable once the intent's sync is done, which this
-        waits for.  Returns what :meth:`save` returns.
-        """
-        frame = self._frame(parts, head, written) if self._owed != b"" else None
-        if frame is not None and self.journal is not None and self.intact(written):
-            st = settings()
-            if (
-                self.journal.frames < st.journal_ticks
-                and self.journal.end + len(frame) <= st.journal_bytes
-            ):
-                verify = self.guard.verify if self.guard is not None and pending is None else None
-                self.journal.append(frame, verify, sync=pending is None)
-                if pending is not None:
-                    pending.wait()
-                self.tick = int(head["tick"])
-                if self.guard is not None:
-                    self.guard.committed(int(head["tick"]), st.lease_seconds)
-                return _current(parts, written)
-        if pending is not None:
-            pending.wait()  # the checkpoint commits the tick; its intent must not fail later
-        done = self.save(parts, head, written)
-        self._owed = None
-        return done
-
-    def _frame(
-        self, parts: Mapping[str, Part], head: dict[str, Any], written: dict[str, Any]
-    ) -> bytes | None:
-        """Tick ``head["tick"]``'s commit frame (what changed since the last commit); None
-        when it needs a checkpoint: new view fields, or a part cannot say (:meth:`changes`)."""
-        changes = self.changes(parts, written) if view_fields(head) == self._head else None
-        return None if changes is None else encode(int(head["tick"]), head.get("batch_id"), changes)
-
-    def intact(self, written: dict[str, Any]) -> bool:
-        """Whether every file of the last checkpoint looks intact by a cheap ``stat`` (a
-        checkpoint writes a missing or damaged one again, see :meth:`save`)."""
-        if self._files is None:  # the same files until the next checkpoint
-            root = str(self.root)
-            self._files = [
-                (os.path.join(root, rel), rec["bytes"])
-                for e in written.values()
-                for rel, rec in (e["base_files"] | e["over_files"]).items()
-            ]
-        try:
-            return all(os.stat(p).st_size == n for p, n in self._files)
-        except OSError:
-            return False
-
-    @staticmethod
-    def changes(
-        parts: Mapping[str, Part], written: dict[str, Any]
-    ) -> dict[str, tuple[tuple[Table, ...], int]] | None:
-        """Per part changed since the last commit, the tables replaced in it and its rows;
-        None when a part cannot say (it was rebuilt, or is of a kind that keeps no
-        changes): then the tick needs a checkpoint."""
-        out = {}
-        for name, part in parts.items():
-            entry = written.get(name)
-            if entry is None or "current" not in entry:
-                return None
-            before = entry["current"]
-            if part.token == before.token:
-                continue
-            if part.origin is None or part.origin != before.token:
-                return None
-            out[name] = (part.changes, part.rows)
-        if set(written) != set(parts):
-            return None
-        return out
-
+    # -- reopening ----------------------------------------------------------------------------
     def open_journal(self, m: dict[str, Any]) -> tuple[list[Frame], Intent | None]:
         """The frames committed after the checkpoint ``m`` (a verified manifest) and the
         pending intent after them (:func:`incremental.journal.read_journal`), with the
@@ -480,6 +496,7 @@ class Store:
             view resumes at the last tick the journal holds, with a warning).
         """
         self.tick = int(m["tick"])
+        self.book = Book(head=view_fields(m))
         rel = m.get("journal")
         if rel is None:
             return [], None
@@ -496,24 +513,18 @@ class Store:
         if check_last_tick(path, m, reach, self.if_ticks_lost == "accept"):
             self._accepted = reach
         self.journal = Journal(path, end if intent is None else intent.end, len(frames))
-        self._head, self._files = view_fields(m), None
         return frames, intent
 
-    def drop_intent(self, intent: Intent) -> None:
-        """Forget a pending intent: the next append cuts it (and what follows it) off."""
-        if self.journal is not None:
-            self.journal.drop_after(intent.offset)
-
-    @staticmethod
-    def written(
-        manifest: dict[str, Any],
-        parts: Mapping[str, Part],
-        current: Mapping[str, Part] | None = None,
+    def replay(
+        self, manifest: dict[str, Any], parts: Mapping[str, Part], frames: Sequence[Frame]
     ) -> dict[str, Any]:
-        """What the commit of ``manifest`` wrote, as :meth:`save` returns it, for ``parts``
-        read from it (so the next commit rewrites nothing that did not change), with the
-        parts after the journal's ticks (``current``, default ``parts``)."""
-        current = parts if current is None else current
+        """``parts`` as read from the checkpoint ``manifest`` with the journal's ``frames``
+        replayed on them (:func:`incremental.journal.replay`); the store records what the
+        checkpoint wrote of them, so the next commit rewrites nothing that did not change
+        and journals what changed since the replayed parts.  A state's ``restore``
+        hands its parts to the store here."""
+        path = self.journal.path if self.journal is not None else self.root
+        current = replay_frames(dict(parts), frames, path)
         files = manifest["files"]
 
         def under(rel: str | None) -> dict[str, Any]:
@@ -521,26 +532,31 @@ class Store:
                 return {}
             return {f: r for f, r in files.items() if f == rel or f.startswith(rel + "/")}
 
-        out = {}
+        written = {}
         for name, e in manifest["parts"].items():
-            part = parts[name]
-            out[name] = {
-                "token": part.base_token,
-                "base": e["base"],
-                "base_files": under(e["base"]),
-                "over_token": part.over if e.get("over") else None,
-                "over": e.get("over"),
-                "over_files": under(e.get("over")),
-                "rows": e["rows"],
-                "current": current[name],
-            }
-        return out
+            part, over = parts[name], e.get("over")
+            written[name] = Written(
+                part.base,
+                e["base"],
+                under(e["base"]),
+                part.over if over else None,
+                over,
+                under(over),
+                int(e["rows"]),
+            )
+        self.book = Book(written, current, view_fields(manifest), Clear())
+        return current
 
-    def _lost(self, files: dict[str, Any], folder: Path) -> bool:
+    def drop_intent(self, intent: Intent) -> None:
+        """Forget a pending intent: the next append cuts it (and what follows it) off."""
+        if self.journal is not None:
+            self.journal.drop_after(intent.offset)
+
+    def _lost(self, files: Mapping[str, Any], folder: Path) -> bool:
         """Whether a committed file that the new commit would keep is missing or of another
         size (a warning says it is written again into ``folder``)."""
         for rel, rec in sorted(files.items()):
-            problem = self.damaged(rel, rec)
+            problem = file_problem(self.root, rel, rec)
             if problem is not None:
                 log.warning(
                     "state_dir %s: file %s of the committed state %s; written again from "
@@ -553,20 +569,6 @@ class Store:
                 return True
         return False
 
-    def damaged(self, rel: str, record: dict[str, Any]) -> str | None:
-        """How the committed file ``rel`` differs from its ``record`` by a cheap ``stat``
-        (missing, or another size), or None when it looks intact."""
-        f = self.root / rel
-        try:
-            size = f.stat().st_size
-        except FileNotFoundError:
-            return "is missing"
-        except OSError as exc:
-            return f"cannot be read ({exc})"
-        if size != record["bytes"]:
-            return f"has {size} bytes, the commit wrote {record['bytes']}"
-        return None
-
     def collect_garbage(self, keep: set[str], journal: str | None = None) -> None:
         """Remove tick folders not in ``keep``, journals but ``journal`` and stale
         temporary manifests."""
@@ -578,10 +580,6 @@ class Store:
                 p.unlink(missing_ok=True)
         for p in self.root.glob(f".{MANIFEST}.*.tmp"):
             p.unlink(missing_ok=True)
-
-
-def _current(parts: Mapping[str, Part], written: dict[str, Any]) -> dict[str, Any]:
-    return {n: {**e, "current": parts[n]} for n, e in written.items()}  # after the tick
 
 
 def _arrow(a: np.ndarray) -> Any:

@@ -5,7 +5,9 @@ A view holds the current relations and the current output of a query.  Each
 output (:mod:`incremental.regimes`: the ordered delta rule, derivation
 counts for boolean, recomputed groups after retractions in semirings without
 inverses) and commits the new relations and output, all or nothing, durably
-when the view has a ``state_dir`` (:mod:`incremental.store`).  A step may
+when the view has a ``state_dir``: a tick begins its commit at the store, is applied,
+then completes it (or aborts it on any error) before the view takes the new state
+(:mod:`incremental.commit`, :mod:`incremental.store`).  A step may
 carry a ``batch_id``: a batch at or below the last committed one is skipped,
 which makes a replayed micro-batch of Structured Streaming harmless
 (:meth:`IncrementalView.foreach_batch`).
@@ -37,18 +39,19 @@ from faq import Factor, Program, Query, Rule, settings
 from faq.kernel import Table
 from faq.plan import JOIN_METHODS
 from incremental.changes import KINDS, changes
+from incremental.commit import VOLATILE, Commit, Volatile
 from incremental.deltas import Rows, read_delta, to_spark
 from incremental.driver_state import DriverState
-from incremental.journal import Intent, Pending
+from incremental.journal import Intent
 from incremental.lock import FolderLock
-from incremental.manifest import IF_TICKS_LOST
+from incremental.manifest import IF_TICKS_LOST, ViewId, upgraded
 from incremental.program_state import ProgramState, check_max_rounds
-from incremental.protocol import How, StepReport, ViewState
+from incremental.protocol import How, StateKind, StepReport, ViewState
 from incremental.regimes import regime, step_semiring
 from incremental.sets import set_modes
 from incremental.shape import Shape
-from incremental.spark_state import SparkState, upgraded_manifest
-from incremental.store import FORMAT, StateError, Store
+from incremental.spark_state import SparkState
+from incremental.store import Store
 from incremental.witnesses import WitnessState, check_witness_options
 from semirings import Semiring
 from semirings.local import local_ops
@@ -219,10 +222,10 @@ class IncrementalView:
         self._store: Store | None = None  # held exclusively (LockError: another process has it)
         if state_dir is not None:
             root = Path(state_dir)
-            self._store = Store(root, self.semiring, FolderLock(root), if_ticks_lost)
+            view = ViewId(self._shape.text, self.semiring.name, self._keys, self._sets)
+            self._store = Store(root, self.semiring, FolderLock(root), if_ticks_lost, view)
         self._tick = 0
         self._batch: int | None = None
-        self._written: dict[str, dict[str, Any]] = {}
         self._local_rule = True
         self.last_step: StepReport | None = None  # what the last step did
         manifest = None
@@ -233,8 +236,7 @@ class IncrementalView:
                     'without initial relations, or pass if_exists="resume" to reopen it and '
                     "leave the initial relations unread"
                 )
-            manifest = self._store.read()
-            self._check_manifest(manifest)
+            manifest = self._store.read_view()  # refused unless of this view
         unknown = [n for n in initial if n not in self._shape.inputs]
         if unknown:
             raise ValueError(self._shape.unknown(unknown))
@@ -283,9 +285,9 @@ class IncrementalView:
             time.perf_counter() - t0,
             self._state.where,
         )
-        if self._store is not None:
+        if self._store is not None:  # tick 0: a checkpoint
             try:
-                self._persist(self._state, 0, None)
+                self._store.begin(0, None, {}).complete(self._state)
             finally:
                 self._state.settle()
 
@@ -377,31 +379,15 @@ class IncrementalView:
                     self._tick,
                 )
                 return self._empty_change()
-        unknown = [n for n in deltas if n not in self._shape.inputs]
-        if unknown:
-            raise ValueError(self._shape.unknown(unknown))
-        rows = {}
-        for n, d in deltas.items():
-            r = self._read(n, d, "delta") if d is not None else None
-            if r is not None and r.rows:
-                rows[n] = r
+        rows = self._deltas(deltas)
         batch = batch_id if batch_id is not None else self._batch
-        pending, commit_s = None, 0.0
-        if self._store is not None:  # the tick's deltas first, synced while it runs
-            given = {n: (r.cols, r.values, r.weights) for n, r in rows.items()}
-            t1 = time.perf_counter()
-            pending = self._store.intend(self._tick + 1, batch, given)
-            commit_s = time.perf_counter() - t1
+        commit = self._begin(self._tick + 1, batch, rows)  # the intent, synced meanwhile
         try:
             new, change = self._state.apply(rows, self._how(), self._sets)
-            if self._store is not None:
-                t1 = time.perf_counter()
-                self._persist(new, self._tick + 1, batch, pending)
-                commit_s += time.perf_counter() - t1
+            commit.complete(new)  # durable when it returns
             self._state = new
         except BaseException:
-            if pending is not None:  # refused or failed: the tick is not committed
-                pending.abort()
+            commit.abort()  # refused or failed: the tick is not committed
             raise
         finally:
             self._state.settle()
@@ -415,7 +401,7 @@ class IncrementalView:
             tuple(change.terms),
             change.table.rows,
             change.where,
-            commit_s,
+            commit.seconds,
         )
         log.info(
             "tick %d: %s -> change of %s rows (%s) in %.2f s",
@@ -475,6 +461,28 @@ class IncrementalView:
         return f"IncrementalView({self.query!r}, tick={self._tick}{where})"
 
     # -- helpers ------------------------------------------------------------------------------
+    def _deltas(self, deltas: Mapping[str, Any]) -> dict[str, Rows]:
+        """The tick's deltas read and checked (:func:`incremental.deltas.read_delta`), the
+        empty ones left out."""
+        unknown = [n for n in deltas if n not in self._shape.inputs]
+        if unknown:
+            raise ValueError(self._shape.unknown(unknown))
+        rows = {}
+        for n, d in deltas.items():
+            r = self._read(n, d, "delta") if d is not None else None
+            if r is not None and r.rows:
+                rows[n] = r
+        return rows
+
+    def _begin(
+        self, tick: int, batch_id: int | None, rows: Mapping[str, Rows]
+    ) -> Commit | Volatile:
+        """Tick ``tick``'s commit (:meth:`incremental.store.Store.begin`); without a
+        ``state_dir``, one that writes nothing."""
+        if self._store is None:
+            return VOLATILE
+        return self._store.begin(tick, batch_id, rows)
+
     def _read(self, name: str, given: Any, what: str, most: int | None = None) -> Rows | None:
         label = f"{what} of relation {name!r}"
         S = self._change_semiring()  # counting deltas are signed: read in ℤ
@@ -495,62 +503,15 @@ class IncrementalView:
         return Factor.from_table(t, S, f"Δ{self.rule.name}")
 
     # -- durability -----------------------------------------------------------------------------
-    def _check_manifest(self, m: dict[str, Any]) -> None:
-        assert self._store is not None
-        path = self._store.root / "manifest.json"
-        if m.get("format") != FORMAT:
-            raise StateError(f"{path}: unknown manifest format {m.get('format')!r}")
-        if m.get("rule") != self._shape.text or m.get("semiring") != self.semiring.name:
-            raise ValueError(
-                f"state_dir {str(self._store.root)!r} holds a view of {m.get('rule')} over "
-                f"{m.get('semiring')!r}, not of {self._shape.text} over {self.semiring.name!r}"
-            )
-        self._store.check_semiring(m)
-        if m.get("sets", {}) != self._sets:
-            raise ValueError(
-                f"state_dir {str(self._store.root)!r} holds a view whose set relations are "
-                f"{m.get('sets', {})!r} (sets=), not {self._sets!r}; reopen it with the same sets="
-            )
-
-    def _persist(
-        self, state: ViewState, tick: int, batch_id: int | None, pending: Pending | None = None
-    ) -> None:
-        """Commit ``state`` as tick ``tick``: what changed since the last commit in the
-        journal, after the tick's intent (``pending``), or a checkpoint
-        (:meth:`incremental.store.Store.save_tick`)."""
-        assert self._store is not None
-        head = self._head(state, tick, batch_id)
-        self._written = self._store.save_tick(state.parts(), head, self._written, pending)
-
-    def _head(self, state: ViewState, tick: int, batch_id: int | None) -> dict[str, Any]:
-        """The manifest fields of the view at tick ``tick`` (besides its parts)."""
-        return {
-            "state": state.where,
-            **self._fields,
-            "tick": tick,
-            "batch_id": batch_id,
-            **state.describe(),
-        }
-
-    @functools.cached_property
-    def _fields(self) -> dict[str, Any]:
-        """The manifest fields no tick changes (the rule's text, formatted once)."""
-        return {
-            "rule": self._shape.text,
-            "semiring": self.semiring.name,
-            "keys": {n: list(k) for n, k in self._keys.items()},
-            **({"sets": self._sets} if self._sets else {}),
-        }
-
     def _resume(self, m: dict[str, Any]) -> ViewState:
         store = self._store
         assert store is not None
         state: ViewState
-        m = upgraded_manifest(store.root, m, regime(self.semiring) in ("ring", "counting"))
+        m = upgraded(store.root, m, regime(self.semiring) in ("ring", "counting"))
         frames, intent = store.open_journal(m)
-        kind: Any = SparkState if m.get("state", "driver") == "spark" else DriverState
+        kind: StateKind = SparkState if m.get("state", "driver") == "spark" else DriverState
         kind = self._blank or kind  # a program's state, whatever the manifest
-        state, self._written = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
+        state = kind.restore(self.rule, self.semiring, self._keys, store, m, frames)
         last = frames[-1] if frames else None
         self._tick = int(m["tick"]) if last is None else last.tick
         self._batch = m.get("batch_id") if last is None else last.batch_id
@@ -579,9 +540,7 @@ class IncrementalView:
             )
             self._store.drop_intent(intent)
             return state
-        self._written = self._store.owe(
-            new.parts(), self._head(new, intent.tick, intent.batch_id), self._written
-        )
+        self._store.owe(new, intent.tick, intent.batch_id)
         new.settle()
         self._tick, self._batch = intent.tick, intent.batch_id
         log.info("tick %d applied again from its intent and committed", intent.tick)
