@@ -18,11 +18,19 @@ rows sharing a value with those; ...), each round one filtered scan per
 relation for all terms at once, and the terms are then solved on the local
 kernel (:class:`faq.delta_local.LocalDelta`).  Larger changes, or steps the change
 does not reach (a Cartesian product), run in Spark (:func:`_spark`).
+
+This module keeps the algebra: which terms there are, what each reads (the hops of
+its change, planned from the rule by :func:`faq.plan.reach.hops`) and how their
+results combine.  Where they run is decided by the planner
+(:func:`faq.plan.physical.delta_in_driver`, :func:`faq.plan.physical.delta_in_one_task`,
+the bounds of :func:`faq.plan.reach.bounds`), the reason kept in ``DeltaResult.why``;
+the scans are :mod:`faq.spark.reach`'s and the one-task mechanics
+:mod:`faq.spark.delta_task`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,21 +48,22 @@ from faq.factor import Factor, Source
 from faq.inputs import relation_factor
 from faq.kernel.stats import filtered_stats
 from faq.kernel.table import Table, group_reduce
-from faq.plan.physical import check_options
+from faq.plan.physical import check_options, delta_in_driver, delta_in_one_task
+from faq.plan.reach import bounds, hops, one_hop
 from faq.plan.settings import Settings, current, settings
 from faq.query import Query, deferred_run
 from faq.rule import VALUE, Atom, Rule
 from faq.session import fixed_plans_for, quiet_spark_errors
 from faq.spark.convert import arrow_to_table
-from faq.spark.ops import all_of, isin_literals, sql_name, union_all
-from faq.spark.partitioned import REL, kernel_table, row_columns, variable_types
-from faq.spark.tasks import arrow_type, marked, query_error, table_batch
+from faq.spark.delta_task import in_one_task, materialised
+from faq.spark.ops import union_all
+from faq.spark.reach import matching, semi_joined
+from faq.spark.tasks import query_error
 from semirings import Semiring
 from semirings import spark as sops
 from semirings.local import distinct, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -124,19 +133,15 @@ def solve_delta(
     S = q.semiring
     counts = {n: d.count() for n, d in deltas.items()}  # one count each (a job for a DataFrame)
     live = {n: d for n, d in deltas.items() if counts[n] > 0}
-    most = current().local_delta_rows
     rows = max((counts[n] for n in live), default=0)
-    if not local:
-        why = "local=False"
-    elif rows > most:
-        why = f"a change holds {rows:,} rows > local_delta_rows={most:,}"
-    else:
+    driver, why = delta_in_driver(rows, local)
+    if driver:
         try:
             res = LocalDelta(q, relations, live, order, join).run()
         except NeedsSpark as exc:
             why = str(exc)
         else:
-            return replace(res, why=f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}")
+            return replace(res, why=why)
     res = _spark(q, relations, live, order, join, S)
     return replace(res, why=f"{why}; {res.why}" if res.why else why)
 
@@ -180,6 +185,7 @@ def _spark(
     for i, a in enumerate(q.rule.atoms):
         if a.relation not in deltas:
             continue
+        reach = hops(q.rule, i)
         bindings: dict[str, Factor] = {}
         empty = False
         change = deltas[a.relation]
@@ -192,7 +198,7 @@ def _spark(
             else:
                 f = relations[b.relation]
                 empty = empty or (f.stats is not None and f.stats.rows == 0)
-            bindings[label] = _reached(f, b, change, a, S)
+            bindings[label] = _reached(f, reach.first(j), change, a, S)
         if empty:
             report.append(TermReport(i, skipped=True))
             continue
@@ -205,18 +211,23 @@ def _spark(
         change = Factor.from_table(empty_change(head, local_ops(S)), S, f"Δ{q.rule.name}")
     else:
         summed = sops.consolidate(S, union_all(parts), list(head), VALUE)
-        name = f"Δ{q.rule.name}"
-        with quiet_spark_errors(), fixed_plans_for(held):
-            try:  # every term's cells in one action; a scalar read in the same job
-                done = summed.localCheckpoint(eager=True) if head else summed.toArrow()
-            except Exception as exc:
-                raise query_error(exc, q.rule, S) from exc
-        if head:
-            change = Factor.from_source(Source.spark(done, head, S, checked=True), name)
-        else:
-            t = arrow_to_table(done, head, S, "change", check=False, unique=True)
-            change = Factor.from_table(t, S, name)
+        change = _computed(summed, q.rule, S, held, unique=True)
     return DeltaResult(change, "spark", tuple(report), {})
+
+
+def _computed(df: DataFrame, rule: Rule, S: Semiring, held: list[object], unique: bool) -> Factor:
+    """ΔQ over ``df`` computed in one action (every term's cells; a scalar read in the
+    same job), Spark's errors as the query's."""
+    name = f"Δ{rule.name}"
+    with quiet_spark_errors(), fixed_plans_for(held):
+        try:
+            done = materialised(df, rule.head)
+        except Exception as exc:
+            raise query_error(exc, rule, S) from exc
+    if rule.head:
+        return Factor.from_source(Source.spark(done, rule.head, S, checked=True), name)
+    t = arrow_to_table(done, rule.head, S, "change", check=False, unique=unique)
+    return Factor.from_table(t, S, name)
 
 
 def _in_one_task(
@@ -230,16 +241,16 @@ def _in_one_task(
     """ΔQ computed in one Spark task, or None where that does not apply.
 
     It applies when the changes are in the driver, every relation is in Spark, and
-    every atom of a term shares a variable with the term's change (one hop: what a
-    term reads is known from its change alone).  Each relation is then read once, by
-    one filtered scan: the rows whose columns hold the values the changes give them,
-    every term's filter OR-ed (``IN`` lists, at most ``max_literals`` values in all).
-    Their estimated rows (:func:`faq.kernel.stats.filtered_stats`) must fit one task
-    (``cell_rows``).  The scans run in the relations' own partitions; their rows are
-    shuffled into one task, which runs the delta rule's driver path over them and the
-    changes (:class:`faq.delta_local.LocalDelta`: the same lookups and kernel as in
-    the driver) and returns ΔQ.  One Spark stage per relation read, one task, no
-    plan per term.
+    every atom of a term is one hop from the term's change (:func:`faq.plan.reach.one_hop`:
+    what a term reads is known from its change alone).  Each relation is then read
+    once, by one filtered scan: the rows whose columns hold the values the changes give
+    them, every term's filter OR-ed.  Whether those scans fit one task is the planner's
+    (:func:`faq.plan.physical.delta_in_one_task`: ``max_literals`` values, the
+    estimated rows, :func:`faq.kernel.stats.filtered_stats`, within ``cell_rows``).
+    The task (:func:`faq.spark.delta_task.in_one_task`) runs the delta rule's driver
+    path over those rows and the changes (:class:`faq.delta_local.LocalDelta`: the same
+    lookups and kernel as in the driver).  One Spark stage per relation read, one task,
+    no plan per term.
     """
     rule = q.rule
     changes = {n: d.local_table() for n, d in deltas.items()}
@@ -247,19 +258,19 @@ def _in_one_task(
         return None
     if any(relations[n].is_local or relations[n].stats is None for n in rule.relations):
         return None
+    changed = [i for i, a in enumerate(rule.atoms) if a.relation in changes]
+    if not one_hop(rule, changed):
+        return None  # a term reads an atom its change does not reach
     single: dict[str, dict[int, np.ndarray]] = {}  # a column's values, every term's at once
     joint: dict[str, list[dict[int, np.ndarray]]] = {}  # several columns' values together
-    for i, a in enumerate(rule.atoms):
-        t = changes.get(a.relation)
-        if t is None:
-            continue
+    for i in changed:
+        a = rule.atoms[i]
+        t = changes[a.relation]
+        assert t is not None
         given = {v: distinct(c) for v, c in zip(a.vars, t.cols, strict=True)}
-        for j, b in enumerate(rule.atoms):
-            if j == i:
-                continue
-            cond = {k: given[v] for k, v in enumerate(b.vars) if v in given}
-            if not cond:
-                return None  # a term reads an atom its change does not reach
+        for hop in hops(rule, i).rounds[0]:
+            b = rule.atoms[hop.atom]
+            cond = {k: given[v] for k, v in hop.cols}
             if len(cond) > 1:
                 joint.setdefault(b.relation, []).append(cond)
                 continue
@@ -271,80 +282,33 @@ def _in_one_task(
         for n in rule.relations
         if n in single or n in joint
     }
-    st = current()
-    literals = sum(len(v) for m in wanted.values() for c in m for v in c.values())
-    if not wanted or literals > st.max_literals:
+    if not wanted:
         return None
+    literals = sum(len(v) for m in wanted.values() for c in m for v in c.values())
     rows = 0.0
     for name, m in wanted.items():
         whole = relations[name].stats
         assert whole is not None
         est = sum(filtered_stats(whole, {k: len(v) for k, v in c.items()}).rows for c in m)
         rows += min(est, whole.rows)
-    if rows > st.cell_rows:
+    why = delta_in_one_task(literals, rows)
+    if not why:
         return None
     names = tuple(wanted)
-    cols = tuple(
-        tuple(f"r{k}_{c}" for c in range(len(relations[n].vars))) for k, n in enumerate(names)
-    )
-    frames = []
-    for name, c in zip(names, cols, strict=True):
-        f = relations[name]
-        types = f.key_types
-        cond = None
-        for each in wanted[name]:
-            part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in each.items()])
-            cond = part if cond is None else cond | part
-        frames.append(f.df.select(*f.vars, VALUE).filter(cond).toDF(*c, VALUE))
-    vtype = sops.ops(S).type
-    types = variable_types(list(zip(cols, frames, strict=True)))
-    parts = [
-        df.selectExpr(*row_columns(k, c, types, vtype))
-        for k, (c, df) in enumerate(zip(cols, frames, strict=True))
+    frames = [
+        relations[n]
+        .df.select(*relations[n].vars, VALUE)
+        .filter(matching(relations[n].vars, relations[n].key_types, wanted[n]))
+        for n in names
     ]
-    head = rule.head
-    head_types = _head_types(rule, relations)
-    schema = ", ".join(
-        [f"{sql_name(v)} {head_types[v]}" for v in head] + [f"{sql_name(VALUE)} {vtype}"]
+    solve = _TaskSolve(
+        q, names, {n: relations[n].vars for n in rule.relations}, changes, order, join, current()
     )
-    task = _DeltaTask(
-        q,
-        names,
-        cols,
-        {n: relations[n].vars for n in rule.relations},
-        changes,
-        order,
-        join,
-        vtype,
-        st,
-    )
-    # a row of no relation, so that the task runs even when no relation's row is reached
-    # (a term over R ⊕ ΔR still has ΔR's rows), whatever Spark does with empty partitions
-    nulls = [f"CAST(NULL AS {ty}) AS {sql_name(v)}" for v, ty in types.items()]
-    marker = (
-        frames[0]
-        .sparkSession.range(0, 1, 1, 1)
-        .selectExpr(
-            f"CAST(-1 AS INT) AS {REL}", *nulls, f"CAST(NULL AS {vtype}) AS {sql_name(VALUE)}"
-        )
-    )
-    out = union_all([*parts, marker]).repartition(1).mapInArrow(task, schema)
+    arities = [len(relations[n].vars) for n in names]
+    out = in_one_task(frames, arities, solve, S, rule.head, _head_types(rule, relations))
     held: list[object] = [f.source.df for f in relations.values()]
-    name = f"Δ{rule.name}"
-    with quiet_spark_errors(), fixed_plans_for(held):
-        try:
-            done = out.localCheckpoint(eager=True) if head else out.toArrow()
-        except Exception as exc:
-            raise query_error(exc, rule, S) from exc
-    if head:
-        change = Factor.from_source(Source.spark(done, head, S, checked=True), name)
-    else:
-        t = arrow_to_table(done, head, S, "change", check=False, unique=False)
-        change = Factor.from_table(t, S, name)
-    report = tuple(
-        TermReport(i, False, "spark") for i, a in enumerate(rule.atoms) if a.relation in changes
-    )
-    why = f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"
+    change = _computed(out, rule, S, held, unique=False)
+    report = tuple(TermReport(i, False, "spark") for i in changed)
     return DeltaResult(change, "spark", report, {}, why)
 
 
@@ -357,94 +321,70 @@ def _head_types(rule: Rule, relations: Mapping[str, Factor]) -> dict[str, str]:
     return types
 
 
-class _DeltaTask:
-    """What the one task of :func:`_in_one_task` runs (picklable): the relations' rows it
-    is sent (input ``k`` is relation ``names[k]``, columns ``cols[k]``), ⊕-combined by key,
-    and the changes, through the driver path of the delta rule; ΔQ as one Arrow batch."""
+class _TaskSolve:
+    """What the one task of :func:`_in_one_task` computes (picklable): from the rows it is
+    sent (input ``k``: relation ``names[k]``), ⊕-combined by key, and the changes, ΔQ by
+    the driver path of the delta rule, under the run's settings."""
 
     def __init__(
         self,
         q: Query,
         names: tuple[str, ...],
-        cols: tuple[tuple[str, ...], ...],
         vars_: dict[str, tuple[str, ...]],
-        changes: dict[str, Table],
+        changes: dict[str, Table | None],
         order: str | Sequence[str],
         join: str,
-        vtype: str,
         st: Settings,
     ) -> None:
-        self.q, self.names, self.cols, self.vars = q, names, cols, vars_
-        self.changes, self.order, self.join, self.vtype, self.st = changes, order, join, vtype, st
-        self.value_type = arrow_type(vtype)
+        self.q, self.names, self.vars, self.changes = q, names, vars_, changes
+        self.order, self.join, self.st = order, join, st
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
+    def __call__(self, given: dict[int, Table]) -> Table:
         S = self.q.semiring
         ops = local_ops(S)
-        got = [b for b in batches if b.num_rows]
-        rows = pa.Table.from_batches(got) if got else None
-        tags = rows.column(REL).to_numpy() if rows is not None else np.empty(0, np.int64)
-        try:
-            rels: dict[str, Factor] = {}
-            for n, vars_ in self.vars.items():
-                if n in self.names and rows is not None:
-                    k = self.names.index(n)
-                    t = kernel_table(rows, np.flatnonzero(tags == k), self.cols[k], self.vtype, ops)
-                    t = group_reduce(Table(vars_, t.cols, t.values, unique=False), vars_, ops)
-                else:
-                    like = self.changes.get(n)
-                    t = (
-                        like.take(np.empty(0, np.int64))
-                        if like is not None
-                        else empty_change(vars_, ops)
-                    )
-                    t = Table(vars_, t.cols, t.values)
-                rels[n] = Factor.from_table(t, S, n)
-            changes = {n: Factor.from_table(t, S, n) for n, t in self.changes.items()}
-            # this runs in a Spark task's Python worker, another process, whose settings
-            # are the defaults: the run's own are shipped with the task and entered here
-            with settings(**self.st.changed()):
-                res = LocalDelta(self.q, rels, changes, self.order, self.join).run()
-            out = res.change.to_table()
-        except Exception as exc:
-            raise marked(exc) from exc
-        if out.rows:
-            yield table_batch(out, ops, self.value_type)
+        rels: dict[str, Factor] = {}
+        for n, vars_ in self.vars.items():
+            if n in self.names and self.names.index(n) in given:
+                t = given[self.names.index(n)]
+                t = group_reduce(Table(vars_, t.cols, t.values, unique=False), vars_, ops)
+            else:
+                like = self.changes.get(n)
+                t = (
+                    like.take(np.empty(0, np.int64))
+                    if like is not None
+                    else empty_change(vars_, ops)
+                )
+                t = Table(vars_, t.cols, t.values)
+            rels[n] = Factor.from_table(t, S, n)
+        changes = {n: Factor.from_table(t, S, n) for n, t in self.changes.items() if t is not None}
+        # this runs in a Spark task's Python worker, another process, whose settings are
+        # the defaults: the run's own are shipped with the task and entered here
+        with settings(**self.st.changed()):
+            res = LocalDelta(self.q, rels, changes, self.order, self.join).run()
+        return res.change.to_table()
 
 
-def _reached(f: Factor, b: Atom, change: Factor, a: Atom, S: Semiring) -> Factor:
-    """``f`` (read by atom ``b``) without rows no row of ``change`` (read by atom ``a``)
-    can join: filtered, on each variable the two atoms share, to the change's values of
-    it.  A change in the driver gives ``IN`` lists (up to ``max_literals`` values: no
-    job), any other a left semi-join with its columns broadcast.  A factor in the driver,
-    or sharing no variable with the change, is returned as it is.  Its statistics are
-    estimates (:func:`faq.kernel.stats.filtered_stats`, which also marks it scanned)."""
-    if f.is_local:
+def _reached(
+    f: Factor, shared_cols: tuple[tuple[int, str], ...], change: Factor, a: Atom, S: Semiring
+) -> Factor:
+    """``f`` without rows no row of ``change`` (read by atom ``a``) can join: filtered, on
+    each column of ``shared_cols`` (column, variable: the hop-1 columns of ``f``'s atom,
+    :func:`faq.plan.reach.hops`), to the change's values of that variable.  A change in
+    the driver gives ``IN`` lists (up to the ``max_literals`` bound: no job), any other a
+    left semi-join with its columns broadcast.  A factor in the driver, or not one hop
+    from the change, is returned as it is.  Its statistics are estimates
+    (:func:`faq.kernel.stats.filtered_stats`, which also marks it scanned)."""
+    if f.is_local or not shared_cols:
         return f
-    shared = [(k, a.vars.index(v)) for k, v in enumerate(b.vars) if v in a.vars]
-    if not shared:
-        return f
-    from pyspark.sql import functions as F
-
+    shared = [(kb, a.vars.index(v)) for kb, v in shared_cols]
     rows = f.df.select(*f.vars, VALUE)
     t = change.local_table()
     values = None if t is None else [distinct(t.cols[ka]) for _, ka in shared]
-    if values is not None and sum(len(v) for v in values) <= current().max_literals:
-        types = f.key_types
-        conds = [
-            isin_literals(f.vars[kb], types[kb], v)
-            for (kb, _), v in zip(shared, values, strict=True)
-        ]
-        reduced = rows.filter(all_of(conds))
+    if values is not None and not bounds().literals_over(sum(len(v) for v in values), "values"):
+        cond = {kb: v for (kb, _), v in zip(shared, values, strict=True)}
+        reduced = rows.filter(matching(f.vars, f.key_types, [cond]))
     else:
-        given = change.df
-        seeds = [f"__seed{n}" for n in range(len(shared))]
-        pairs = list(zip(shared, seeds, strict=True))
-        keys = given.select(*(F.col(given.columns[ka]).alias(s) for (_, ka), s in pairs))
-        on = all_of([F.col(f.vars[kb]) == F.col(s) for (kb, _), s in pairs])
-        reduced = rows.join(F.broadcast(keys), on=on, how="left_semi")
+        reduced = semi_joined(rows, f.vars, change.df, shared)
     kept = f.source.consolidated
     at = None if values is None else {kb: len(v) for (kb, _), v in zip(shared, values, strict=True)}
     stats = None if f.stats is None else filtered_stats(f.stats, at)

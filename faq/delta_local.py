@@ -2,11 +2,12 @@
 
 :class:`LocalDelta` evaluates ``ΔQ = ⊕_i Q(R_1', …, R_{i-1}', ΔR_i, R_{i+1}, …, R_n)``
 (see :mod:`faq.delta`) over changes held as tables: the rows of the other
-relations that can join a term's change are fetched by rounds of semi-joins
-(round 1: the rows sharing a value with the change; round 2: the rows sharing a
-value with those; ...), each round one read per relation for all terms at once
-(binary searches on a keyed relation's tries, masks on a local table, a filtered
-scan of a Spark one), and the terms are then solved on the local kernel; over
+relations that can join a term's change are fetched hop by hop, the hops planned
+from the rule (:func:`faq.plan.reach.hops`; hop 1: the rows sharing a value with the
+change; hop 2: the rows sharing a value with those; ...), each hop one read per
+relation for all terms at once (binary searches on a keyed relation's tries and
+masks on a local table, :mod:`faq.kernel.reach`; a bounded scan of a Spark one,
+:mod:`faq.spark.reach`), and the terms are then solved on the local kernel; over
 keyed relations every term runs as seeded joins on their tries.  Nothing here needs
 a Spark session unless a relation is in Spark: the same code runs in a Spark task
 over rows shipped there (:mod:`faq.delta`'s one-task path).
@@ -22,16 +23,17 @@ import numpy as np
 
 from faq.executor import Data, Executor, Options
 from faq.factor import Factor
+from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
 from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
-from faq.plan.settings import current
+from faq.plan.reach import bounds, hops
 from faq.query import Query
 from faq.rule import Atom, Rule
 from faq.spark.convert import arrow_to_table
-from faq.spark.ops import all_of, isin_literals
+from faq.spark.reach import collect_bounded, matching
 from semirings import Semiring
-from semirings.local import count_distinct, distinct, group_starts, local_ops
+from semirings.local import count_distinct, distinct, local_ops
 
 __all__ = [
     "DeltaResult",
@@ -103,6 +105,20 @@ class DeltaResult:
     terms: tuple[TermReport, ...]
     touched: dict[str, Factor]
     why: str = ""
+
+    def explain(self) -> str:
+        """How the delta rule ran, as text: where, and why there (the settings that
+        decided it, with their values), then a line per term: where it ran, its
+        variable order and join methods, or that it was skipped."""
+        lines = [f"Δ: {self.where}" + (f" ({self.why})" if self.why else "")]
+        for t in self.terms:
+            if t.skipped:
+                lines.append(f"  term of atom {t.atom}: skipped (another relation is empty)")
+                continue
+            order = f"order {', '.join(t.order)}" if t.order else ""
+            parts = [t.where, order, "/".join(t.methods), t.purpose]
+            lines.append(f"  term of atom {t.atom}: " + "; ".join(p for p in parts if p))
+        return "\n".join(lines)
 
 
 def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
@@ -226,53 +242,39 @@ class LocalDelta:
 
     # -- lookups ------------------------------------------------------------------------------
     def _rounds(self, terms: list[_Term]) -> dict[str, Table]:
-        """Fetch, round by round, every atom's rows that can join with the term's change."""
+        """Fetch, hop by hop (:func:`faq.plan.reach.hops`), every atom's rows that can join
+        with the term's change, each hop one read per relation for all terms; also each
+        changed relation's rows at its change's keys, in the first read."""
+        plans = {t.atom: hops(self.rule, t.atom) for t in terms}
+        if not all(p.complete for p in plans.values()):
+            raise NeedsSpark("an atom shares no variable with what the change reaches")
         touched: dict[str, Table] = {}
-        first = True
-        while True:
-            requests: list[tuple[_Term, int, dict[int, np.ndarray]]] = []
-            for t in terms:
-                for j, b in enumerate(self.rule.atoms):
-                    if j == t.atom or j in t.fetched:
-                        continue
-                    conds = {k: t.known[v] for k, v in enumerate(b.vars) if v in t.known}
-                    if conds:
-                        requests.append((t, j, conds))
-            pending = [
-                (t, j)
+        last = max((len(p.rounds) for p in plans.values()), default=0)
+        for r in range(max(last, 1)):
+            requests = [
+                (t, h.atom, {k: t.known[v] for k, v in h.cols})
                 for t in terms
-                for j in range(len(self.rule.atoms))
-                if j != t.atom and j not in t.fetched
+                if r < len(plans[t.atom].rounds)
+                for h in plans[t.atom].rounds[r]
             ]
-            if not requests and pending:
-                raise NeedsSpark("an atom shares no variable with what the change reaches")
-            if not requests and not first:
-                return touched
-            probes = self.deltas if first else {}
-            answers, probed = self._fetch(requests, probes)
+            answers, probed = self._fetch(requests, self.deltas if r == 0 else {})
             touched.update(probed)
-            first = False
             for (t, j, _), rows in zip(requests, answers, strict=True):
                 b = self.rule.atoms[j]
                 if j < t.atom and b.relation in self.deltas:  # R' = R ⊕ ΔR at these keys
-                    d = _filter(self.deltas[b.relation], _conds(b, t.known))
+                    d = filtered(self.deltas[b.relation], _conds(b, t.known))
                     rows = _consolidated(concat([rows, d], self.ops), self.ops)
                 t.fetched[j] = rows
-                for k, v in enumerate(b.vars):
-                    have = distinct(rows.cols[k])
-                    if v in t.known:
-                        have = np.intersect1d(t.known[v], have, assume_unique=True)
-                    t.known[v] = have
-            if not requests:
-                return touched
+                narrow(t.known, b.vars, rows.cols)
+        return touched
 
     def _fetch(
         self,
         requests: list[tuple[_Term, int, dict[int, np.ndarray]]],
         probes: Mapping[str, Table],
     ) -> tuple[list[Table], dict[str, Table]]:
-        """Answer ``requests`` (one filtered scan per relation) and read each probed
-        relation at its change's keys."""
+        """Answer ``requests`` (one read per relation) and read each probed relation at
+        its change's keys."""
         by_rel: dict[str, list[int]] = {}
         for n, (_, j, _) in enumerate(requests):
             by_rel.setdefault(self.rule.atoms[j].relation, []).append(n)
@@ -284,7 +286,7 @@ class LocalDelta:
             keyed = self.keyed.get(name)
             if keyed is not None:  # binary searches per request: no scan, no filtering
                 for n in idx:
-                    answers[n] = keyed.lookup([requests[n][2]])
+                    answers[n] = matching_rows(keyed, [requests[n][2]])
                 if name in probes:
                     touched[name] = keyed.at(probes[name].cols)
                 continue
@@ -294,44 +296,32 @@ class LocalDelta:
                 conds.append({k: distinct(c) for k, c in enumerate(probe.cols)})
             rows = self._read(name, conds)
             for n in idx:
-                answers[n] = _filter(rows, requests[n][2])
+                answers[n] = filtered(rows, requests[n][2])
             if probe is not None:
-                touched[name] = _at_keys(rows, probe)
+                touched[name] = at_keys(rows, probe)
         return answers, touched
 
     def _read(self, name: str, conds: list[dict[int, np.ndarray]]) -> Table:
-        """The rows of relation ``name`` matching any of ``conds`` (consolidated)."""
-        keyed = self.keyed.get(name)
-        if keyed is not None:
-            return keyed.lookup(conds) if conds else empty_change(keyed.vars, self.ops)
+        """The rows of relation ``name`` (not keyed) matching any of ``conds``: masks on a
+        local table, one bounded scan of a Spark one (:mod:`faq.spark.reach`; past the
+        bounds of :func:`faq.plan.reach.bounds`, :class:`NeedsSpark`)."""
         local = self.local.get(name)
         if local is not None:
-            mask = np.zeros(local.rows, dtype=bool)
-            for c in conds:
-                mask |= _mask(local, c)
-            return local.take(np.flatnonzero(mask))
+            return matching_rows(local, conds)
         f = self.relations[name]
         if self._rows(name) == 0 or not conds:
             return empty_change(f.vars, self.ops)
-        literals = sum(len(v) for c in conds for v in c.values())
-        most = current().max_literals
-        if literals > most:
-            raise NeedsSpark(
-                f"{literals:,} lookup keys for relation {name!r} > max_literals={most:,}"
-            )
-        df = f.df
-        types = f.key_types
-        cond = None
-        for c in conds:
-            part = all_of([isin_literals(f.vars[k], types[k], v) for k, v in c.items()])
-            cond = part if cond is None else cond | part
-        most = current().max_fetch_rows
-        at = df.filter(cond).limit(most + 1).toArrow()
-        if at.num_rows > most:
-            raise NeedsSpark(
-                f"lookups of relation {name!r} reach over max_fetch_rows={most:,} rows"
-            )
-
+        bound = bounds()
+        over = bound.literals_over(
+            sum(len(v) for c in conds for v in c.values()), f"lookup keys for relation {name!r}"
+        )
+        if over:
+            raise NeedsSpark(over)
+        at = collect_bounded(
+            f.df.filter(matching(f.vars, f.key_types, conds)), bound.max_fetch_rows
+        )
+        if at is None:
+            raise NeedsSpark(bound.rows_over(f"lookups of relation {name!r} reach"))
         unique = f.source.consolidated
         return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
 
@@ -382,30 +372,6 @@ def _through(rows: Table, atom: Atom) -> Data:
 
 def _conds(atom: Atom, known: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
     return {k: known[v] for k, v in enumerate(atom.vars) if v in known}
-
-
-def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
-    mask = np.ones(t.rows, dtype=bool)
-    for k, values in conds.items():
-        mask &= np.isin(t.cols[k], values)
-    return mask
-
-
-def _filter(t: Table, conds: Mapping[int, np.ndarray]) -> Table:
-    return t.take(np.flatnonzero(_mask(t, conds)))
-
-
-def _at_keys(rows: Table, keys: Table) -> Table:
-    """The rows of ``rows`` whose whole key is a key of ``keys``."""
-    if rows.rows == 0 or keys.rows == 0:
-        return rows.take(np.empty(0, dtype=np.int64))
-    both = [np.concatenate([a, b]) for a, b in zip(rows.cols, keys.cols, strict=True)]
-    perm, starts = group_starts(both)
-    group = np.empty(len(perm), dtype=np.int64)
-    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
-    in_keys = np.zeros(len(starts), dtype=bool)
-    in_keys[group[rows.rows :]] = True
-    return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
 
 
 def empty_change(vars_: tuple[str, ...], ops: Any) -> Table:

@@ -9,8 +9,11 @@ sharing a variable with the changed one are read at the delta's values of it
 (round 1, one Spark job); the values their rows hold name the rows of the
 atoms one hop further (round 2, one more job); and so on until every atom of
 every term is read.  A triangle, a clique or a star takes one round; a path of
-three atoms from its end, two.  Each round is one Spark job per key signature
-(a filter of ``IN`` lists, one plan: :func:`fetch`), instead of a job per read.
+three atoms from its end, two.  Which atom is read at which round, and through which
+column, is planned from the rule (:func:`faq.plan.hops`, the one plan every reader of
+a change's reach follows).  Each round is one Spark job per key signature (a filter
+of ``IN`` lists, one plan: :func:`fetch`, over :func:`faq.spark.fetch_tagged`),
+instead of a job per read.
 
 A relation's fetched rows are kept with the values they cover (per column:
 every base row holding one of them is among the rows), so later lookups inside
@@ -19,7 +22,8 @@ that cover need no job (:meth:`incremental.spark_keyed.RemoteKeyed.with_near`).
 A rule whose atoms are not all connected to a changed one, or with constants,
 has no such bound: :func:`gather` returns None and the tick reads as it did.
 A tick whose rows are more than ``max_fetch_rows`` (a setting; :func:`fetch`
-stops there), or whose round looks for more than ``max_literals`` values, gets
+stops there), or whose round looks for more than ``max_literals`` values (the bounds
+of :func:`faq.plan.bounds`, their one home), gets
 a :class:`Beyond`: its delta queries then run as Spark jobs
 (:func:`faq.solve_delta` with ``local=False``), with no lookups of their own
 that would meet the same bound.  The first round's job also returns, whatever
@@ -29,6 +33,7 @@ key), so that a tick past the bound needs no job of its own for them.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,9 +41,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from faq import VALUE, Rule
-from faq.kernel import Table, match_keys
-from faq.spark import in_list, union_all
+from faq import Rule
+from faq.kernel import Table, match_keys, narrow
+from faq.plan import bounds, hops
+from faq.spark import Scan, fetch_tagged
 from incremental.tables import concat
 from semirings.local import distinct
 
@@ -70,12 +76,6 @@ class Beyond:
     at_keys: dict[str, Table] = field(default_factory=dict)
 
 
-TAG = "__reach"
-ROW = "__row"
-KEY = "__key"
-_ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
-
-
 @dataclass
 class _Term:
     """One term of the delta rule: its changed atom, the atoms read so far, and the
@@ -91,17 +91,16 @@ def gather(
     rule: Rule,
     deltas: Mapping[str, Rows],
     rels: Mapping[str, RemoteKeyed],
-    most: int,
-    literals: int,
     out: RemoteKeyed | None = None,
 ) -> Near | Beyond | None:
     """The base rows of each relation that a tick with ``deltas`` reads, fetched round
     by round (one Spark job per round and key signature), with the values they cover;
     None when the rule bounds no such rows (an atom not connected to a changed one, a
-    constant); a :class:`Beyond` when they may be more than ``most`` rows, or a round
-    looks for more than ``literals`` values.  Each changed relation is also read at its
-    delta's leading values (its lookups at the delta's keys); past the bound, the
-    first round's rows at those keys come in the :class:`Beyond`.
+    constant); a :class:`Beyond` when they may be more than ``max_fetch_rows`` rows, or
+    a round looks for more than ``max_literals`` values (:func:`faq.plan.bounds`).
+    Each changed relation is also read at its delta's leading values (its lookups at
+    the delta's keys); past the bound, the first round's rows at those keys come in
+    the :class:`Beyond`.
 
     With ``out`` (the output, keyed by the head), its rows at the changed output keys
     are fetched too, under the name :data:`OUT`: a changed key agrees with some term's
@@ -116,12 +115,17 @@ def gather(
     else:
         out = None
     terms = [
-        _Term(i, _known(a.vars, deltas[a.relation].cols), {i})
+        _Term(i, narrow({}, a.vars, deltas[a.relation].cols), {i})
         for i, a in enumerate(rule.atoms)
         if a.relation in deltas and deltas[a.relation].rows
     ]
     if not terms:
         return None
+    plans = {t.atom: hops(rule, t.atom) for t in terms}
+    if not all(p.complete for p in plans.values()):
+        return None  # an atom shares no variable with what the change reaches
+    bound = bounds()
+    most = bound.max_fetch_rows
     ask: dict[str, dict[int, list[np.ndarray]]] = {}
     for name, d in deltas.items():
         if d.rows and d.cols:
@@ -130,18 +134,13 @@ def gather(
     cover: dict[str, dict[int, np.ndarray]] = {}
     held = 0
     keys = {n: d.cols for n, d in deltas.items() if d.rows and d.cols}  # the first round's
-    while True:
-        steps = []  # (term, atom, column, values)
+    for r in itertools.count():
+        steps = []  # (term, atom, column, values): a hop read at its first known column
         for t in terms:
-            for j, b in enumerate(rule.atoms):
-                if j not in t.read:
-                    shared = [v for v in b.vars if v in t.known]
-                    if shared:
-                        col = b.vars.index(shared[0])
-                        steps.append((t, j, col, t.known[shared[0]]))
-                        _ask(ask, b.relation, col, t.known[shared[0]])
-        if not steps and any(len(t.read) < len(rule.atoms) for t in terms):
-            return None  # an atom shares no variable with what the change reaches
+            for h in plans[t.atom].rounds[r] if r < len(plans[t.atom].rounds) else ():
+                col, v = h.cols[0]
+                steps.append((t, h.atom, col, t.known[v]))
+                _ask(ask, rule.atoms[h.atom].relation, col, t.known[v])
         if out is not None and steps:  # with a round's job: none of its own
             for t in terms:
                 if not t.asked:
@@ -151,23 +150,16 @@ def gather(
                         t.asked = True
         plan = _new_values(ask, cover)
         values = sum(len(v) for cols in plan.values() for v in cols.values())
-        if values > literals:
-            log.info(
-                "a tick looks for %s values > max_literals=%s: its delta queries read the "
-                "relations in Spark",
-                f"{values:,}",
-                f"{literals:,}",
-            )
+        over = bound.literals_over(values, "values looked for by a tick")
+        if over:
+            log.info("%s: its delta queries read the relations in Spark", over)
             return Beyond()
         if plan:
             got, at_keys = fetch(rels, plan, most - held, keys)
             keys = {}
             if got is None:
-                log.info(
-                    "a tick reaches over max_fetch_rows=%s rows of the state: its delta "
-                    "queries read the relations in Spark",
-                    f"{most:,}",
-                )
+                why = bound.rows_over("a tick reaches")
+                log.info("%s of the state: its delta queries read the relations in Spark", why)
                 return Beyond(at_keys)
             for name, rows in got.items():
                 held += rows.rows
@@ -182,23 +174,7 @@ def gather(
             if len(t.read) == len(rule.atoms) and (out is None or t.asked):
                 continue  # no further hop and no output rows to ask for: values not needed
             b = rule.atoms[j]
-            rows = _rows_at(b.relation, col, values, near, rels, deltas)
-            for v, c in zip(b.vars, rows, strict=True):
-                _narrow(t.known, v, c)
-
-
-def _known(vars_: tuple[str, ...], cols: tuple[np.ndarray, ...]) -> dict[str, np.ndarray]:
-    """Each variable of a changed atom at the values its delta holds there."""
-    known: dict[str, np.ndarray] = {}
-    for v, c in zip(vars_, cols, strict=True):
-        _narrow(known, v, c)
-    return known
-
-
-def _narrow(known: dict[str, np.ndarray], v: str, column: np.ndarray) -> None:
-    """Variable ``v`` can take only the values of ``column`` too (the distinct ones)."""
-    have = distinct(column)
-    known[v] = np.intersect1d(known[v], have) if v in known else have
+            narrow(t.known, b.vars, _rows_at(b.relation, col, values, near, rels, deltas))
 
 
 def _ask(
@@ -290,8 +266,6 @@ def fetch(
     driver holds at most about ``most + P`` rows; a hub's rows (all in its key's
     partition) are refused past ``most // P``.
     """
-    from pyspark.sql import functions as F
-
     groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
     for name in plan:
         r = rels[name]
@@ -300,37 +274,15 @@ def fetch(
     keys = keys or {}
     out = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
     for names in groups.values():
-        frames = []
-        for k, name in enumerate(names):
+        scans = []
+        for name in names:
             r = rels[name]
-            cond = " OR ".join(
-                in_list(r.vars[c], vals, r.types[c]) for c, vals in plan[name].items()
-            )
-            cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(r.vars)]
             mine = keys.get(name)
-            key = "false"
-            if mine is not None:
-                pairs = zip(r.vars, r.types, mine, strict=True)
-                key = " AND ".join(in_list(v, distinct(c), ty) for v, ty, c in pairs)
-            tagged = [F.lit(k).alias(TAG), F.expr(key).alias(KEY)]
-            frames.append(r.base.filter(F.expr(cond)).select(*cols, VALUE, *tagged))
-        union = union_all(frames)
-        each = max(1, most // sum(rels[n].ctx.partitions for n in names))
-        row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
-        at = union.withColumn(ROW, row).filter((F.col(ROW) <= each) | F.col(KEY)).toArrow()
-        tags = at.column(TAG).to_numpy()
-        if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-            hit = at.column(KEY).to_numpy(zero_copy_only=False)
-            at_keys = {
-                name: rels[name].near_rows(
-                    at.filter(hit & (tags == k)).drop_columns([TAG, KEY, ROW])
-                )
-                for k, name in enumerate(names)
-                if name in keys
-            }
-            return None, at_keys  # (relations of other key types: their own lookups)
-        at = at.drop_columns([ROW, KEY])
-        for k, name in enumerate(names):
-            part = at.filter(tags == k).drop_columns([TAG])
+            at = None if mine is None else tuple(distinct(c) for c in mine)
+            scans.append(Scan(r.base, r.vars, r.types, plan[name], at, r.ctx.partitions))
+        got, at_keys = fetch_tagged(scans, most)
+        if got is None:  # (relations of other key types: their own lookups)
+            return None, {names[k]: rels[names[k]].near_rows(t) for k, t in at_keys.items()}
+        for name, part in zip(names, got, strict=True):
             out[name] = rels[name].near_rows(part)
     return out, {}

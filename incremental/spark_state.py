@@ -103,15 +103,14 @@ class SparkState(Sizes):
     def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | Beyond | None:
         """The rows a tick reads, fetched hop by hop (:func:`incremental.reach.gather`),
         when that applies: an additive regime, delta queries allowed in the driver
-        (``how``), integer or string keys, at most ``max_literals`` values to look for in
-        a round and at most ``max_fetch_rows`` rows (settings)."""
+        (``how``), integer or string keys, within the bounds of :func:`faq.plan.bounds`
+        (``max_literals`` values to look for in a round, ``max_fetch_rows`` rows)."""
         m = self.m
         if m.regime == "general" or m.comp or not how.local:
             return None
         if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):
             return None
-        st = settings()
-        return gather(m.rule, deltas, m.rels, st.max_fetch_rows, st.max_literals, m.out)
+        return gather(m.rule, deltas, m.rels, m.out)
 
     def result(self) -> Factor:
         """The output in the view's semiring (a DataFrame over the state: no job)."""

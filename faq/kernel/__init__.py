@@ -22,6 +22,7 @@ the driver and inside Spark tasks.
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import changed_rows, match_keys
+from faq.kernel.reach import narrow
 from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, concat, group_reduce, ranges
@@ -45,6 +46,7 @@ __all__ = [
     "group_reduce",
     "index",
     "match_keys",
+    "narrow",
     "pair_join_size",
     "ranges",
     "scalar_value",

@@ -4,6 +4,8 @@
 * :mod:`faq.plan.aggregates`: per-variable ⊕ operators (general FAQ);
 * :mod:`faq.plan.physical`: where and how each step runs (driver, tasks or
   Spark; Generic Join or binary joins) and the binding orders;
+* :mod:`faq.plan.reach`: the hops a change takes through a rule, and the bounds on
+  what the driver looks for (``max_literals``, ``max_fetch_rows``);
 * :mod:`faq.plan.settings`: every threshold, in one frozen ``Settings``;
 * :mod:`faq.plan.report`: the run's trace and the text of ``explain()``;
 * :mod:`faq.plan.convergence`: when a recursive program's fixpoint is refused
@@ -20,14 +22,21 @@ from faq.plan.convergence import (
     overflowed,
 )
 from faq.plan.physical import BACKENDS, JOIN_METHODS
+from faq.plan.reach import Bounds, Hop, Reach, bounds, hops, one_hop
 from faq.plan.settings import DEFAULTS, Settings, current
 
 __all__ = [
     "BACKENDS",
+    "Bounds",
     "DEFAULTS",
+    "Hop",
+    "Reach",
     "JOIN_METHODS",
     "Settings",
+    "bounds",
     "current",
+    "hops",
+    "one_hop",
     "DivergenceError",
     "idempotent_on",
     "improving_cycle",

@@ -17,6 +17,11 @@ this module decides *how*, from statistics only (no Spark job):
   step runs binary DataFrame joins instead when ``join="binary"``, or, under
   ``join="auto"``, when its bag is cyclic and its cheapest pairwise join is
   known to be small (no skew to beat: ``skew_factor``);
+* **the delta rule's placement** (:func:`faq.solve_delta`): in the driver for
+  changes of at most ``local_delta_rows`` rows (:func:`delta_in_driver`); past it, in
+  one Spark task when the rows the changes reach fit one (``cell_rows``, at most
+  ``max_literals`` values looked for: :func:`delta_in_one_task`), else as Spark
+  queries;
 * **binding order** of Generic Join (:func:`binding_order`) and **join
   order** of binary joins (:func:`join_order`).
 
@@ -33,6 +38,7 @@ from typing import Any
 
 from faq.plan import runners
 from faq.plan.logical import Step
+from faq.plan.reach import bounds
 from faq.plan.settings import Settings, current
 from faq.plan.shares import Shares, choose_shares
 from semirings.core import Semiring
@@ -46,6 +52,8 @@ __all__ = [
     "check_options",
     "choose",
     "choose_runner",
+    "delta_in_driver",
+    "delta_in_one_task",
     "join_order",
 ]
 
@@ -370,3 +378,25 @@ def join_order(inputs: Sequence[InputInfo], start: int | None = None) -> list[in
         order.append(nxt)
         vars_ |= set(inputs[nxt].vars)
     return order
+
+
+# -- the delta rule --------------------------------------------------------------------------
+def delta_in_driver(rows: int, local: bool, st: Settings | None = None) -> tuple[bool, str]:
+    """Whether the delta rule tries the driver first, for changes of at most ``rows``
+    rows (``local=False`` refuses it), and why: the ``local_delta_rows`` setting."""
+    most = (st or current()).local_delta_rows
+    if not local:
+        return False, "local=False"
+    if rows > most:
+        return False, f"a change holds {rows:,} rows > local_delta_rows={most:,}"
+    return True, f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}"
+
+
+def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) -> str:
+    """Why a delta rule past the driver runs in one Spark task, or "" when it does not:
+    its scans look for at most ``max_literals`` values (``literals``) and read about
+    ``rows`` rows, at most ``cell_rows``."""
+    st = st or current()
+    if bounds(st).literals_over(literals, "values") or rows > st.cell_rows:
+        return ""
+    return f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"

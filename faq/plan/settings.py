@@ -110,10 +110,12 @@ class Settings:
     max_fetch_rows : int
         ... as long as those matching rows are at most this many.  Also the rows a
         Spark-resident view's tick brings into the driver (:mod:`incremental.reach`);
-        past it, the tick's delta queries read the state in Spark.
+        past it, the tick's delta queries read the state in Spark.  Read, with
+        ``max_literals``, through :func:`faq.plan.reach.bounds` only.
     max_literals : int
         Keys of a delta sent to Spark as a literal filter, at most; also the values a
-        Spark-resident view's tick looks for in one fetch (:mod:`incremental.reach`).
+        Spark-resident view's tick looks for in one fetch (:mod:`incremental.reach`),
+        and the values a delta rule in one Spark task looks for.
     log_rows : int
         Log folding: a keyed table (or a Spark view's relation) keeps its changes
         in a log until the log holds more than ``max(log_rows, log_fraction ×

@@ -9,18 +9,23 @@ decided.
 * :mod:`faq.spark.ops`: binary joins, Generic Join on DataFrames, aggregation;
 * :mod:`faq.spark.tasks`: the kernel inside Spark tasks over a broadcast index;
 * :mod:`faq.spark.partitioned`: past what a worker holds, one HyperCube shuffle and the
-  kernel in every cell.
+  kernel in every cell;
+* :mod:`faq.spark.reach`: the rows a change reaches, by ``IN``-list or semi-join scans;
+* :mod:`faq.spark.delta_task`: the delta rule's one-task mechanics.
 """
 
 from faq.spark.convert import arrow_to_table, to_spark
 from faq.spark.ops import all_of, in_list, isin_literals, sql_name, union_all
+from faq.spark.reach import Scan, fetch_tagged
 from faq.spark.tasks import TaskError, driver_cores, is_connect, parallelism
 
 __all__ = [
+    "Scan",
     "TaskError",
     "all_of",
     "arrow_to_table",
     "driver_cores",
+    "fetch_tagged",
     "in_list",
     "is_connect",
     "isin_literals",

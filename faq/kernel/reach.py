@@ -1,0 +1,71 @@
+"""The driver half of reading a change's reach: rows of tables at given values.
+
+The hops a change takes are planned from the rule (:mod:`faq.plan.reach`); their rows
+are read in Spark by scans (:mod:`faq.spark.reach`) and in the driver here: a keyed
+table by binary searches on its tries (:meth:`faq.kernel.KeyedTable.lookup`, no scan),
+a plain table by masks.  A condition is column index -> allowed values, all of which
+must hold; a read returns the rows matching any of its conditions.  What a term
+knows after a hop (the values each variable can still take) is :func:`narrow`-ed by
+the rows it read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from faq.kernel.keyed import KeyedTable
+from faq.kernel.table import Table
+from semirings.local import distinct, group_starts
+
+__all__ = ["at_keys", "filtered", "matching_rows", "narrow"]
+
+
+def matching_rows(t: Table | KeyedTable, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
+    """The rows of ``t`` matching any of ``conds`` (a keyed table's consolidated)."""
+    if isinstance(t, KeyedTable):
+        if not conds:
+            return t.base.take(np.empty(0, np.int64))
+        return t.lookup(conds)
+    hit = np.zeros(t.rows, dtype=bool)
+    for c in conds:
+        hit |= _mask(t, c)
+    return t.take(np.flatnonzero(hit))
+
+
+def filtered(t: Table, cond: Mapping[int, np.ndarray]) -> Table:
+    """The rows of ``t`` matching ``cond``."""
+    return t.take(np.flatnonzero(_mask(t, cond)))
+
+
+def _mask(t: Table, cond: Mapping[int, np.ndarray]) -> np.ndarray:
+    mask = np.ones(t.rows, dtype=bool)
+    for k, values in cond.items():
+        mask &= np.isin(t.cols[k], values)
+    return mask
+
+
+def at_keys(rows: Table, keys: Table) -> Table:
+    """The rows of ``rows`` whose whole key is a key of ``keys``."""
+    if rows.rows == 0 or keys.rows == 0:
+        return rows.take(np.empty(0, dtype=np.int64))
+    both = [np.concatenate([a, b]) for a, b in zip(rows.cols, keys.cols, strict=True)]
+    perm, starts = group_starts(both)
+    group = np.empty(len(perm), dtype=np.int64)
+    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
+    in_keys = np.zeros(len(starts), dtype=bool)
+    in_keys[group[rows.rows :]] = True
+    return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
+
+
+def narrow(
+    known: dict[str, np.ndarray], vars_: Sequence[str], cols: Sequence[np.ndarray]
+) -> dict[str, np.ndarray]:
+    """``known`` (per variable, the distinct values it can take) narrowed by rows read
+    over ``vars_`` (columns ``cols``): each variable can take only the values of its
+    columns too.  Updated in place and returned."""
+    for v, c in zip(vars_, cols, strict=True):
+        have = distinct(c)
+        known[v] = np.intersect1d(known[v], have, assume_unique=True) if v in known else have
+    return known
