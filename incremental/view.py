@@ -65,7 +65,9 @@ log = logging.getLogger("faq.incremental")
 
 STATES = ("auto", "driver", "spark")
 """Where a view keeps its state: ``"auto"`` (the driver unless the initial relations hold
-more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``."""
+more than the ``local_rows`` setting, :func:`faq.settings`), ``"driver"`` or ``"spark"``, for a
+one-rule query; a program's view keeps its program state in the driver (``"spark"`` is
+refused for it)."""
 
 IF_EXISTS = ("error", "resume")
 """With initial relations and a ``state_dir`` holding a view: refuse, or reopen it."""
