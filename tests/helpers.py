@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from faq import Factor
+from incremental.journal import HEADER
 from semirings import Semiring
 from semirings.laws import approx_equal
 
@@ -52,3 +54,13 @@ def spark_jobs(spark: Any, fn: Callable[[], Any], what: str = "jobs") -> tuple[A
     with job_group(sc, new_job_group(f"test-{what}"), what) as group:
         out = fn()
     return out, jobs_in_group(sc, group)
+
+
+def frames_at(path: Path) -> list[tuple[int, int, int]]:
+    """(offset, flags, tick) of every frame of the journal ``path``, in order."""
+    data, pos, out = path.read_bytes(), 0, []
+    while pos + HEADER.size <= len(data):
+        _, _, flags, tick, length, _, _ = HEADER.unpack_from(data, pos)
+        out.append((pos, flags, tick))
+        pos += HEADER.size + length
+    return out

@@ -17,9 +17,10 @@ import pytest
 from faq import query, settings
 from incremental import IncrementalView
 from incremental.commit import Clear, OweCheckpoint, OweFrame
-from incremental.journal import HEADER, INTENT
+from incremental.journal import INTENT
 from incremental.manifest import ViewId, check_view, read_manifest
 from incremental.store import Store
+from tests.helpers import frames_at
 
 PATH = "Q(a, c) :- E(a, b), F(b, c)"
 
@@ -48,16 +49,6 @@ def _answers(v: IncrementalView) -> tuple:
 
 def _journal(folder: Path) -> Path:
     return folder / json.loads((folder / "manifest.json").read_text())["journal"]
-
-
-def _frames(path: Path) -> list[tuple[int, int, int]]:
-    """(offset, flags, tick) of every frame of the journal ``path``."""
-    data, pos, out = path.read_bytes(), 0, []
-    while pos + HEADER.size <= len(data):
-        _, _, flags, tick, length, _, _ = HEADER.unpack_from(data, pos)
-        out.append((pos, flags, tick))
-        pos += HEADER.size + length
-    return out
 
 
 def test_a_refused_tick_leaves_the_folder_and_the_books_as_they_were(tmp_path):
@@ -117,7 +108,7 @@ def test_a_refused_tick_after_a_reopen_leaves_the_frame_it_owes_owed(tmp_path):
     manifest = (tmp_path / "v" / "manifest.json").read_bytes()
     view.close()
     (tmp_path / "v" / "manifest.json").write_bytes(manifest)  # as kill -9 leaves it
-    last = _frames(path)[-1]
+    last = frames_at(path)[-1]
     assert last[1:] == (0, 2)
     path.write_bytes(path.read_bytes()[: last[0]])  # tick 2's commit frame never written
     reopened = path.read_bytes()
@@ -131,7 +122,7 @@ def test_a_refused_tick_after_a_reopen_leaves_the_frame_it_owes_owed(tmp_path):
         v.step(E=_delta((6, 6, 1)))
         assert isinstance(v._store.book.debt, Clear)
         after = _answers(v)
-    flags = [(f, t) for _, f, t in _frames(path)]
+    flags = [(f, t) for _, f, t in frames_at(path)]
     assert flags == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2), (INTENT, 3), (0, 3)]
     with IncrementalView(q, state_dir=tmp_path / "v") as v:
         assert _answers(v) == after

@@ -41,6 +41,7 @@ from faq import Factor, query, settings
 from incremental import IncrementalView, StateError
 from incremental.journal import HEADER, INTENT, encode_intent, read_frames, read_journal
 from semirings import Semiring
+from tests.helpers import frames_at
 from tests.journal_ticker import CHECKPOINT_TICKS, Ticks, ticker_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,19 +299,11 @@ def test_a_checkpoint_file_lost_while_open_makes_the_next_tick_a_checkpoint(tmp_
 
 
 # -- a torn last frame, damage --------------------------------------------------------------------
-def _frames_at(path: Path) -> list[tuple[int, int, int]]:
-    """(offset, flags, tick) of every frame of the journal ``path``, in order."""
-    data, pos, out = path.read_bytes(), 0, []
-    while pos + HEADER.size <= len(data):
-        _, _, flags, tick, length, _, _ = HEADER.unpack_from(data, pos)
-        out.append((pos, flags, tick))
-        pos += HEADER.size + length
-    return out
 
 
 def _flags(path: Path) -> list[tuple[int, int]]:
     """(flags, tick) of every frame of the journal ``path``, in order."""
-    return [(flags, tick) for _, flags, tick in _frames_at(path)]
+    return [(flags, tick) for _, flags, tick in frames_at(path)]
 
 
 def test_a_tick_syncs_its_intent_in_the_journals_helper_process(tmp_path, monkeypatch):
@@ -383,7 +376,7 @@ def test_an_intent_without_its_commit_frame_is_applied_again(tmp_path, caplog):
     after = view.result().to_dict()
     path, _ = _journal(tmp_path / "v")
     manifest = _killed(view, tmp_path / "v")
-    starts = [p for p, _, _ in _frames_at(path)]
+    starts = [p for p, _, _ in frames_at(path)]
     assert len(starts) == 6  # an intent and a commit frame per tick
     data = path.read_bytes()[: starts[4]]  # as if tick 3 never ran
     for cut in [starts[2], starts[2] + 9, starts[3] - 1]:  # inside the intent of tick 2
@@ -494,7 +487,7 @@ def test_a_last_frame_cut_anywhere_is_dropped(tmp_path, caplog):
     _, _, intent = read_journal(path, 0)
     # the intent of tick 2 cut short: tick 2 was never durable (a cut past the intent
     # applies the intent again: test_an_intent_without_its_commit_frame_is_applied_again)
-    at = _frames_at(path)
+    at = frames_at(path)
     assert [f[1:] for f in at] == [(INTENT, 1), (0, 1), (INTENT, 2), (0, 2)] and intent is None
     start, stop = at[2][0], at[3][0]
     for cut in range(start, stop):
@@ -643,7 +636,7 @@ def test_a_closed_views_journal_cut_short_is_refused_naming_the_lost_ticks(tmp_p
     folder = tmp_path / "v"
     history, q, path = _closed_history(folder)
     data, manifest = path.read_bytes(), (folder / "manifest.json").read_bytes()
-    at = _frames_at(path)
+    at = frames_at(path)
     assert [f[1:] for f in at] == [(fl, t) for t in range(1, LOST + 1) for fl in (INTENT, 0)]
     intent = {t: at[2 * t - 2][0] for t in range(1, LOST + 1)}  # where tick t's intent starts
     commit = {t: at[2 * t - 1][0] for t in range(1, LOST + 1)}  # and its commit frame
@@ -699,7 +692,7 @@ def test_a_closed_journal_cut_anywhere_in_its_last_ticks_loses_no_tick_silently(
     folder = tmp_path / "v"
     history, q, path = _closed_history(folder)
     data, manifest = path.read_bytes(), (folder / "manifest.json").read_bytes()
-    at = _frames_at(path)
+    at = frames_at(path)
     first = at[-4][0]  # the intent of tick LOST - 1
     cuts = sorted({*range(first, len(data), 13), *(p for p, _, _ in at[-4:])})
     reached = set()
@@ -736,7 +729,7 @@ def test_ticks_lost_are_named_in_a_spark_state_too(spark, tmp_path):
         view.step(**history[-1])
     path, _ = _journal(folder)
     view.close()
-    path.write_bytes(path.read_bytes()[: _frames_at(path)[4][0]])  # ticks 3 and 4 gone
+    path.write_bytes(path.read_bytes()[: frames_at(path)[4][0]])  # ticks 3 and 4 gone
     with pytest.raises(StateError, match=r"ends at tick 2, .* \(ticks 3-4 are missing"):
         IncrementalView(q, state_dir=folder)
     with IncrementalView(q, state_dir=folder, if_ticks_lost="accept") as v:
@@ -756,7 +749,7 @@ def test_a_crashed_views_reopen_records_its_last_tick_when_closed(tmp_path):
     with IncrementalView(q, state_dir=tmp_path / "v") as v:
         assert v.tick == 3
     assert _journal(tmp_path / "v")[1]["last_tick"] == 3
-    path.write_bytes(path.read_bytes()[: _frames_at(path)[4][0]])
+    path.write_bytes(path.read_bytes()[: frames_at(path)[4][0]])
     with pytest.raises(StateError, match=r"ends at tick 2, .* \(tick 3 is missing"):
         IncrementalView(q, state_dir=tmp_path / "v")
 

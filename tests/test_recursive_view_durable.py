@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from faq import Factor, query, reference_fixpoint, settings
 from incremental import IncrementalView, StateError
-from incremental.journal import HEADER, INTENT
+from incremental.journal import INTENT
 from incremental.testing import assert_incremental, ticks
+from tests.helpers import frames_at
 
 SSSP = "D(x) :- S(x)\nD(y) :- D(x), E(x, y)"
 PATHS = "P(x) :- S(x)\nP(y) :- P(x), E(x, y)"
@@ -64,16 +65,6 @@ def killed(view: IncrementalView, folder: Path) -> bytes:
     view.close()
     (folder / "manifest.json").write_bytes(manifest)
     return manifest
-
-
-def frames_at(path: Path) -> list[tuple[int, int, int]]:
-    """(offset, flags, tick) of every frame of the journal ``path``."""
-    data, pos, out = path.read_bytes(), 0, []
-    while pos + HEADER.size <= len(data):
-        _, _, flags, tick, length, _, _ = HEADER.unpack_from(data, pos)
-        out.append((pos, flags, tick))
-        pos += HEADER.size + length
-    return out
 
 
 def test_a_durable_shortest_path_view_survives_close_and_reopen(spark, tmp_path):

@@ -34,7 +34,7 @@ from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, row_codes, sort_rows
 
-__all__ = ["KeyedTable", "changed_rows", "match_keys"]
+__all__ = ["KeyedTable", "changed_rows", "mask_at", "match_keys"]
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ class KeyedTable:
             return base
         mask = np.zeros(self.over.rows, dtype=bool)
         for c in conds:
-            mask |= _mask(self.over, c)
+            mask |= mask_at(self.over, c)
         over = self.over.take(np.flatnonzero(mask))
         in_over, _ = match_keys(base.cols, self.over.cols)
         base = base.take(np.flatnonzero(~in_over))
@@ -506,7 +506,8 @@ _FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _mask(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
+def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
+    """The rows of ``t`` whose column ``k`` holds one of ``conds[k]``, for every ``k``."""
     mask = np.ones(t.rows, dtype=bool)
     for k, values in conds.items():
         mask &= np.isin(t.cols[k], values)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from faq.kernel.keyed import KeyedTable
+from faq.kernel.keyed import KeyedTable, mask_at
 from faq.kernel.table import Table
 from semirings.local import distinct, group_starts
 
@@ -30,20 +30,13 @@ def matching_rows(t: Table | KeyedTable, conds: Sequence[Mapping[int, np.ndarray
         return t.lookup(conds)
     hit = np.zeros(t.rows, dtype=bool)
     for c in conds:
-        hit |= _mask(t, c)
+        hit |= mask_at(t, c)
     return t.take(np.flatnonzero(hit))
 
 
 def filtered(t: Table, cond: Mapping[int, np.ndarray]) -> Table:
     """The rows of ``t`` matching ``cond``."""
-    return t.take(np.flatnonzero(_mask(t, cond)))
-
-
-def _mask(t: Table, cond: Mapping[int, np.ndarray]) -> np.ndarray:
-    mask = np.ones(t.rows, dtype=bool)
-    for k, values in cond.items():
-        mask &= np.isin(t.cols[k], values)
-    return mask
+    return t.take(np.flatnonzero(mask_at(t, cond)))
 
 
 def at_keys(rows: Table, keys: Table) -> Table:
