@@ -15,7 +15,7 @@ over rows shipped there (:mod:`faq.delta`'s one-task path).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from faq.executor import Data, Executor, Options
 from faq.factor import Factor
+from faq.kernel.keyed import KeyedTable
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
 from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
@@ -40,6 +41,7 @@ __all__ = [
     "LocalDelta",
     "NeedsSpark",
     "TermReport",
+    "Touched",
     "empty_change",
     "split_rule",
 ]
@@ -90,7 +92,7 @@ class DeltaResult:
         ``"driver"`` (lookups plus the local kernel) or ``"spark"``.
     terms : tuple of TermReport
         One report per term of the delta rule, by atom index.
-    touched : dict of str to Factor
+    touched : mapping of str to Factor
         For each changed relation (driver path only): its rows before the
         change at the keys the change names, read in the first round of
         lookups (so a caller can count rows or refuse negative multiplicities
@@ -103,7 +105,7 @@ class DeltaResult:
     change: Factor
     where: str
     terms: tuple[TermReport, ...]
-    touched: dict[str, Factor]
+    touched: Mapping[str, Factor]
     why: str = ""
 
     def explain(self) -> str:
@@ -133,6 +135,35 @@ def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
         names.append(n)
     atoms = tuple(Atom(n, a.vars) for n, a in zip(names, rule.atoms, strict=True))
     return Rule(rule.name, rule.head, atoms), tuple(names)
+
+
+class Touched(Mapping[str, Factor]):
+    """:attr:`DeltaResult.touched` of changes ``deltas`` of keyed relations ``keyed``: each
+    changed relation's rows at its change's keys, read (binary searches) at first use."""
+
+    def __init__(
+        self, keyed: Mapping[str, KeyedTable], deltas: Mapping[str, Table], S: Semiring
+    ) -> None:
+        self._keyed, self._deltas, self._S = keyed, deltas, S
+        self._read: dict[str, Factor] | None = None
+
+    def _rows(self) -> dict[str, Factor]:
+        if self._read is None:
+            at = {n: self._keyed[n].at(d.cols) for n, d in self._deltas.items()}
+            self._read = {n: Factor.from_table(t, self._S, n) for n, t in at.items()}
+        return self._read
+
+    def __getitem__(self, name: str) -> Factor:
+        return self._rows()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._deltas)
+
+    def __len__(self) -> int:
+        return len(self._deltas)
+
+    def __repr__(self) -> str:
+        return repr(self._rows())
 
 
 # -- the driver path ----------------------------------------------------------------------------
@@ -220,12 +251,11 @@ class LocalDelta:
             else TermReport(i, False, "driver", order, ("wcoj",))
             for i, order in plans
         ]
-        touched = {n: self.keyed[n].at(d.cols) for n, d in self.deltas.items()}
         return DeltaResult(
             Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
             "driver",
             tuple(report),
-            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
+            Touched(self.keyed, self.deltas, self.S),  # read when asked: a view never asks
         )
 
     def _empty_other(self, i: int) -> bool:

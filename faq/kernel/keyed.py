@@ -381,7 +381,11 @@ class KeyedTable:
         new = _with_values(Table(self.vars, new.cols, new.values), self.ops)
         if new.rows == 0:
             return self
-        old = self.at(new.cols)
+        return self._replaced(new, self.at(new.cols))
+
+    def _replaced(self, new: Table, old: Table) -> KeyedTable:
+        """:meth:`replace` by ``new`` (distinct keys, annotations present, rows), whose
+        keys hold the rows ``old`` now."""
         rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
@@ -487,9 +491,14 @@ class KeyedTable:
             empty = _empty(self.vars, delta.cols, self.ops)
             return self, empty, empty
         old = self.at(delta.cols)
-        both = concat([_with_values(old, self.ops), _with_values(delta, self.ops)], self.ops)
-        summed = _reduce_keep_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
-        return self.replace(summed), old, summed
+        delta = _with_values(Table(self.vars, delta.cols, delta.values), self.ops)
+        if old.rows == 0:  # new keys only: the sums are the change
+            assert delta.values is not None
+            summed = Table(self.vars, delta.cols, np.asarray(delta.values, dtype=self.ops.dtype))
+        else:
+            both = concat([_with_values(old, self.ops), delta], self.ops)
+            summed = _reduce_keep_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
+        return self._replaced(summed, old), old, summed
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
     cols = [t.col(v) for v in keep]
     if not cols:
         perm, starts = np.arange(t.rows, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    elif t.unique and keep == t.vars:
+    elif (t.unique or t.rows == 1) and keep == t.vars:  # one row: already one per key
         return drop_zeros(t, ops)
     else:
         perm, starts = group_starts(cols)
