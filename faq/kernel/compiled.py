@@ -33,6 +33,7 @@ __all__ = [
     "intersect",
     "jit",
     "lookup",
+    "seeded_sums",
     "warm_up",
     "warm_up_in_background",
 ]
@@ -207,6 +208,90 @@ if NUMBA:
         return out
 
 
+if NUMBA:
+
+    @jit(nogil=True, inline="always")
+    def _at(vals, values, lo, hi, v):  # pragma: no cover - compiled
+        """The annotation of value ``v`` among ``vals[lo:hi]`` (sorted), or 0."""
+        end = hi
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if vals[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < end and vals[lo] == v:
+            return values[lo]
+        return 0
+
+    @jit(nogil=True)
+    def seeded_sums(
+        bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w
+    ):  # pragma: no cover - compiled
+        """Per seed row ``r``: ``w[r] · Σ_x Π_j (B_j(x) + X_j(x))``, where ``B_j`` and ``X_j``
+        are the children (values ``x``, leaf annotations) of node ``bnodes[j][r]`` of a base
+        trie level and ``xnodes[j][r]`` of a correction trie level (-1: none); and a bound
+        on the magnitude of every partial sum of the products of base or correction per
+        atom (``Σ_r |w[r]| Σ_x Π_j (|B_j(x)| + |X_j(x)|)``, as a float)."""
+        k = len(bnodes)
+        n = len(w)
+        out = np.zeros(n, np.int64)
+        bound = 0.0
+        for r in range(n):
+            best = -1
+            fewest = -1
+            for j in range(k):
+                c = 0
+                p = bnodes[j][r]
+                if p >= 0:
+                    c += bstarts[j][p + 1] - bstarts[j][p]
+                q = xnodes[j][r]
+                if q >= 0:
+                    c += xstarts[j][q + 1] - xstarts[j][q]
+                if c == 0:
+                    best = -1
+                    break
+                if best < 0 or c < fewest:
+                    best, fewest = j, c
+            if best < 0:
+                continue
+            total = 0
+            mag = 0.0
+            for side in range(2):  # the proposer's base children, then its correction's
+                node = bnodes[best][r] if side == 0 else xnodes[best][r]
+                if node < 0:
+                    continue
+                vals = bvals[best] if side == 0 else xvals[best]
+                starts = bstarts[best] if side == 0 else xstarts[best]
+                for pos in range(starts[node], starts[node + 1]):
+                    x = vals[pos]
+                    prod = 1
+                    size = 1.0
+                    for j in range(k):
+                        b = 0
+                        p = bnodes[j][r]
+                        if p >= 0:
+                            b = _at(bvals[j], bvalues[j], bstarts[j][p], bstarts[j][p + 1], x)
+                        if side == 1 and j == best and b != 0:
+                            size = 0.0  # x is among the proposer's base children: seen
+                            break
+                        c = 0
+                        q = xnodes[j][r]
+                        if q >= 0:
+                            c = _at(xvals[j], xvalues[j], xstarts[j][q], xstarts[j][q + 1], x)
+                        size *= abs(b) + abs(c)
+                        if size == 0.0:
+                            break
+                        prod *= b + c
+                    if size == 0.0:
+                        continue
+                    total += prod
+                    mag += size
+            out[r] = total * w[r]
+            bound += mag * abs(w[r])
+        return out, bound
+
+
 @dataclass(frozen=True)
 class Warmed:
     """What :func:`warm_up` did: seconds, compiled functions (one per signature) loaded
@@ -226,7 +311,7 @@ _THREAD: list[threading.Thread] = []
 
 
 def _dispatchers() -> list[Any]:
-    return [lookup, intersect, count, _count_two]
+    return [lookup, intersect, count, _count_two, seeded_sums]
 
 
 def _tally() -> tuple[int, int]:
@@ -250,6 +335,8 @@ def _run_searches(k: int) -> None:
     lookup(vals[0], starts[0], nodes[0], np.array([2], dtype=np.int64))
     intersect(vals, starts, nodes, proposer, skip, take, 3)
     count(vals, starts, nodes, proposer, skip, take)
+    w = np.ones(1, dtype=np.int64)
+    seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
 
 
 def warm_up() -> Warmed | None:

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from itertools import product
 
 import numpy as np
 
+import faq.kernel.compiled as compiled
 from faq.kernel.join import generic_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.table import Table, concat, group_reduce
-from faq.kernel.trie import Trie, build_trie
+from faq.kernel.trie import NUMBA, Trie, build_trie
 from semirings.local import LocalOps, distinct
 
 __all__ = ["MAX_CHOICES", "seeded_delta", "trie_orders"]
@@ -73,19 +75,13 @@ def seeded_delta(
     """
     if np.dtype(ops.dtype).kind not in "iu" or getattr(ops.semiring, "neg", None) is None:
         return None
-    for rel, vars_ in atoms:
-        if rel not in keyed or not vars_ or len(set(vars_)) != len(vars_):
-            return None
-    if 2 ** (len(atoms) - 1) > MAX_CHOICES:
+    atoms = tuple((rel, tuple(vars_)) for rel, vars_ in atoms)
+    orders = _orders(atoms)
+    if orders is None or any(rel not in keyed for rel, _ in atoms):
         return None
-    plans = []
-    for i, (rel, vars_) in enumerate(atoms):
-        if rel not in deltas:
-            continue
-        order = _order(vars_, [v for j, (_, v) in enumerate(atoms) if j != i])
-        if order is None:
-            return None
-        plans.append((i, order))
+    plans = [(i, orders[i]) for i, (rel, _) in enumerate(atoms) if rel in deltas]
+    if any(order is None for _, order in plans):
+        return None
     parts: list[Table] = []
     for i, order in plans:
         parts.extend(_term(atoms, i, order, head, ops, keyed, deltas))
@@ -113,6 +109,22 @@ def trie_orders(atoms: Atoms) -> dict[str, set[tuple[int, ...]]]:
             if j != i:
                 out[rel].add(tuple(vs.index(v) for v in order if v in vs))
     return out
+
+
+@lru_cache(maxsize=256)
+def _orders(
+    atoms: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[tuple[str, ...] | None, ...] | None:
+    """The variable order of each atom's term (:func:`_order`; None where a variable shares
+    no atom with what its change binds), or None when the rule does not suit
+    :func:`seeded_delta` (a repeated variable, an atom without variables, too many
+    products).  It depends on the rule only: worked out once per rule, not per tick."""
+    if any(not vs or len(set(vs)) != len(vs) for _, vs in atoms):
+        return None
+    if 2 ** (len(atoms) - 1) > MAX_CHOICES:
+        return None
+    others = [[v for j, (_, v) in enumerate(atoms) if j != i] for i in range(len(atoms))]
+    return tuple(_order(vs, rest) for (_, vs), rest in zip(atoms, others, strict=True))
 
 
 def _order(seed: tuple[str, ...], others: list[tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -147,6 +159,9 @@ def _term(
     d = deltas[rel]
     seed = Table(vars_, d.cols, d.values)
     seen = {v: distinct(c) for v, c in zip(vars_, d.cols, strict=True)}
+    fast = _one_level(atoms, i, order, head, ops, keyed, deltas, seed, seen)
+    if fast is not None:
+        return fast
     choices: list[tuple[tuple[Table, Trie] | None, tuple[Table, Trie] | None]] = []
     for j, (r, vs) in enumerate(atoms):
         if j == i:
@@ -176,13 +191,110 @@ def _term(
     return out
 
 
+def _one_level(
+    atoms: Atoms,
+    i: int,
+    order: tuple[str, ...],
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+    seed: Table,
+    seen: Mapping[str, np.ndarray],
+) -> list[Table] | None:
+    """:func:`_term` compiled (:func:`faq.kernel.compiled.seeded_sums`) when the seed binds
+    all variables but one, ``x``, every other atom holds ``x``, the head is among the seed's
+    variables, keys and annotations are int64: per seed row, the sum over ``x`` of the
+    product over atoms of base plus correction, one pass with no product split and no
+    numpy call per product.  None where that does not apply, or where a partial sum could
+    come near the int64 range (the general path then runs as before)."""
+    if not NUMBA or len(order) != len(seed.vars) + 1 or not set(head) <= set(seed.vars):
+        return None
+    if np.dtype(ops.dtype) != np.int64 or any(c.dtype != np.int64 for c in seed.cols):
+        return None
+    x = order[-1]
+    n = seed.rows
+    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for j, (r, vs) in enumerate(atoms):
+        if j == i:
+            continue
+        if x not in vs:
+            return None
+        sub = tuple(v for v in order if v in vs)  # x last
+        kt = keyed[r]
+        tr = kt.trie([vs.index(v) for v in sub]) if kt.base.rows else None
+        c = kt.correction()
+        if j < i and r in deltas:  # the new state: ⊕ the relation's change
+            c = concat([c, deltas[r]], ops)
+        c = _near(c, vs, seen)
+        small = build_trie(Table(vs, c.cols, c.values, unique=False), sub, ops) if c.rows else None
+        for t in (tr, small):
+            got = _level(t, sub, seed, n)
+            if got is None:
+                return None
+            levels.append(got)
+    base, corr = levels[0::2], levels[1::2]
+    w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
+    out, bound = compiled.seeded_sums(
+        *(tuple(lv[k] for lv in base) for k in range(4)),
+        *(tuple(lv[k] for lv in corr) for k in range(4)),
+        np.ascontiguousarray(w, dtype=np.int64),
+    )
+    if bound >= _SAFE:
+        return None
+    if not head:
+        total = int(out.sum())
+        return [Table((), (), np.array([total], dtype=np.int64))] if total else []
+    keep = np.flatnonzero(out)
+    cols = tuple(seed.col(v)[keep] for v in head)
+    return [Table(head, cols, out[keep], unique=False)]
+
+
+_SAFE = 2.0**59
+"""Bound on a term's partial sums under which :func:`_one_level` runs: seven terms (the
+most :data:`MAX_CHOICES` allows) of them still sum inside int64."""
+
+
+def _level(
+    tr: Trie | None, sub: tuple[str, ...], seed: Table, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The last level of ``tr`` (values, offsets, leaf annotations) and the node above it
+    each seed row reaches (-1: none); empty for no trie; None for other types than int64."""
+    empty = np.zeros(1, dtype=np.int64)
+    if tr is None:
+        return empty[:0], empty, empty[:0], np.full(n, -1, dtype=np.int64)
+    vals, starts, values = tr.vals[-1], tr.starts[-1], tr.values
+    if values is None or vals.dtype != np.int64 or values.dtype != np.int64:
+        return None
+    node = np.zeros(n, dtype=np.int64)
+    for d, v in enumerate(sub[:-1]):
+        ok = np.flatnonzero(node >= 0)
+        node[ok] = tr.lookup(d, node[ok], seed.col(v)[ok])
+    c = np.ascontiguousarray
+    return c(vals), c(starts, dtype=np.int64), c(values), node
+
+
 def _near(t: Table, vars_: tuple[str, ...], seen: Mapping[str, np.ndarray]) -> Table:
     """The rows of ``t`` (columns by position, over ``vars_``) whose values of the seed's
     variables are among the seed's: the only ones a seeded join can reach."""
     if not t.rows:
         return t
-    mask = np.ones(t.rows, dtype=bool)
+    mask = None
     for k, v in enumerate(vars_):
         if v in seen:
-            mask &= np.isin(t.cols[k], seen[v])
-    return t if mask.all() else t.take(np.flatnonzero(mask))
+            hit = _member(t.cols[k], seen[v])
+            mask = hit if mask is None else mask & hit
+    if mask is None or mask.all():
+        return t
+    return t.take(np.flatnonzero(mask))
+
+
+def _member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``col`` is one of ``values`` (sorted, distinct): a binary
+    search per row, no sort of the column (``np.isin`` sorts both)."""
+    if len(values) == 0:
+        return np.zeros(len(col), dtype=bool)
+    if len(values) == 1:
+        return col == values[0]
+    pos = np.searchsorted(values, col)
+    return values[np.minimum(pos, len(values) - 1)] == col

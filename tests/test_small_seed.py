@@ -1,0 +1,120 @@
+"""The compiled one-level path of the seeded delta rule (:func:`faq.kernel.seeded.seeded_delta`
+over :func:`faq.kernel.compiled.seeded_sums`) against the general path of products of base or
+correction per atom, on keyed tables whose overrides cancel, repeat and remove keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import faq.kernel.seeded as seeded
+import semirings
+from faq.kernel import KeyedTable, Table, group_reduce
+from faq.kernel.seeded import seeded_delta
+from semirings.local import local_ops
+
+OPS = local_ops(semirings.INTEGER)
+TRI = [("E", ("a", "b")), ("E", ("b", "c")), ("E", ("a", "c"))]
+HEADS = [(), ("a",), ("a", "b"), ("b",)]
+rows = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(-3, 3)), max_size=30)
+
+
+def table(rs: list[tuple[int, int, int]], vars_: tuple[str, ...] = ("x0", "x1")) -> Table:
+    cols = tuple(np.asarray([r[i] for r in rs], dtype=np.int64) for i in range(2))
+    t = Table(vars_, cols, np.asarray([r[2] for r in rs], dtype=np.int64), unique=False)
+    return group_reduce(t, vars_, OPS)
+
+
+def as_dict(t: Table) -> dict[tuple[int, ...], int]:
+    assert t.values is not None
+    out: dict[tuple[int, ...], int] = {}
+    for i in range(t.rows):
+        k = tuple(int(c[i]) for c in t.cols)
+        out[k] = out.get(k, 0) + int(t.values[i])
+    return {k: v for k, v in out.items() if v}
+
+
+def both_paths(monkeypatch, atoms, head, keyed, deltas):
+    fast = seeded_delta(atoms, head, OPS, keyed, deltas)
+    with monkeypatch.context() as m:
+        m.setattr(seeded, "NUMBA", False)  # the general path: products of generic joins
+        slow = seeded_delta(atoms, head, OPS, keyed, deltas)
+    assert fast is not None and slow is not None
+    return fast, slow
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@settings(max_examples=60, deadline=None)
+@given(
+    first=rows,
+    changes=st.lists(rows, max_size=4),
+    delta=rows.filter(bool),
+    head=st.sampled_from(HEADS),
+)
+def test_one_level_path_agrees_with_the_products(monkeypatch, first, changes, delta, head):
+    kt = KeyedTable.of(table(first), OPS)
+    for c in changes:  # overrides: new keys, removed keys, keys changed back to the base
+        kt = kt.plus(table(c))[0]
+    d = table(delta)
+    if not d.rows:
+        return
+    fast, slow = both_paths(monkeypatch, TRI, head, {"E": kt}, {"E": d})
+    assert as_dict(fast[0]) == as_dict(slow[0])
+    assert fast[1] == slow[1]
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+def test_cancelling_corrections_and_several_relations(monkeypatch):
+    """R(a, b), S(b, c), T(a, c): an override that returns a key to its base value, one
+    that removes a key, and changes of two relations (the later term reads R's new state)."""
+    r = KeyedTable.of(table([(1, 2, 1), (1, 3, 2), (4, 2, 1)]), OPS)
+    r = r.plus(table([(1, 3, -2), (5, 5, 3)]))[0].plus(table([(5, 5, -3)]))[0]
+    s = KeyedTable.of(table([(2, 7, 1), (3, 7, 5), (2, 8, 2)]), OPS)
+    s = s.plus(table([(2, 8, -2), (3, 8, 4)]))[0]
+    t = KeyedTable.of(table([(1, 7, 1), (1, 8, 3), (4, 7, 2)]), OPS)
+    atoms = [("R", ("a", "b")), ("S", ("b", "c")), ("T", ("a", "c"))]
+    deltas = {"R": table([(1, 3, 1), (4, 2, -1)]), "S": table([(2, 7, 2), (3, 8, -4)])}
+    for head in HEADS:
+        fast, slow = both_paths(monkeypatch, atoms, head, {"R": r, "S": s, "T": t}, deltas)
+        assert as_dict(fast[0]) == as_dict(slow[0])
+
+
+def test_annotations_near_the_int64_range_take_the_general_path(monkeypatch):
+    """Where a partial sum could leave int64 the compiled path declines: the general path
+    runs as before (an exact answer at 2**60, OverflowError past int64)."""
+    called = []
+    real = seeded.compiled.seeded_sums
+
+    def spy(*args):
+        out = real(*args)
+        called.append(out[1])
+        return out
+
+    monkeypatch.setattr(seeded.compiled, "seeded_sums", spy)
+    d = {"E": table([(1, 2, 1)])}
+    kt = KeyedTable.of(table([(1, 2, 2**30), (2, 3, 2**30), (1, 3, 2**30)]), OPS)
+    fast = seeded_delta(TRI, (), OPS, {"E": kt}, d)
+    assert fast is not None and as_dict(fast[0]) == {(): 2**60}
+    if seeded.NUMBA:
+        assert called and max(called) >= 2.0**59  # the bound saw it: declined
+    huge = KeyedTable.of(table([(1, 2, 2**40), (2, 3, 2**40), (1, 3, 2**40)]), OPS)
+    with pytest.raises(OverflowError, match="overflowed 64-bit integers"):
+        seeded_delta(TRI, (), OPS, {"E": huge}, d)
+
+
+def test_touched_rows_of_a_keyed_relation_are_read_when_asked():
+    """``DeltaResult.touched`` on keyed relations: each changed relation's rows before the
+    change at the change's keys (read lazily; a view never asks for them)."""
+    from faq import Factor, query, solve_delta
+
+    z = semirings.INTEGER
+    kt = KeyedTable.of(table([(1, 2, 1), (2, 3, 4), (1, 3, 1)]), OPS)
+    kt = kt.plus(table([(2, 3, -1), (5, 6, 2)]))[0]
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="integer")
+    d = Factor.from_table(table([(2, 3, 1), (5, 6, -2), (7, 7, 1)]), z, "dE")
+    res = solve_delta(q, {"E": Factor.keyed(kt, z, "E")}, {"E": d})
+    assert list(res.touched) == ["E"] and len(res.touched) == 1
+    assert res.touched["E"].to_dict() == {(2, 3): 3, (5, 6): 2}
+    assert res.change.to_dict() == {(): 2}  # 1·3·1 before; 1·4·1 + 1 (the loop 7, 7, 7) after
