@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,7 @@ __all__ = [
 
 
 # -- the decisions: by the semiring's declared properties -------------------------------------
+@lru_cache(maxsize=128)  # a semiring is immutable: decided once, not at every tick's reads
 def regime(S: Semiring) -> str:
     """``"ring"``, ``"counting"``, ``"boolean"`` or ``"general"`` (see the module docstring),
     read from what ``S`` declares.
