@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -80,7 +79,6 @@ __all__ = [
 
 
 # -- the decisions: by the semiring's declared properties -------------------------------------
-@lru_cache(maxsize=128)  # a semiring is immutable: decided once, not at every tick's reads
 def regime(S: Semiring) -> str:
     """``"ring"``, ``"counting"``, ``"boolean"`` or ``"general"`` (see the module docstring),
     read from what ``S`` declares.
@@ -97,6 +95,11 @@ def regime(S: Semiring) -> str:
         with values other than False and True: a view keeps neither (declare nothing,
         and the view keeps ``S``'s rows in the general way).
     """
+    # decided once per semiring object and kept with it (a tick reads it several times)
+    return S.derived("view-regime", _regime)
+
+
+def _regime(S: Semiring) -> str:
     if S.completion is not None:
         if local_ops(S.completion).dtype != np.int64:
             raise ValueError(
