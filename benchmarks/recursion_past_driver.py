@@ -533,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
                 if run is not None and n != "driver":
                     print(f"        {where_time_went(run)}", flush=True)
             compare(workload, g.name, answers)
-            print(f"  {workload:5s} {peer_line(cells)}; answers agree", flush=True)
+            agreed = f"the {len(answers)} answers agree" if len(answers) > 1 else "one answer"
+            print(f"  {workload:5s} {peer_line(cells)}; {agreed}", flush=True)
     b.E.unpersist()
     set_ratios(results, BASELINE, key=lambda r: (r.workload, r.extra["query"]))
     for workload in args.workloads:

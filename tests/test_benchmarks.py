@@ -797,7 +797,7 @@ def test_recursion_past_driver_contenders_agree(spark, tmp_path, capsys):
     path = tmp_path / "g.txt"
     path.write_text("\n".join(f"{u} {v}" for u, v in pairs) + "\n")
     argv = ["--edges", "0", "--no-warmup", "--timeout", "120", "--out", str(tmp_path)]
-    assert rpd.main([*argv, "--contenders", *rpd.CONTENDERS, str(path)]) == 0
+    assert rpd.main([*argv, str(path), "--contenders", *rpd.CONTENDERS]) == 0
     out = capsys.readouterr().out
     assert "best peer ÷ engine" in out and "filtered Spark scans" in out
     with (tmp_path / "recursion_past_driver.csv").open(encoding="utf-8") as fh:
@@ -832,3 +832,24 @@ def test_graphframes_pregel_matches_scipy(spark):
     got = rpd.graphframes_sssp(E, g.source)
     assert got.nodes.tolist() == reached.tolist() and np.array_equal(got.dist, d[reached])
     assert rpd.graphframes_reach(E, g.source, checkpoint_every=1).nodes.tolist() == reached.tolist()
+
+
+def test_recursion_view_only_needs_no_spark(tmp_path, capsys):
+    """``recursion.py --view-only``: the view's ticks against recomputes (compared after every
+    tick), µs per change in the table, and no Spark session started."""
+    from pyspark.sql import SparkSession
+
+    from benchmarks import recursion
+
+    active = SparkSession.getActiveSession()
+    argv = ["--view-only", "--workload", "sssp", "--edges", "2000", "--ticks", "2"]
+    argv += ["--tick-edges", "10", "--tick-deletions", "3", "--out", str(tmp_path)]
+    assert recursion.main(argv) == 0
+    assert SparkSession.getActiveSession() is active
+    assert "µs per change" in capsys.readouterr().out
+    with (tmp_path / "recursion.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["contender"] for r in rows] == ["view tick", "recompute"]
+    assert [int(r["runs"]) for r in rows] == [2, 2]
+    with pytest.raises(SystemExit):
+        recursion.parse_args(["--view-only", "--no-view"])
