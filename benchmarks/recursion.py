@@ -471,8 +471,12 @@ def graphs(args: argparse.Namespace) -> list[Graph]:
 
     out = []
     if args.edges:
-        und = power_law_graph(max(args.edges // 10, 100), args.edges // 2, seed=args.seed)
+        und = power_law_graph(
+            max(args.edges // 10, 100), args.edges // 2, seed=args.seed, exponent=args.exponent
+        )
         name = f"power-law m={args.edges:,}"
+        if args.exponent != 2.1:
+            name = f"power-law γ={args.exponent:g} m={args.edges:,}"
         out.append(weighted_graph(name, und, args.seed + 1, both=True, source=args.source))
     for p in args.paths:
         out.append(
@@ -532,6 +536,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1_000_000,
         help="directed edges of the power-law graph (0: none); default 1,000,000",
     )
+    p.add_argument(
+        "--exponent", type=float, default=2.1, help="degree exponent of the power-law graph (2.1)"
+    )
     p.add_argument("--source", type=int, help="source node (default: highest out-degree)")
     p.add_argument("--seed", type=int, default=0, help="seed of the graph (weights: seed + 1)")
     p.add_argument(
@@ -546,6 +553,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tick-edges", type=int, default=1000, help="edge changes per tick (1000)")
     p.add_argument("--tick-deletions", type=int, default=300, help="deletions per tick (300)")
     p.add_argument("--no-view", action="store_true", help="skip the incremental view")
+    p.add_argument(
+        "--view-only",
+        action="store_true",
+        help="only the incremental view (with the sssp workload): no Spark session, no batch cells",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: 20,000 edges, 2 ticks")
     add_out_argument(p)
     args = p.parse_args(argv)
@@ -557,6 +569,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.edges = min(args.edges, 20_000) if args.edges else 0
         args.repeat, args.warmups = 1, 0
         args.ticks = min(args.ticks, 2)
+    if args.view_only and (args.no_view or args.workload == "reach"):
+        p.error("--view-only needs the incremental view: not with --no-view or --workload reach")
     args.workloads = ["sssp", "reach"] if args.workload == "both" else [args.workload]
     return args
 
@@ -570,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     t_gen = time.perf_counter()
     loads = graphs(args)
     t_gen = time.perf_counter() - t_gen
+    if args.view_only:
+        return view_only(args, meta, loads, t_gen)
     b = Bench(args)
     b.start()
     names = [n for n in CONTENDERS if b.unavailable(n) is None]
@@ -640,6 +656,35 @@ def main(argv: list[str] | None = None) -> int:
         sources={g.name: g.source for g in loads},
         contenders=[LABELS[n] for n in names],
         view_ticks=None if args.no_view else args.ticks,
+    )
+    csv_path, json_path = write_results(results, args.out, "recursion", meta)
+    print(f"\nwritten: {csv_path} and {json_path}")
+    return 0
+
+
+def view_only(
+    args: argparse.Namespace, meta: dict[str, Any], loads: list[Graph], t_gen: float
+) -> int:
+    """``--view-only``: the incremental view's ticks and recomputes, in the driver (no Spark)."""
+    print(
+        f"cores: {meta['cores']}, load average at start: "
+        f"{' '.join(f'{x:.1f}' for x in meta['load_average_at_start'])}; incremental view "
+        f"only, {args.ticks} ticks; graphs built in {t_gen:.1f} s"
+    )
+    results: list[Result] = []
+    for g in loads:
+        print(f"\n{g.name}: {g.m:,} directed edges, source {g.source}", flush=True)
+        view = measure_view(g, args)
+        results += view
+        tick, again = (r.median_s or 0.0 for r in view)
+        print(
+            f"  sssp  incremental view   tick {tick:.4f} s ({tick / args.tick_edges * 1e6:.1f} µs "
+            f"per change), recompute {again:.2f} s (median of {args.ticks})",
+            flush=True,
+        )
+    print_view_table(results, args)
+    meta.update(
+        view_ticks=args.ticks, tick_edges=args.tick_edges, tick_deletions=args.tick_deletions
     )
     csv_path, json_path = write_results(results, args.out, "recursion", meta)
     print(f"\nwritten: {csv_path} and {json_path}")

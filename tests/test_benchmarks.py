@@ -783,3 +783,73 @@ def test_past_driver_profile_measures_every_part(spark, tmp_path, capsys):
     assert karate["engine"]["count"] == karate["spark sql"]["count"] == "45"
     assert karate["cells' kernel (one thread)"]["count"] == "45"
     assert all(r["status"] == "ok" and float(r["median_s"]) > 0 for r in rows.values())
+
+
+# -- recursion past the driver ---------------------------------------------------------------
+def test_recursion_past_driver_contenders_agree(spark, tmp_path, capsys):
+    """``benchmarks/recursion_past_driver.py`` on a small directed edge list (cycles, nodes
+    the source does not reach): every contender finds the same nodes and distances (``main``
+    raises otherwise), the Pregel supersteps equal the loop's rounds, and the engine's
+    rounds are reported."""
+    from benchmarks import recursion_past_driver as rpd
+
+    pairs = np.random.default_rng(5).integers(0, 15, (30, 2))
+    path = tmp_path / "g.txt"
+    path.write_text("\n".join(f"{u} {v}" for u, v in pairs) + "\n")
+    argv = ["--edges", "0", "--no-warmup", "--timeout", "120", "--out", str(tmp_path)]
+    assert rpd.main([*argv, str(path), "--contenders", *rpd.CONTENDERS]) == 0
+    out = capsys.readouterr().out
+    assert "best peer ÷ engine" in out and "filtered Spark scans" in out
+    with (tmp_path / "recursion_past_driver.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["query"], r["contender"]) for r in rows] == [
+        (q, rpd.LABELS[c]) for q in ("sssp", "reach") for c in rpd.CONTENDERS
+    ]
+    assert all(r["status"] == "ok" for r in rows)
+    for q in ("sssp", "reach"):
+        by = {r["contender"]: r for r in rows if r["query"] == q}
+        assert 1 < int(by[rpd.BASELINE]["count"]) < 15  # some nodes are not reached
+        assert len({r["count"] for r in by.values()}) == 1
+        loop, pregel = (int(by[rpd.LABELS[c]]["rounds"]) for c in ("pyspark", "graphframes"))
+        assert loop == pregel
+
+
+def test_graphframes_pregel_matches_scipy(spark):
+    """The Pregel rewrite's distances and reached nodes against scipy on a weighted graph."""
+    csgraph = pytest.importorskip("scipy.sparse.csgraph")
+    from scipy import sparse
+
+    from benchmarks import recursion
+    from benchmarks import recursion_past_driver as rpd
+
+    g = recursion.weighted_graph("g", power_law_graph(60, 150, seed=2), 4, both=False)
+    E = recursion.edges_frame(spark, g)
+    n = int(max(g.src.max(), g.dst.max())) + 1
+    d = csgraph.dijkstra(
+        sparse.csr_matrix((g.weight, (g.src, g.dst)), shape=(n, n)), indices=g.source
+    )
+    reached = np.flatnonzero(np.isfinite(d))
+    got = rpd.graphframes_sssp(E, g.source)
+    assert got.nodes.tolist() == reached.tolist() and np.array_equal(got.dist, d[reached])
+    assert rpd.graphframes_reach(E, g.source, checkpoint_every=1).nodes.tolist() == reached.tolist()
+
+
+def test_recursion_view_only_needs_no_spark(tmp_path, capsys):
+    """``recursion.py --view-only``: the view's ticks against recomputes (compared after every
+    tick), µs per change in the table, and no Spark session started."""
+    from pyspark.sql import SparkSession
+
+    from benchmarks import recursion
+
+    active = SparkSession.getActiveSession()
+    argv = ["--view-only", "--workload", "sssp", "--edges", "2000", "--ticks", "2"]
+    argv += ["--tick-edges", "10", "--tick-deletions", "3", "--out", str(tmp_path)]
+    assert recursion.main(argv) == 0
+    assert SparkSession.getActiveSession() is active
+    assert "µs per change" in capsys.readouterr().out
+    with (tmp_path / "recursion.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["contender"] for r in rows] == ["view tick", "recompute"]
+    assert [int(r["runs"]) for r in rows] == [2, 2]
+    with pytest.raises(SystemExit):
+        recursion.parse_args(["--view-only", "--no-view"])
