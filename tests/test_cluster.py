@@ -54,13 +54,13 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
             text=True,
             env=env,
             cwd=tmp_path,
-            timeout=600,
+            timeout=900,
         )
     except subprocess.TimeoutExpired as exc:  # say which check it was stuck in
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
         pytest.fail(
-            f"the driver ran past 600 s after:\n{out}\n{err[-4000:]}\n{cluster.log_tails()}"
+            f"the driver ran past 900 s after:\n{out}\n{err[-4000:]}\n{cluster.log_tails()}"
         )
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("ok ")]
     assert run.returncode == 0, (
