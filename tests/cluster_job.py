@@ -31,6 +31,8 @@ KARATE = Path(__file__).parent / "data" / "karate.txt"
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 CHAIN = "Q(i, l) :- A(i, j), B(j, k), C(k, l)"
 HOP = "Q(a, c) :- E(a, b), E(b, c)"
+TRIANGLE_RUNS = (("auto", "wcoj"), ("tasks", "binary"), ("spark", "binary"), ("spark", "wcoj"))
+"""The triangle runs (backend, join): each backend once, both joins on Spark."""
 BOTTLENECK = semirings.Semiring(
     name="bottleneck", zero=float("-inf"), one=float("inf"), add=max, mul=min
 )
@@ -81,13 +83,7 @@ def triangles(spark) -> None:
     want = int(np.trace(adj @ adj @ adj)) // 6
     edges = read_edge_list(KARATE, spark)
     tri = query(TRIANGLE, semiring="counting")
-    # each backend once, and each join method on Spark, where they differ most
-    for backend, join in (
-        ("auto", "wcoj"),
-        ("tasks", "binary"),
-        ("spark", "binary"),
-        ("spark", "wcoj"),
-    ):
+    for backend, join in TRIANGLE_RUNS:
         run = tri.run(E=edges, backend=backend, join=join)
         got = run.result.scalar()
         assert got == want, (backend, join, got, want)

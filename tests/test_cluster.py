@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster_job import TRIANGLE_RUNS
 from tests.spark_processes import StandaloneCluster, spark_env
 
 JOB = Path(__file__).with_name("cluster_job.py")
@@ -68,9 +69,8 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
         f"{cluster.log_tails()}"
     )
     names = " | ".join(lines)
-    for backend in ("auto", "tasks", "spark"):
-        for join in ("binary", "wcoj"):
-            assert f"triangles backend={backend} join={join}: 45" in names
+    for backend, join in TRIANGLE_RUNS:
+        assert f"triangles backend={backend} join={join}: 45" in names
     assert "user semiring chain backend=tasks" in names
     assert "user semiring chain backend=spark" in names
     assert "incremental view reopened at tick 3" in names
