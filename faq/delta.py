@@ -49,7 +49,7 @@ from faq.inputs import relation_factor
 from faq.kernel.stats import filtered_stats
 from faq.kernel.table import Table, group_reduce
 from faq.plan.physical import check_options, delta_in_driver, delta_in_one_task
-from faq.plan.reach import bounds, hops, one_hop
+from faq.plan.reach import bounds, hops
 from faq.plan.settings import Settings, current, settings
 from faq.query import Query, deferred_run
 from faq.rule import VALUE, Atom, Rule
@@ -241,7 +241,7 @@ def _in_one_task(
     """ΔQ computed in one Spark task, or None where that does not apply.
 
     It applies when the changes are in the driver, every relation is in Spark, and
-    every atom of a term is one hop from the term's change (:func:`faq.plan.reach.one_hop`:
+    every atom of a term is one hop from the term's change (:attr:`faq.plan.reach.Reach.one_hop`:
     what a term reads is known from its change alone).  Each relation is then read
     once, by one filtered scan: the rows whose columns hold the values the changes give
     them, every term's filter OR-ed.  Whether those scans fit one task is the planner's
@@ -259,7 +259,8 @@ def _in_one_task(
     if any(relations[n].is_local or relations[n].stats is None for n in rule.relations):
         return None
     changed = [i for i, a in enumerate(rule.atoms) if a.relation in changes]
-    if not one_hop(rule, changed):
+    plans = {i: hops(rule, i) for i in changed}
+    if not all(p.one_hop for p in plans.values()):
         return None  # a term reads an atom its change does not reach
     single: dict[str, dict[int, np.ndarray]] = {}  # a column's values, every term's at once
     joint: dict[str, list[dict[int, np.ndarray]]] = {}  # several columns' values together
@@ -268,7 +269,7 @@ def _in_one_task(
         t = changes[a.relation]
         assert t is not None
         given = {v: distinct(c) for v, c in zip(a.vars, t.cols, strict=True)}
-        for hop in hops(rule, i).rounds[0]:
+        for hop in plans[i].rounds[0] if plans[i].rounds else ():  # none: one atom
             b = rule.atoms[hop.atom]
             cond = {k: given[v] for k, v in hop.cols}
             if len(cond) > 1:

@@ -172,3 +172,13 @@ def test_a_user_semiring_failing_in_the_task_is_one_clear_error(spark, head):
     with pytest.raises(Exception, match="cannot multiply") as info:
         solve_delta(query(rule, semiring=S), {"E": E}, {"E": change}, local=False)
     assert "Py4J" not in type(info.value).__name__ and "Traceback" not in str(info.value)
+
+
+def test_a_rule_of_one_atom_has_no_hop_and_is_solved_in_spark(spark):
+    """A rule of one atom reads no other relation: its delta is its change (projected),
+    with no scan to plan (the one-task path read the first hop of a reach that has none)."""
+    E, edges = _graph(spark)
+    q = query("Q(a) :- E(a, b)", semiring="integer")
+    change = Factor.from_dict({edges[0]: -1, (1000, 1001): 1}, ("a", "b"), "integer")
+    res = solve_delta(q, {"E": E}, {"E": change}, local=False)
+    assert res.change.to_dict() == {(edges[0][0],): -1, (1000,): 1}

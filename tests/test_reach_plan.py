@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import faq
 from faq import Factor, query, solve_delta
-from faq.plan import bounds, hops, one_hop
+from faq.plan import bounds, hops
 from faq.plan.physical import delta_in_driver, delta_in_one_task
 from faq.rule import parse_rule
 
@@ -20,7 +20,7 @@ def test_a_path_is_read_in_two_hops_from_its_end_and_one_from_its_middle():
     assert end.first(1) == ((0, "b"),) and end.first(2) == ()
     middle = hops(rule, 1)
     assert [[h.atom for h in r] for r in middle.rounds] == [[0, 2]]
-    assert not one_hop(rule, [0, 1]) and one_hop(rule, [1])
+    assert not end.one_hop and middle.one_hop
 
 
 def test_a_triangle_is_one_hop_through_every_shared_column():
@@ -28,14 +28,19 @@ def test_a_triangle_is_one_hop_through_every_shared_column():
     r = hops(rule, 0)
     assert r.complete and len(r.rounds) == 1
     assert {h.atom: h.cols for h in r.rounds[0]} == {1: ((0, "b"),), 2: ((0, "a"),)}
-    assert one_hop(rule, [0, 1, 2])
+    assert all(hops(rule, i).one_hop for i in range(3))
 
 
 def test_a_product_is_not_reached():
     rule = parse_rule("T() :- E(a, b), F(c, d)")
     r = hops(rule, 0)
     assert not r.complete and r.rounds == ()
-    assert not one_hop(rule, [0])
+    assert not r.one_hop
+
+
+def test_a_rule_of_one_atom_has_no_hop_and_reads_nothing_else():
+    r = hops(parse_rule("Q(a) :- E(a, b)"), 0)
+    assert r.complete and r.rounds == () and r.one_hop and r.first(0) == ()
 
 
 def test_the_bounds_come_from_the_settings_in_force():

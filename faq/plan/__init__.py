@@ -22,7 +22,7 @@ from faq.plan.convergence import (
     overflowed,
 )
 from faq.plan.physical import BACKENDS, JOIN_METHODS
-from faq.plan.reach import Bounds, Hop, Reach, bounds, hops, one_hop
+from faq.plan.reach import Bounds, Hop, Reach, bounds, hops
 from faq.plan.settings import DEFAULTS, Settings, current
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "bounds",
     "current",
     "hops",
-    "one_hop",
     "DivergenceError",
     "idempotent_on",
     "improving_cycle",

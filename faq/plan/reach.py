@@ -20,13 +20,12 @@ recursion through them) asks :func:`bounds` and words a refusal with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faq.plan.settings import Settings, current
 from faq.rule import Rule
 
-__all__ = ["Bounds", "Hop", "Reach", "bounds", "hops", "one_hop"]
+__all__ = ["Bounds", "Hop", "Reach", "bounds", "hops"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,12 @@ class Reach:
     rounds: tuple[tuple[Hop, ...], ...]
     complete: bool
 
+    @property
+    def one_hop(self) -> bool:
+        """Whether the term reads every other atom at hop 1 (or there is none): what it
+        reads is known from its change alone."""
+        return self.complete and len(self.rounds) <= 1
+
     def first(self, j: int) -> tuple[tuple[int, str], ...]:
         """The columns atom ``j`` is read at in hop 1 (none when it is not one hop away)."""
         for h in self.rounds[0] if self.rounds else ():
@@ -98,15 +103,6 @@ def hops(rule: Rule, atom: int) -> Reach:
             read.add(h.atom)
             known.update(rule.atoms[h.atom].vars)
     return Reach(atom, tuple(out), True)
-
-
-def one_hop(rule: Rule, atoms: Iterable[int]) -> bool:
-    """Whether every term of ``atoms`` (changed atoms) reads every other atom at hop 1."""
-    for i in atoms:
-        r = hops(rule, i)
-        if not r.complete or len(r.rounds) > 1:
-            return False
-    return True
 
 
 @dataclass(frozen=True)
