@@ -44,7 +44,15 @@ from faq import Factor, Rule
 from faq.kernel import KeyedTable, Table, changed_rows, match_keys
 from incremental import precision
 from incremental.deltas import Rows
-from incremental.manifest import OUTPUT, abs_part, relation_part, rows_part
+from incremental.manifest import (
+    OUTPUT,
+    OUTPUT_LOW,
+    OUTPUT_MAGNITUDE,
+    abs_part,
+    low_part,
+    relation_part,
+    rows_part,
+)
 from incremental.protocol import Change, How, Keyed
 from incremental.sets import set_delta
 from incremental.tables import (
@@ -289,7 +297,7 @@ class Maintained:
                     ann = (d.values if d.values is not None else np.empty(0, np.int64))[:0]
                     rows[name] = rows[name].emptied((*d.cols, ann))
                 comp = dict(state.comp)
-                for part in (f"lo-{name}", f"abs-{name}"):
+                for part in (low_part(name), abs_part(name)):
                     if part in comp:
                         comp[part] = comp[part].emptied(d.cols)
                 state = replace(state, rels=rels, rows=rows, comp=comp)
@@ -334,7 +342,7 @@ class Maintained:
         tables: dict[str, Table] = {}
         rels, comp = dict(self.rels), dict(self.comp)
         for name, d in deltas.items():
-            keys, lo, ab = self.keys[name], f"lo-{name}", f"abs-{name}"
+            keys, lo, ab = self.keys[name], low_part(name), abs_part(name)
             cols, dh, dl = precision.delta_sums(d)
             if not len(dh):
                 continue
@@ -352,7 +360,7 @@ class Maintained:
             tables[name] = Table(keys, cols, dh)
         dq, terms, where = delta_rule(self.rule, S, self.rels, tables, how)
         # the magnitude of the terms ΔQ added: the same delta rule over absolute values
-        absolute = {n: self.comp[f"abs-{n}"] for n in self.rels}
+        absolute = {n: self.comp[abs_part(n)] for n in self.rels}
         size = {n: Table(t.vars, t.cols, np.abs(t.values)) for n, t in tables.items()}
         mags = delta_rule(self.rule, S, absolute, size, how).table
         new = replace(self, rels=rels, comp=comp)
@@ -361,9 +369,9 @@ class Maintained:
         if not n:
             return new, Change(drop_zeros(dq, o), terms, where)
         dqv = precision.aligned(KeyedTable.of(drop_zeros(dq, o), o), cols, n)
-        oh, ol = (precision.aligned(t, cols, n) for t in (self.out, comp["out-lo"]))
+        oh, ol = (precision.aligned(t, cols, n) for t in (self.out, comp[OUTPUT_LOW]))
         nh, nl = precision.add(oh, ol, dqv, np.zeros(n))
-        mag0 = precision.aligned(comp["out-mag"], cols, n)
+        mag0 = precision.aligned(comp[OUTPUT_MAGNITUDE], cols, n)
         mag = mag0 + precision.aligned(KeyedTable.of(mags, o), cols, n)
         change = dqv.copy()
         anchor = np.flatnonzero(precision.needs_anchor(nh, mag))
@@ -377,10 +385,10 @@ class Maintained:
             terms = (*terms, *(replace(t, purpose="re-anchor") for t in more))
         mag[nh == 0] = 0.0
         out = self.out.replace(precision.keyed(head, cols, nh), present(head, cols, oh))
-        comp["out-lo"] = comp["out-lo"].replace(
+        comp[OUTPUT_LOW] = comp[OUTPUT_LOW].replace(
             precision.keyed(head, cols, nl), present(head, cols, ol)
         )
-        comp["out-mag"] = comp["out-mag"].replace(
+        comp[OUTPUT_MAGNITUDE] = comp[OUTPUT_MAGNITUDE].replace(
             precision.keyed(head, cols, mag), present(head, cols, mag0)
         )
         delta = drop_zeros(Table(head, cols, change), o)
