@@ -213,15 +213,9 @@ if NUMBA:
     @jit(nogil=True, inline="always")
     def _at(vals, values, lo, hi, v):  # pragma: no cover - compiled
         """The annotation of value ``v`` among ``vals[lo:hi]`` (sorted), or 0."""
-        end = hi
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if vals[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < end and vals[lo] == v:
-            return values[lo]
+        at = _gallop(vals, lo, hi, v)
+        if at < hi and vals[at] == v:
+            return values[at]
         return 0
 
     @jit(nogil=True)

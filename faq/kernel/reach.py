@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from faq.kernel.keyed import KeyedTable, mask_at
+from faq.kernel.merge import match_keys
 from faq.kernel.table import Table
-from semirings.local import distinct, group_starts
+from semirings.local import distinct
 
 __all__ = ["at_keys", "filtered", "matching_rows", "narrow"]
 
@@ -43,13 +44,9 @@ def at_keys(rows: Table, keys: Table) -> Table:
     """The rows of ``rows`` whose whole key is a key of ``keys``."""
     if rows.rows == 0 or keys.rows == 0:
         return rows.take(np.empty(0, dtype=np.int64))
-    both = [np.concatenate([a, b]) for a, b in zip(rows.cols, keys.cols, strict=True)]
-    perm, starts = group_starts(both)
-    group = np.empty(len(perm), dtype=np.int64)
-    group[perm] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(perm))))
-    in_keys = np.zeros(len(starts), dtype=bool)
-    in_keys[group[rows.rows :]] = True
-    return rows.take(np.flatnonzero(in_keys[group[: rows.rows]]))
+    if not rows.cols:  # no key columns: every row has the one key
+        return rows
+    return rows.take(np.flatnonzero(match_keys(rows.cols, keys.cols)[0]))
 
 
 def narrow(
