@@ -206,6 +206,12 @@ def engine(workload: str, E: Any, source: int) -> Answer:
     is, or a pandas one, made a Factor with :meth:`faq.Factor.from_pandas`
     inside the call (the weights dropped for reachability).
     """
+    return engine_run(workload, E, source)[0]
+
+
+def engine_run(workload: str, E: Any, source: int, backend: str = "auto") -> tuple[Answer, Any]:
+    """:func:`engine`'s answer and the engine's ``ProgramRun`` (its rounds), run with
+    ``backend`` under the settings in force."""
     import pandas as pd
 
     from faq import Factor, query
@@ -218,11 +224,11 @@ def engine(workload: str, E: Any, source: int) -> Answer:
         edges = Factor.from_pandas(E[keys], semiring=semiring, name="E")
     else:
         edges = E.select(*keys)
-    run = query(text, semiring=semiring).run(S=S, E=edges)
+    run = query(text, semiring=semiring).run(S=S, E=edges, backend=backend)
     pdf = run.result.to_pandas()  # sorted by key
     nodes = pdf.iloc[:, 0].to_numpy(dtype=np.int64)
     dist = pdf["value"].to_numpy(dtype=np.float64) if workload == "sssp" else None
-    return Answer(nodes, dist, len(run.rounds))
+    return Answer(nodes, dist, len(run.rounds)), run
 
 
 def _iterate(step: Callable[[Any], Any], state: Any, checkpoint_every: int) -> tuple[Any, int]:

@@ -99,6 +99,7 @@ from benchmarks.recursion import (
     Graph,
     compare,
     edges_frame,
+    engine_run,
     pregel_reach,
     pregel_sssp,
     weighted_graph,
@@ -254,23 +255,15 @@ def _reached(vertices: Any, dist: bool, steps: int) -> Answer:
 
 
 # -- the engine ------------------------------------------------------------------------------
-def engine_run(workload: str, E: Any, source: int, name: str) -> tuple[Answer, Any]:
-    """The engine's answer and its ``ProgramRun``, under the settings of contender ``name``."""
+def engine_past_driver(workload: str, E: Any, source: int, name: str) -> tuple[Answer, Any]:
+    """The engine's answer and its ``ProgramRun``, under the settings of contender ``name``
+    (``"driver"``: the defaults; otherwise every relation kept in Spark, ``local_rows=0``,
+    and for ``"spark"`` every step a Spark join)."""
     import faq
-    from faq import Factor, query
 
-    text, semiring = PROGRAMS[workload]
-    one = 0.0 if workload == "sssp" else True
-    S = Factor.from_dict({(source,): one}, vars=["x"], semiring=semiring)
-    keys = ["src", "dst"] if workload == "reach" else ["src", "dst", "value"]
     scope = contextlib.nullcontext() if name == "driver" else faq.settings(local_rows=0)
-    backend = "spark" if name == "spark" else "auto"
     with scope:
-        run = query(text, semiring=semiring).run(S=S, E=E.select(*keys), backend=backend)
-    pdf = run.result.to_pandas()
-    nodes = pdf.iloc[:, 0].to_numpy(dtype=np.int64)
-    dist = pdf["value"].to_numpy(dtype=np.float64) if workload == "sssp" else None
-    return Answer(nodes, dist, len(run.rounds)), run
+        return engine_run(workload, E, source, "spark" if name == "spark" else "auto")
 
 
 def where_time_went(run: Any, top: int = 3) -> str:
@@ -338,7 +331,7 @@ class Bench:
         g, E, a = self.graph, self.E, self.args
         assert g is not None
         if name in ("engine", "spark", "driver"):
-            return lambda: engine_run(workload, E, g.source, name)
+            return lambda: engine_past_driver(workload, E, g.source, name)
         if name == "pyspark":
             loop = pregel_sssp if workload == "sssp" else pregel_reach
             return lambda: (loop(E, g.source, a.checkpoint_every), None)
