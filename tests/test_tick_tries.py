@@ -308,3 +308,31 @@ def test_a_fold_on_the_helper_thread_keeps_every_change(use_settings, first, cha
             kt.fold.job.result()
     if wait and began > 1:
         assert swapped, "a finished fold is swapped in at the next change"
+
+
+@pytest.mark.parametrize("weights", ["float", "wide"])
+def test_a_log_whose_keys_cannot_be_merged_is_folded_at_once(use_settings, weights):
+    """Keys that do not fit the merge's one 64-bit sort key (a min-plus program's rows:
+    keys and a float weight; integers of too wide a range) cannot be folded on the
+    helper thread.  The log is then folded at once, at most one change later: it used
+    to stay unfolded for good (each change re-sorted the whole log, so a min-plus
+    view's tick grew with it)."""
+    use_settings(log_rows=4, log_fraction=0.0)
+    ops = local_ops(semirings.INTEGER)
+    kind = np.float64 if weights == "float" else np.int64
+    empty = Table(("a", "w"), (np.empty(0, np.int64), np.empty(0, kind)), np.empty(0, np.int64))
+    kt = KeyedTable.of(empty, ops)
+    kt.trie((0, 1))
+    model = Counter()
+    for i in range(12):
+        keys = np.arange(3 * i, 3 * i + 3, dtype=np.int64)
+        w = keys.astype(np.float64) / 2 if weights == "float" else keys * 2**58 - 2**62
+        kt = kt.plus(Table(("a", "w"), (keys, w), np.ones(3, np.int64)))[0]
+        if kt.fold is not None:
+            kt.fold.job.result()
+        model.update(zip(keys.tolist(), w.tolist(), strict=True))
+        assert kt.over.rows <= 2 * 4 + 3, f"change {i}: {kt.over.rows} rows still in the log"
+        t = kt.table()
+        got = zip(t.cols[0].tolist(), t.cols[1].tolist(), t.values.tolist(), strict=True)
+        assert {(a, w): n for a, w, n in got} == dict(model)
+    assert kt.base.rows >= 24

@@ -409,16 +409,16 @@ class KeyedTable:
             over = new
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
-        fold = self.fold
+        fold, declined = self.fold, False
         if fold is not None:  # a fold under way: these keys changed since it began
             fold = Fold(fold.job, (*fold.touched, new.cols))
             if fold.job.done() or over.rows > 4 * limit:  # done, or waited for
                 merged = fold.job.result()
                 if merged is not None:
                     return merged.overridden(over, fold.touched, rows)
-                fold = None
+                fold, declined = None, True  # the merge did not apply: fold at once
         if fold is None and over.rows > limit:
-            merging = self._merging(over, rows)
+            merging = None if declined else self._merging(over, rows)
             if merging is None:  # not integers, or no trie to merge into: at once
                 folded = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
@@ -444,6 +444,8 @@ class KeyedTable:
         """A call that returns :meth:`_merged` of ``over`` (run on the helper thread: it
         reads only what is taken here), or None where merging does not apply."""
         if np.dtype(self.ops.dtype).kind not in "iu" or not self.vars:
+            return None
+        if any(c.dtype.kind not in "iu" for c in over.cols):  # no 64-bit sort key to merge by
             return None
         built = {
             k[1]: got[1]
