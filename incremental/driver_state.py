@@ -89,6 +89,12 @@ class LocalKeyed:
         """The same relation, recording its changes from now on (for the journal)."""
         return LocalKeyed(self.kt, id(self.kt), ())
 
+    def compacted(self) -> LocalKeyed:
+        """The same relation with its log folded into its base (the same rows, and the
+        same record of changes)."""
+        kt = self.kt.compacted()
+        return self if kt is self.kt else LocalKeyed(kt, self.origin, self.changes)
+
     def _then(self, kt: KeyedTable, change: Table) -> LocalKeyed:
         if self.origin is None:
             return LocalKeyed(kt)

@@ -179,7 +179,7 @@ class ProgramState:
     ) -> ProgramState:
         """The state holding ``initial`` (on an empty state): applied as one tick, with
         the witnesses found when ``witness`` and every index built."""
-        state = self.apply(initial, how, sets)[0]
+        state = self.apply(initial, how, sets)[0].compacted()
         if self.witness:
             state = replace(state, wit=ProgramWitnesses.of(self.program, state.rels, how))
         return state.indexed()
@@ -326,6 +326,21 @@ class ProgramState:
             self,
             rels={n: r.journaled() for n, r in self.rels.items()},
             rows={n: r.journaled() for n, r in self.rows.items()},
+            traces=traces,
+        )
+
+    def compacted(self) -> ProgramState:
+        """The same state with every relation's log folded into its base: a relation a
+        load filled from empty holds all its rows in its log, where each tick's lookups
+        would read every one of them."""
+        traces = {
+            g: Rounds({n: r.compacted() for n, r in t.rels.items()}, t.counts)
+            for g, t in self.traces.items()
+        }
+        return replace(
+            self,
+            rels={n: r.compacted() for n, r in self.rels.items()},
+            rows={n: r.compacted() for n, r in self.rows.items()},
             traces=traces,
         )
 

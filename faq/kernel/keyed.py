@@ -373,6 +373,13 @@ class KeyedTable:
             self._whole_key_index()
 
     # -- changing -----------------------------------------------------------------------------
+    def compacted(self) -> KeyedTable:
+        """The same contents with the overrides folded into the base now (``self`` when
+        there are none); a fold under way is dropped."""
+        if self.over.rows == 0 or not self.vars:
+            return self
+        return KeyedTable.of(self.table(), self.ops)
+
     def replace(self, new: Table) -> KeyedTable:
         """A keyed table whose annotation at each key of ``new`` is ``new``'s (zero: removed).
 
