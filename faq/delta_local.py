@@ -23,6 +23,7 @@ import numpy as np
 
 from faq.executor import Data, Executor, Options
 from faq.factor import Factor
+from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
 from faq.kernel.seeded import seeded_delta
@@ -66,7 +67,8 @@ class TermReport:
     order : tuple of str
         The variable order of the term's plan.
     methods : tuple of str
-        Each step's join method (``"wcoj"`` or ``"binary"``).
+        Each step's join method (``"wcoj"`` or ``"binary"``; ``"pair"``: a term of two
+        atoms joined in one step by :func:`faq.kernel.join.pair_join`).
     purpose : str
         Empty for the change of the answer; a caller that runs the rule for
         something else says what (an incremental view's "affected groups").
@@ -215,6 +217,11 @@ class LocalDelta:
             if t.skipped:
                 report.append(TermReport(t.atom, skipped=True))
                 continue
+            paired = self._pair_term(t)
+            if paired is not None:
+                results.append(paired[0])
+                report.append(TermReport(t.atom, False, "driver", paired[1], ("pair",)))
+                continue
             table, plan, trace = self._solve_term(t)
             results.append(table)
             methods = tuple(s.choice.method for s in trace.steps)
@@ -356,6 +363,29 @@ class LocalDelta:
         return arrow_to_table(at, f.vars, self.S, f"relation {name!r}", check=False, unique=unique)
 
     # -- one term ------------------------------------------------------------------------------
+    def _pair_term(self, t: _Term) -> tuple[Table, tuple[str, ...]] | None:
+        """Term ``t`` of a rule of two atoms as one :func:`faq.kernel.join.pair_join` of
+        the change and the other atom's fetched rows (no plan, no trie), with the
+        variables it joins on and then the others; None where that does not apply: not
+        two atoms, an atom with a constant, a variable order or a binary join asked for,
+        or a ⊕ that is not idempotent (its sums would run in another order than the
+        kernel's, which floats and overflow checks can tell apart)."""
+        atoms = self.rule.atoms
+        if len(atoms) != 2 or any(a.consts for a in atoms) or not self.S.idempotent:
+            return None
+        if self.join == "binary" or self.order != "auto":
+            return None
+        j = 1 - t.atom
+        mine = _seen(self.deltas[atoms[t.atom].relation], atoms[t.atom])
+        other = _seen(t.fetched[j], atoms[j])
+        left, right = (mine, other) if t.atom == 0 else (other, mine)
+        got = pair_join(left, right, self.rule.head, self.ops)
+        if got is None:
+            return None
+        on = tuple(v for v in left.vars if v in right.vars)
+        rest = tuple(v for v in (*left.vars, *right.vars) if v not in on)
+        return got, (*on, *dict.fromkeys(rest))
+
     def _solve_term(self, t: _Term) -> tuple[Table, Any, Any]:
         split, _ = split_rule(self.rule)
         atoms: list[Data] = []
@@ -385,7 +415,15 @@ def _values(delta: Table, keys: tuple[str, ...], atom: Atom) -> dict[str, np.nda
 
 
 def _through(rows: Table, atom: Atom) -> Data:
-    """A relation's rows (columns by position) seen through ``atom``."""
+    """A relation's rows (columns by position) seen through ``atom``, with statistics."""
+    table = _seen(rows, atom)
+    dist = {v: float(count_distinct(c)) for v, c in zip(table.vars, table.cols, strict=True)}
+    return Data(table.vars, float(table.rows), table=table, distinct=dist)
+
+
+def _seen(rows: Table, atom: Atom) -> Table:
+    """A relation's rows (columns by position) seen through ``atom``: one column per
+    variable, the rows whose repeated variables agree."""
     first: dict[str, int] = {}
     for i, v in enumerate(atom.vars):
         first.setdefault(v, i)
@@ -395,9 +433,7 @@ def _through(rows: Table, atom: Atom) -> Data:
         for i, v in enumerate(atom.vars):
             mask &= t.cols[i] == t.cols[first[v]]
         t = t.take(np.flatnonzero(mask))
-    table = Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
-    dist = {v: float(count_distinct(c)) for v, c in zip(table.vars, table.cols, strict=True)}
-    return Data(table.vars, float(table.rows), table=table, distinct=dist)
+    return Table(tuple(first), tuple(t.cols[i] for i in first.values()), t.values)
 
 
 def _conds(atom: Atom, known: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:

@@ -42,9 +42,9 @@ import numpy as np
 import faq.kernel.compiled as compiled
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie
-from semirings.local import LocalOps
+from semirings.local import LocalOps, row_codes
 
-__all__ = ["CHUNK", "JoinStats", "generic_join", "generic_join_threads", "index"]
+__all__ = ["CHUNK", "JoinStats", "generic_join", "generic_join_threads", "index", "pair_join"]
 
 CHUNK = 1 << 21
 """Most candidate rows one extension step materialises at a time (memory bound)."""
@@ -243,6 +243,55 @@ def _start(
             p.w = _times(p.w, None if tr.values is None else tr.values[p.nodes[j]], ops)
             p.nodes[j] = None
     return p, bound
+
+
+# -- two tables ---------------------------------------------------------------------------------
+def pair_join(left: Table, right: Table, out: Sequence[str], ops: LocalOps) -> Table | None:
+    """The join of two tables on their shared variables, each pair's annotations
+    ⊗-multiplied (``left``'s first), ⊕-reduced onto ``out`` (no zeros).
+
+    One sort of ``right``'s join keys and two binary searches per row of ``left``:
+    no trie and no plan, for a join whose one side is small (a delta rule's term of
+    two atoms).  The ⊕ runs in key order, as :func:`group_reduce` does.
+
+    Returns None where it does not apply: no shared variable, a variable of ``out``
+    in neither table, join columns of different kinds, or several join variables
+    whose values are not integers of ranges that code a row as one int64.
+
+    >>> from semirings import get
+    >>> from semirings.local import local_ops
+    >>> o = local_ops(get("min-plus"))
+    >>> d = Table(("x",), (np.array([1, 2]),), np.array([0.0, 5.0]))
+    >>> e = Table(("x", "y"), (np.array([1, 1, 2]), np.array([7, 8, 8])), np.array([3.0, 1.0, 1.0]))
+    >>> got = pair_join(d, e, ("y",), o)
+    >>> got.cols[0].tolist(), got.values.tolist()
+    ([7, 8], [3.0, 1.0])
+    """
+    shared = [v for v in left.vars if v in right.vars]
+    if not shared or any(v not in left.vars and v not in right.vars for v in out):
+        return None
+    if len(shared) == 1:
+        kl, kr = left.col(shared[0]), right.col(shared[0])
+        if kl.dtype.kind != kr.dtype.kind and not {kl.dtype.kind, kr.dtype.kind} <= set("iu"):
+            return None
+    else:
+        both = [np.concatenate([left.col(v), right.col(v)]) for v in shared]
+        if not all(c.dtype.kind in "iu" for c in both):
+            return None
+        coded = row_codes(both) if len(both[0]) else ([], [], np.empty(0, np.int64))
+        if coded is None:
+            return None
+        kl, kr = coded[2][: left.rows], coded[2][left.rows :]
+    order = np.argsort(kr, kind="stable")
+    ks = kr[order]
+    lo = np.searchsorted(ks, kl, side="left")
+    counts = np.searchsorted(ks, kl, side="right") - lo
+    li = np.repeat(np.arange(left.rows, dtype=np.int64), counts)
+    ri = order[ranges(lo, counts)]
+    wl = None if left.values is None else left.values[li]
+    wr = None if right.values is None else right.values[ri]
+    cols = tuple(left.col(v)[li] if v in left.vars else right.col(v)[ri] for v in out)
+    return group_reduce(Table(tuple(out), cols, _times(wl, wr, ops), unique=False), out, ops)
 
 
 def _times(w: np.ndarray | None, v: np.ndarray | None, ops: LocalOps) -> np.ndarray | None:

@@ -116,10 +116,8 @@ class KeyedTable:
         base = self.base.take(pos)
         if self.over.rows == 0:
             return base
-        hit, _ = match_keys(self.over.cols[:k], keys)
-        over = self.over.take(np.flatnonzero(hit))
-        stale, _ = match_keys(base.cols, self.over.cols)
-        base = base.take(np.flatnonzero(~stale))
+        over = self._over_prefix(keys)
+        base = base.take(np.flatnonzero(~self._in_over(base.cols)))
         return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def _whole_key_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
@@ -210,11 +208,43 @@ class KeyedTable:
             return base
         mask = np.zeros(self.over.rows, dtype=bool)
         for c in conds:
-            mask |= mask_at(self.over, c)
+            mask[self._over_meeting(c)] = True
         over = self.over.take(np.flatnonzero(mask))
-        in_over, _ = match_keys(base.cols, self.over.cols)
-        base = base.take(np.flatnonzero(~in_over))
+        base = base.take(np.flatnonzero(~self._in_over(base.cols)))
         return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+
+    def _in_over(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """For each row of ``keys`` (whole keys): whether the overrides hold it (binary
+        searches in their codes when they are sorted integers, else one match)."""
+        if self._over_codes() is not None and all(np.asarray(c).dtype.kind in "iu" for c in keys):
+            return self._over_rows(keys) >= 0
+        return match_keys(keys, self.over.cols)[0]
+
+    def _over_prefix(self, keys: Sequence[np.ndarray]) -> Table:
+        """The overrides whose leading ``len(keys)`` columns are one of ``keys``."""
+        k = len(keys)
+        ints = all(np.asarray(c).dtype.kind in "iu" for c in keys)
+        if k == len(self.vars) and ints and self._over_codes() is not None:
+            at = self._over_rows(keys)
+            return self.over.take(np.unique(at[at >= 0]))
+        hit, _ = match_keys(self.over.cols[:k], keys)
+        return self.over.take(np.flatnonzero(hit))
+
+    def _over_meeting(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
+        """Positions of the overrides meeting ``cond``: when they are in key order and
+        ``cond`` reads the first column, its values' runs by binary search (the other
+        columns filter those rows), else a mask of every row."""
+        first = cond.get(0)
+        if first is None or self._over_codes() is None:
+            return np.flatnonzero(mask_at(self.over, cond))
+        col = self.over.cols[0]
+        v = np.asarray(first)
+        lo = np.searchsorted(col, v, side="left")
+        pos = ranges(lo, np.searchsorted(col, v, side="right") - lo)
+        for k, values in cond.items():
+            if k and len(pos):
+                pos = pos[np.isin(self.over.cols[k][pos], values)]
+        return pos
 
     def _base_rows(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
         """Positions in ``base`` of the rows meeting ``cond`` (in no particular order).
@@ -397,23 +427,24 @@ class KeyedTable:
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
         stale = np.zeros(self.over.rows, dtype=bool)
-        if self.over.rows and np.dtype(self.ops.dtype).kind in "iu":
+        if self.over.rows and (
+            self._over_codes() is not None or np.dtype(self.ops.dtype).kind in "iu"
+        ):
             hit = self._over_rows(new.cols)
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
         order = None
+        over = new
         if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *_cat(kept, new))
+        if all(c.dtype.kind in "iu" for c in over.cols):  # what _over_codes codes
             # the overrides stay sorted by key: two sorted runs merge in linear time (a
-            # stable sort), so each tick's trie of them (_over_rows) sorts nothing; sorted
-            # from scratch, a 44,000-row log cost 4.4 ms a tick, merged 0.08 ms
-            if np.dtype(self.ops.dtype).kind in "iu":  # the tables _over_rows searches
-                order = sort_rows(over.cols)
-                over = over.take(order)
-        else:
-            over = new
+            # stable sort), so each tick's search of them (_over_rows) sorts nothing;
+            # sorted from scratch, a 44,000-row log cost 4.4 ms a tick, merged 0.08 ms
+            order = sort_rows(over.cols)
+            over = over.take(order)
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
         fold, declined = self.fold, False
