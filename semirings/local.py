@@ -203,10 +203,43 @@ def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:
     """
     if len(cols) == 1:
         return np.argsort(cols[0], kind="stable")
-    coded = row_codes(cols)
+    coded = row_keys(cols)
     if coded is not None:
         return np.argsort(coded[2], kind="stable")
     return np.lexsort(tuple(reversed(cols)))
+
+
+def row_keys(cols: Sequence[np.ndarray]) -> tuple[list[int], list[int], np.ndarray] | None:
+    """:func:`row_codes`, or, where the last column is floats and the others integers
+    (a weight kept as a key: a multiset of weighted rows), each row as one complex128
+    whose real part codes the integers and whose imaginary part is the float.  numpy
+    orders complex numbers by real part, then imaginary part, so these codes order the
+    rows as their keys do.  The lowest values and spans are the integer columns'.  None
+    when neither applies, a float is NaN, or the integer codes pass 2**53 (the float
+    mantissa).
+
+    >>> row_keys([np.array([2, 1, 1]), np.array([0.5, 3.0, -1.0])])[2].tolist()
+    [(1+0.5j), 3j, -1j]
+    """
+    coded = row_codes(cols)
+    if coded is not None or len(cols) < 2 or cols[-1].dtype.kind != "f":
+        return coded
+    head = row_codes(cols[:-1])
+    last = cols[-1]
+    if head is None or head[2].max() >= 2**53 or np.isnan(last).any():
+        return None
+    return head[0], head[1], complex_codes(head[2], last)
+
+
+def complex_codes(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
+    """``real + i·imag`` as complex128, exactly (``1j * inf`` would put NaN in the real part).
+
+    >>> complex_codes(np.array([2]), np.array([np.inf])).tolist()
+    [(2+infj)]
+    """
+    out = np.empty(len(real), dtype=np.complex128)
+    out.real, out.imag = real, imag
+    return out
 
 
 def row_codes(cols: Sequence[np.ndarray]) -> tuple[list[int], list[int], np.ndarray] | None:

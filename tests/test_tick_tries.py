@@ -336,3 +336,53 @@ def test_a_log_whose_keys_cannot_be_merged_is_folded_at_once(use_settings, weigh
         got = zip(t.cols[0].tolist(), t.cols[1].tolist(), t.values.tolist(), strict=True)
         assert {(a, w): n for a, w, n in got} == dict(model)
     assert kt.base.rows >= 24
+
+
+weighted = st.lists(
+    st.tuples(
+        st.integers(0, 4),
+        st.sampled_from([-1.5, 0.0, 1.0, 2.5, 1e300, float("inf")]),
+        st.integers(-2, 3),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=40)
+@given(first=weighted, changes=st.lists(weighted, max_size=6), probe=weighted, fold=st.booleans())
+def test_counts_of_weighted_rows_are_found_by_complex_codes(
+    use_settings, first, changes, probe, fold
+):
+    """A program view's multiset of weighted rows: integer counts keyed by an integer
+    and a float weight.  Its log is kept in key order and coded as complex numbers
+    (``semirings.local.row_keys``); ``at``, ``at_prefix``, ``lookup`` and ``table``
+    agree with a model after random ⊕-changes."""
+    use_settings(log_rows=3 if fold else 10_000, log_fraction=0.0)
+
+    def tab(rows):
+        cols = (np.asarray([r[0] for r in rows], np.int64), np.asarray([r[1] for r in rows]))
+        cols = (cols[0], cols[1].astype(np.float64))
+        return Table(("k", "w"), cols, np.asarray([r[2] for r in rows], np.int64), unique=False)
+
+    def read(t):
+        out = Counter()
+        for i in range(t.rows):
+            out[(int(t.cols[0][i]), float(t.cols[1][i]))] += int(t.values[i])
+        return {k: v for k, v in out.items() if v}
+
+    kt = KeyedTable.of(group_reduce(tab(first), ("k", "w"), OPS), OPS)
+    model = Counter()
+    for k, w, n in (*first, *(r for ch in changes for r in ch)):
+        model[(k, w)] += n
+    for ch in changes:
+        kt = kt.plus(tab(ch))[0]
+    want = {k: v for k, v in model.items() if v}
+    assert read(kt.table()) == want and kt.rows == len(want)
+    keys = sorted({(k, w) for k, w, _ in probe})
+    if keys:
+        cols = [np.asarray([k[0] for k in keys], np.int64), np.asarray([k[1] for k in keys])]
+        assert read(kt.at(cols)) == {k: want[k] for k in keys if k in want}
+        firsts = np.unique(cols[0])
+        near = {k: v for k, v in want.items() if k[0] in set(firsts.tolist())}
+        assert read(kt.at_prefix([firsts])) == near
+        assert read(kt.lookup([{0: firsts}])) == near
