@@ -291,6 +291,11 @@ def _plain_columns(given: Any) -> tuple[list[str], list[np.ndarray]] | None:
     which :func:`_local_arrow` reads and checks."""
     if type(given).__name__ != "DataFrame" or not hasattr(given, "items") or given.empty:
         return None
+    if len(given) <= 4096:  # a small delta of integers: one copy, no Series per column
+        names = list(given.columns)
+        whole = given.to_numpy()
+        if whole.dtype.kind == "i" and all(isinstance(n, str) for n in names):
+            return names, [whole[:, k] for k in range(len(names))]
     names, arrays = [], []
     for name, s in given.items():
         dtype = s.dtype

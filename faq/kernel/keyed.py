@@ -360,16 +360,7 @@ class KeyedTable:
             return np.full(n, -1, dtype=np.int64)
         if self._codable(keys):
             lows, spans, codes = self._over_codes()  # type: ignore[misc]
-            ok = np.ones(n, dtype=bool)
-            code: np.ndarray = np.zeros(n, dtype=np.int64)
-            for c, lo, span in zip(keys, lows, spans, strict=False):
-                off = np.asarray(c).astype(np.int64) - lo
-                ok &= (off >= 0) & (off < span)
-                code = code * span + np.where(ok, off, 0)
-            if len(lows) < len(keys):  # a float last column: complex codes (row_keys)
-                last = np.asarray(keys[-1], dtype=np.float64)
-                ok &= ~np.isnan(last)
-                code = complex_codes(code, last)
+            code, ok = _code_of(keys, lows, spans)
             pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
             return np.where(ok & (codes[pos] == code), pos, -1)
         tr = self._memo("over-trie")
@@ -447,17 +438,23 @@ class KeyedTable:
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
-        order = None
+        order = codes = None
         over = new
         if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *_cat(kept, new))
+            if self._codable(new.cols):  # the codes carried: none computed over the log
+                lows, spans, was = self._over_codes()  # type: ignore[misc]
+                code, ok = _code_of(new.cols, lows, spans)
+                if ok.all():
+                    codes = (lows, spans, np.concatenate([was[~stale], code]))
         kinds = [c.dtype.kind for c in over.cols]
-        if all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf":  # what row_keys codes
-            # the overrides stay sorted by key: two sorted runs merge in linear time (a
-            # stable sort), so each tick's search of them (_over_rows) sorts nothing;
-            # sorted from scratch, a 44,000-row log cost 4.4 ms a tick, merged 0.08 ms
-            order = sort_rows(over.cols)
+        if codes is not None or (all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf"):
+            # the overrides stay sorted by key (what row_keys codes): two sorted runs
+            # merge in linear time (a stable sort), so each tick's search of them
+            # (_over_rows) sorts nothing; sorted from scratch, a 44,000-row log cost
+            # 4.4 ms a tick, merged 0.08 ms
+            order = sort_rows(over.cols) if codes is None else np.argsort(codes[2], kind="stable")
             over = over.take(order)
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
@@ -475,6 +472,9 @@ class KeyedTable:
                 folded = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
             fold = Fold(_FOLDER.submit(merging), ())
+        if codes is not None:
+            assert order is not None
+            self._remember("over-codes", (True, codes[0], codes[1], codes[2][order]), over)
         if np.dtype(self.ops.dtype).kind in "iu":
             # the base's annotations under the overrides (for correction()): carried
             before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
@@ -575,6 +575,27 @@ def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
     for k, values in conds.items():
         mask &= np.isin(t.cols[k], values)
     return mask
+
+
+def _code_of(
+    keys: Sequence[np.ndarray], lows: Sequence[int], spans: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of ``keys`` coded as :func:`semirings.local.row_keys` codes rows whose
+    integer columns have these lowest values and spans (complex codes when ``keys`` has
+    one more, float, column), and whether the row lies inside those spans (a row
+    outside has no code among theirs)."""
+    n = len(keys[0])
+    ok = np.ones(n, dtype=bool)
+    code: np.ndarray = np.zeros(n, dtype=np.int64)
+    for c, lo, span in zip(keys, lows, spans, strict=False):
+        off = np.asarray(c).astype(np.int64) - lo
+        ok &= (off >= 0) & (off < span)
+        code = code * span + np.where(ok, off, 0)
+    if len(lows) < len(keys):  # a float last column: complex codes
+        last = np.asarray(keys[-1], dtype=np.float64)
+        ok &= ~np.isnan(last)
+        code = complex_codes(code, last)
+    return code, ok
 
 
 def _with_values(t: Table, ops: LocalOps) -> Table:
