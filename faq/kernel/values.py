@@ -243,9 +243,9 @@ def table_frame(t: Table, S: Semiring) -> Any:
 
     The frame owns its columns (writing to it leaves ``t`` as it was): each is one copy
     of the table's, or the sorted rows, and the frame keeps them as they are, one block
-    per column.  pandas's own consolidation of equal-typed columns into one 2-D block
-    copied them a second time, column by column into a fresh array: 1.2 s of 1.3 s
-    for a 25-million-row result against 0.14 s for the copies alone.
+    per column, rather than stacking the key columns into a 2-D block.  That copy is
+    what a big read-back costs (600 MB for a 25-million-row result: 0.5 to 1.2 s on the
+    shared test machine, most of it the first touch of fresh memory).
     """
     import pandas as pd
 
