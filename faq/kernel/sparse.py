@@ -59,6 +59,7 @@ from faq.kernel.library import (
     row_bound,
     scalar_result,
 )
+from faq.kernel.rows import STRICT, csr_rows, key_order
 from faq.kernel.table import Table
 from semirings.core import LibraryOps
 from semirings.local import LocalOps
@@ -104,11 +105,11 @@ def _matrix(
     values: Any = np.asarray([one], dtype=lib.dtype) if iso else t.values
     nrows, ncols = shape
     common = {"nrows": nrows, "ncols": ncols, "values": values, "dtype": lib.dtype, "is_iso": iso}
-    if _sorted(rows, cols, ncols):
+    if _sorted(rows, cols):
         return gb.Matrix.ss.import_csr(
             indptr=_pointers(rows, nrows), col_indices=_u64(cols), sorted_cols=True, **common
         )
-    if _sorted(cols, rows, nrows):
+    if _sorted(cols, rows):
         return gb.Matrix.ss.import_csc(
             indptr=_pointers(cols, ncols), row_indices=_u64(rows), sorted_rows=True, **common
         )
@@ -128,19 +129,21 @@ def _u64(idx: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(idx, dtype=np.int64).view(np.uint64)
 
 
-def _sorted(major: np.ndarray, minor: np.ndarray, span: int) -> bool:
+def _sorted(major: np.ndarray, minor: np.ndarray) -> bool:
     """True when the pairs ``(major, minor)`` are strictly increasing (row-major order)."""
-    if len(major) < 2:
-        return True
-    key = major * max(span, 1) + minor
-    return bool(np.all(key[1:] > key[:-1]))
+    return key_order([major, minor]) == STRICT
 
 
-def _entries(C: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries of ``C`` in row-major order, ``C`` emptied (its arrays moved out)."""
+def _entries(C: Any, ax: Axis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of ``C`` in row-major order, ``C`` emptied (its arrays moved out): the
+    row of each as a key of ``ax`` (spelled out from the row pointers in one pass, the
+    offset of an integer axis added as it goes), its column index, its value."""
     d = C.ss.unpack("csr", sort=True)
     ptr = d["indptr"]
-    rows = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr).astype(np.int64))
+    if ax.domain is None and ax.dtype == np.int64:
+        rows = csr_rows(ptr, ax.lo)
+    else:
+        rows = ax.keys(csr_rows(ptr))
     values = d["values"]
     if d["is_iso"]:
         values = np.full(len(rows), values[0] if len(values) else 0, dtype=values.dtype)
@@ -236,8 +239,8 @@ def _mxm(
     Rm = _matrix(gb, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
     if len(keep) == 2:
         C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
-        r, c, v = _entries(C)
-        return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
+        r, c, v = _entries(C, ax)
+        return result(keep, [r, ay.keys(c)], v, ops)
     monoid = getattr(gb.monoid, lib.monoid)
     semiring = getattr(gb.semiring, lib.semiring)
     v = Rm.reduce_rowwise(monoid).new()
@@ -358,8 +361,8 @@ def _masked(
         C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()
     monoid = getattr(gb.monoid, lib.monoid)
     if len(keep) == 2:
-        r, c, v = _entries(C)
-        return result(keep, [ax.keys(r), ay.keys(c)], v, ops)
+        r, c, v = _entries(C, ax)
+        return result(keep, [r, ay.keys(c)], v, ops)
     if len(keep) == 1:
         i, vals = C.reduce_rowwise(monoid).new().to_coo()
         return result(keep, [ax.keys(i)], vals, ops)

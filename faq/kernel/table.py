@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semirings.local import LocalOps, group_starts
+from faq.kernel.rows import NONDECREASING, STRICT, key_order
+from semirings.local import LocalOps, group_starts, run_starts
 
 __all__ = ["Table", "concat", "drop_zeros", "group_reduce", "ranges", "values_of"]
 
@@ -69,13 +70,27 @@ def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
     elif (t.unique or t.rows == 1) and keep == t.vars:  # one row: already one per key
         return drop_zeros(t, ops)
     else:
-        perm, starts = group_starts(cols)
+        perm, starts = _groups(cols, t.rows)
     if t.values is None:
         sums = ops.ones(np.diff(np.append(starts, t.rows)))
     else:
-        sums = ops.reduceat(t.values[perm], starts)
-    first = perm[starts]
+        sums = ops.reduceat(t.values if perm is None else t.values[perm], starts)
+    if perm is None and len(starts) == t.rows:  # every row its own group: the columns
+        return drop_zeros(Table(keep, tuple(cols), sums), ops)
+    first = starts if perm is None else perm[starts]
     return drop_zeros(Table(keep, tuple(c[first] for c in cols), sums), ops)
+
+
+def _groups(cols: list[np.ndarray], n: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """A permutation sorting the rows of ``cols`` (None: they are in key order already, as
+    most inputs are, and need no sort and no gather) and where each group of equal rows
+    starts in that order."""
+    order = key_order(cols)
+    if order == STRICT:
+        return None, np.arange(n, dtype=np.int64)
+    if order == NONDECREASING:
+        return None, run_starts(cols)
+    return group_starts(cols)
 
 
 def drop_zeros(t: Table, ops: LocalOps) -> Table:
