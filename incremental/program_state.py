@@ -29,7 +29,7 @@ back, with the journal's ticks after them.  There is no Spark-resident program s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -318,29 +318,24 @@ class ProgramState:
     def journaled(self) -> ProgramState:
         """The same state, each relation recording what it is changed by from now on (the
         tables a durable view's journal frame holds, see :mod:`incremental.journal`)."""
-        traces = {
-            g: Rounds({n: r.journaled() for n, r in t.rels.items()}, t.counts)
-            for g, t in self.traces.items()
-        }
-        return replace(
-            self,
-            rels={n: r.journaled() for n, r in self.rels.items()},
-            rows={n: r.journaled() for n, r in self.rows.items()},
-            traces=traces,
-        )
+        return self._each(LocalKeyed.journaled)
 
     def compacted(self) -> ProgramState:
         """The same state with every relation's log folded into its base: a relation a
         load filled from empty holds all its rows in its log, where each tick's lookups
         would read every one of them."""
+        return self._each(LocalKeyed.compacted)
+
+    def _each(self, f: Callable[[LocalKeyed], LocalKeyed]) -> ProgramState:
+        """The same state with ``f`` applied to every relation (inputs' rows and traces too)."""
         traces = {
-            g: Rounds({n: r.compacted() for n, r in t.rels.items()}, t.counts)
+            g: Rounds({n: f(r) for n, r in t.rels.items()}, t.counts)
             for g, t in self.traces.items()
         }
         return replace(
             self,
-            rels={n: r.compacted() for n, r in self.rels.items()},
-            rows={n: r.compacted() for n, r in self.rows.items()},
+            rels={n: f(r) for n, r in self.rels.items()},
+            rows={n: f(r) for n, r in self.rows.items()},
             traces=traces,
         )
 
