@@ -231,6 +231,32 @@ def row_keys(cols: Sequence[np.ndarray]) -> tuple[list[int], list[int], np.ndarr
     return head[0], head[1], complex_codes(head[2], last)
 
 
+def key_codes(
+    keys: Sequence[np.ndarray], lows: Sequence[int], spans: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of ``keys`` coded as :func:`row_keys` codes rows whose integer columns
+    have these lowest values and spans (complex codes when ``keys`` has one more, float,
+    column), and whether the row lies inside those spans (a row outside has no code
+    among theirs).
+
+    >>> lows, spans, codes = row_keys([np.array([2, 1]), np.array([5, 7])])
+    >>> key_codes([np.array([1, 9]), np.array([7, 7])], lows, spans)[1].tolist()
+    [True, False]
+    """
+    n = len(keys[0])
+    ok = np.ones(n, dtype=bool)
+    code: np.ndarray = np.zeros(n, dtype=np.int64)
+    for c, lo, span in zip(keys, lows, spans, strict=False):
+        off = np.asarray(c).astype(np.int64) - lo
+        ok &= (off >= 0) & (off < span)
+        code = code * span + np.where(ok, off, 0)
+    if len(lows) < len(keys):  # a float last column: complex codes
+        last = np.asarray(keys[-1], dtype=np.float64)
+        ok &= ~np.isnan(last)
+        code = complex_codes(code, last)
+    return code, ok
+
+
 def complex_codes(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
     """``real + i·imag`` as complex128, exactly (``1j * inf`` would put NaN in the real part).
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from faq.kernel.merge import changed_rows, match_keys, merge_into, search_trie
+from faq.kernel.merge import changed_rows, mask_at, match_keys, merged_tries, search_trie
 from faq.kernel.table import Table, concat, group_reduce, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
-from semirings.local import LocalOps, complex_codes, distinct, group_starts, row_keys, sort_rows
+from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "mask_at", "match_keys"]
 
@@ -360,7 +360,7 @@ class KeyedTable:
             return np.full(n, -1, dtype=np.int64)
         if self._codable(keys):
             lows, spans, codes = self._over_codes()  # type: ignore[misc]
-            code, ok = _code_of(keys, lows, spans)
+            code, ok = key_codes(keys, lows, spans)
             pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
             return np.where(ok & (codes[pos] == code), pos, -1)
         tr = self._memo("over-trie")
@@ -373,8 +373,7 @@ class KeyedTable:
         return np.where(found, tr.values[np.maximum(at, 0)], -1)
 
     def _codable(self, keys: Sequence[np.ndarray]) -> bool:
-        """Whether whole ``keys`` can be found by :meth:`_over_codes`: the overrides are
-        coded and ``keys`` are integers where their codes read integers."""
+        """Whether whole ``keys`` can be found in :meth:`_over_codes` (kinds alike)."""
         coded = self._over_codes()
         if coded is None or len(keys) != len(self.vars):
             return False
@@ -408,8 +407,7 @@ class KeyedTable:
 
     # -- changing -----------------------------------------------------------------------------
     def compacted(self) -> KeyedTable:
-        """The same contents with the overrides folded into the base now (``self`` when
-        there are none); a fold under way is dropped."""
+        """The same contents with the overrides folded into the base now (or ``self``)."""
         if self.over.rows == 0 or not self.vars:
             return self
         return KeyedTable.of(self.table(), self.ops)
@@ -445,7 +443,7 @@ class KeyedTable:
             over = Table(self.vars, *_cat(kept, new))
             if self._codable(new.cols):  # the codes carried: none computed over the log
                 lows, spans, was = self._over_codes()  # type: ignore[misc]
-                code, ok = _code_of(new.cols, lows, spans)
+                code, ok = key_codes(new.cols, lows, spans)
                 if ok.all():
                     codes = (lows, spans, np.concatenate([was[~stale], code]))
         kinds = [c.dtype.kind for c in over.cols]
@@ -516,18 +514,9 @@ class KeyedTable:
         sorted rows of the tries ``built`` so far (no sort of the relation); None where
         that does not apply (keys too wide for one 64-bit sort key)."""
         ident = tuple(range(len(self.vars)))
-        if ident not in built:
+        tries = merged_tries(built, over, self.ops) if ident in built else None
+        if tries is None:
             return None
-        assert over.values is not None
-        alive = np.flatnonzero(self.ops.nonzero(over.values))
-        tries: dict[tuple[int, ...], Trie] = {}
-        for perm, tr in built.items():
-            keys = [over.cols[k] for k in perm]
-            found, at = search_trie(tr, keys)
-            t = merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
-            if t is None:
-                return None
-            tries[perm] = t
         new = tries[ident]
         assert new.values is not None
         base = Table(self.vars, tuple(trie_rows(new)), new.values)
@@ -569,35 +558,6 @@ _FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
-    """The rows of ``t`` whose column ``k`` holds one of ``conds[k]``, for every ``k``."""
-    mask = np.ones(t.rows, dtype=bool)
-    for k, values in conds.items():
-        mask &= np.isin(t.cols[k], values)
-    return mask
-
-
-def _code_of(
-    keys: Sequence[np.ndarray], lows: Sequence[int], spans: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row of ``keys`` coded as :func:`semirings.local.row_keys` codes rows whose
-    integer columns have these lowest values and spans (complex codes when ``keys`` has
-    one more, float, column), and whether the row lies inside those spans (a row
-    outside has no code among theirs)."""
-    n = len(keys[0])
-    ok = np.ones(n, dtype=bool)
-    code: np.ndarray = np.zeros(n, dtype=np.int64)
-    for c, lo, span in zip(keys, lows, spans, strict=False):
-        off = np.asarray(c).astype(np.int64) - lo
-        ok &= (off >= 0) & (off < span)
-        code = code * span + np.where(ok, off, 0)
-    if len(lows) < len(keys):  # a float last column: complex codes
-        last = np.asarray(keys[-1], dtype=np.float64)
-        ok &= ~np.isnan(last)
-        code = complex_codes(code, last)
-    return code, ok
-
-
 def _with_values(t: Table, ops: LocalOps) -> Table:
     if t.values is not None:
         return t

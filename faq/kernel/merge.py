@@ -3,16 +3,18 @@
 What :class:`faq.kernel.keyed.KeyedTable` reads its base, its overrides and its folds
 with, and what the incremental states compare tables by:
 
+* :func:`mask_at`: which rows hold one of given values in given columns;
 * :func:`search_trie`: each whole key's row in a trie (binary searches per level);
 * :func:`match_keys`: which rows of one table have their whole key among another's;
 * :func:`merge_into`: a trie with rows dropped and sorted rows added, by merging into its
   sorted rows (no sort of the relation: a keyed table's fold);
+* :func:`merged_tries`: every trie built so far with a log's rows merged in (a fold);
 * :func:`changed_rows`: the keys whose annotation differs between two tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +22,15 @@ from faq.kernel.table import Table
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from semirings.local import LocalOps, equal, group_starts, sort_rows
 
-__all__ = ["changed_rows", "match_keys", "merge_into", "search_trie"]
+__all__ = ["changed_rows", "mask_at", "match_keys", "merge_into", "merged_tries", "search_trie"]
+
+
+def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
+    """The rows of ``t`` whose column ``k`` holds one of ``conds[k]``, for every ``k``."""
+    mask = np.ones(t.rows, dtype=bool)
+    for k, values in conds.items():
+        mask &= np.isin(t.cols[k], values)
+    return mask
 
 
 def search_trie(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +99,25 @@ def merge_into(
         kept_values = np.insert(kept_values, at, values)
     names = tr.order
     return build_trie(Table(names, tuple(cols), kept_values), names, presorted=True)
+
+
+def merged_tries(
+    built: Mapping[tuple[int, ...], Trie], over: Table, ops: LocalOps
+) -> dict[tuple[int, ...], Trie] | None:
+    """Each trie of ``built`` (by its column order) with the rows of ``over`` (whole keys by
+    position, annotations present; zero: removed) merged in by :func:`merge_into`; None
+    where a merge does not apply (keys too wide for one 64-bit sort key)."""
+    assert over.values is not None
+    alive = np.flatnonzero(ops.nonzero(over.values))
+    tries: dict[tuple[int, ...], Trie] = {}
+    for perm, tr in built.items():
+        keys = [over.cols[k] for k in perm]
+        found, at = search_trie(tr, keys)
+        t = merge_into(tr, at[found], [c[alive] for c in keys], over.values[alive])
+        if t is None:
+            return None
+        tries[perm] = t
+    return tries
 
 
 def _sort_keys(
