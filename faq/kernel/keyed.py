@@ -214,25 +214,21 @@ class KeyedTable:
         return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def _in_over(self, keys: Sequence[np.ndarray]) -> np.ndarray:
-        """For each row of ``keys`` (whole keys): whether the overrides hold it (binary
-        searches in their codes when they are coded, else one match)."""
-        if self._codable(keys):
-            return self._over_rows(keys) >= 0
-        return match_keys(keys, self.over.cols)[0]
+        """For each row of whole ``keys``: whether the overrides hold it."""
+        at = self._coded_rows(keys)
+        return at >= 0 if at is not None else match_keys(keys, self.over.cols)[0]
 
     def _over_prefix(self, keys: Sequence[np.ndarray]) -> Table:
         """The overrides whose leading ``len(keys)`` columns are one of ``keys``."""
-        k = len(keys)
-        if self._codable(keys):
-            at = self._over_rows(keys)
+        at = self._coded_rows(keys)
+        if at is not None:
             return self.over.take(np.unique(at[at >= 0]))
-        hit, _ = match_keys(self.over.cols[:k], keys)
+        hit, _ = match_keys(self.over.cols[: len(keys)], keys)
         return self.over.take(np.flatnonzero(hit))
 
     def _over_meeting(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
-        """Positions of the overrides meeting ``cond``: when they are in key order and
-        ``cond`` reads the first column, its values' runs by binary search (the other
-        columns filter those rows), else a mask of every row."""
+        """Positions of the overrides meeting ``cond``: runs of the first column's values
+        by binary search when they are in key order, else a mask of every row."""
         first = cond.get(0)
         if first is None or self._over_codes() is None:
             return np.flatnonzero(mask_at(self.over, cond))
@@ -353,16 +349,14 @@ class KeyedTable:
         return search_trie(self.trie(tuple(range(len(self.vars)))), keys)
 
     def _over_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray:
-        """For each row of ``keys``: the row of the overrides holding it, or -1 (binary
-        searches in a trie of the overrides, built once per change of them)."""
+        """For each row of ``keys``: the row of the overrides holding it, or -1 (by their
+        codes, else a trie of them built once per change)."""
         n = len(keys[0])
         if self.over.rows == 0:
             return np.full(n, -1, dtype=np.int64)
-        if self._codable(keys):
-            lows, spans, codes = self._over_codes()  # type: ignore[misc]
-            code, ok = key_codes(keys, lows, spans)
-            pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
-            return np.where(ok & (codes[pos] == code), pos, -1)
+        at = self._coded_rows(keys)
+        if at is not None:
+            return at
         tr = self._memo("over-trie")
         if tr is None:
             names = tuple(f"c{k}" for k in range(len(self.vars)))
@@ -372,14 +366,22 @@ class KeyedTable:
         found, at = search_trie(tr, keys)
         return np.where(found, tr.values[np.maximum(at, 0)], -1)
 
+    def _coded_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
+        """:meth:`_over_rows` by binary search in :meth:`_over_codes` (None: not codable)."""
+        if not self._codable(keys):
+            return None
+        lows, spans, codes = self._over_codes()  # type: ignore[misc]
+        code, ok = key_codes(keys, lows, spans)
+        pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
+        return np.where(ok & (codes[pos] == code), pos, -1)
+
     def _codable(self, keys: Sequence[np.ndarray]) -> bool:
         """Whether whole ``keys`` can be found in :meth:`_over_codes` (kinds alike)."""
         coded = self._over_codes()
         if coded is None or len(keys) != len(self.vars):
             return False
         kinds = [np.asarray(c).dtype.kind for c in keys]
-        ints = len(coded[0])
-        return all(k in "iu" for k in kinds[:ints]) and all(k in "iuf" for k in kinds[ints:])
+        return all(k in ("iu" if i < len(coded[0]) else "iuf") for i, k in enumerate(kinds))
 
     def _over_codes(self) -> tuple[list[int], list[int], np.ndarray] | None:
         """The overrides' keys as one sorted code each (:func:`semirings.local.row_keys`:
@@ -470,8 +472,7 @@ class KeyedTable:
                 folded = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
             fold = Fold(_FOLDER.submit(merging), ())
-        if codes is not None:
-            assert order is not None
+        if codes is not None and order is not None:
             self._remember("over-codes", (True, codes[0], codes[1], codes[2][order]), over)
         if np.dtype(self.ops.dtype).kind in "iu":
             # the base's annotations under the overrides (for correction()): carried
