@@ -342,3 +342,16 @@ def test_a_ring_view_tick_takes_the_steps_its_change_travels_not_every_round():
     assert len(v.last_step.terms) <= 8, len(v.last_step.terms)  # not one per round
     v.step(S=pd.DataFrame({"a": [0], "_weight": [-1]}), E=pd.DataFrame({"a": [n], "b": [0]}))
     assert v.result().to_dict() == {}  # the source gone: a cycle through it counts nothing
+
+
+def test_a_loaded_program_view_holds_its_relations_in_their_bases():
+    """A load fills every relation from empty; its rows are folded into the relations'
+    bases, so a tick's lookups search sorted bases, not a log holding every row (each
+    tick used to sort and match it whole)."""
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    edges = pd.DataFrame({"src": [0, 1, 2], "dst": [1, 2, 3], "value": [1.0, 2.0, 3.0]})
+    view = IncrementalView(sp, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=edges)
+    state = view._state
+    for name, r in (*state.rels.items(), *state.rows.items()):
+        assert r.kt.over.rows == 0 and r.kt.base.rows == r.kt.rows, name
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 3.0, (3,): 6.0}
