@@ -9,12 +9,18 @@ derived, and the size of the change it made.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from faq.factor import Factor
+from faq.plan.settings import current
 
-__all__ = ["ProgramRun", "Round"]
+__all__ = ["ProgramRun", "Round", "RoundProgress"]
+
+log = logging.getLogger("faq")
 
 _LEGEND = (
     "per round: its change Δ; [where its joins ran: driver = the local kernel, spark = Spark;\n"
@@ -80,6 +86,7 @@ class ProgramRun:
     rounds: tuple[Round, ...]
     program: Any  # the faq.Program that ran (it imports this module)
     read_seconds: float = 0.0  # reading and checking the inputs, before round 0
+    plans: tuple[tuple[tuple[str, ...], str], ...] = ()  # per recursive group: where, why
 
     @property
     def seconds(self) -> float:
@@ -99,6 +106,36 @@ class ProgramRun:
             mine = [rd for rd in self.rounds if rd.group == g.names]
             spent = sum(rd.seconds for rd in mine)
             lines.append(f"group {', '.join(g.names)} ({kind}): {spent:.2f} s")
+            lines += [f"  fixpoint {why}" for names, why in self.plans if names == g.names]
             lines += [f"  {rd.describe()}" for rd in mine]
         lines.append(f"total {self.seconds:.2f} s")
         return "\n".join(lines)
+
+
+class RoundProgress:
+    """Progress lines of one group's fixpoint on the ``"faq"`` logger (INFO): the round
+    and its Δ at most every ``progress_seconds`` (the first round always), and one line
+    when the group converges, so that a long fixpoint is never silent."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = ", ".join(names)
+        self.every = current().progress_seconds
+        self.start = self.last = time.perf_counter()
+        self.on = log.isEnabledFor(logging.INFO) and self.every > 0
+
+    def round(self, k: int, delta: tuple[tuple[str, int], ...]) -> None:
+        """Round ``k`` made the change ``delta`` (rows per relation)."""
+        now = time.perf_counter()
+        if not self.on or (k > 1 and now - self.last < self.every):
+            return
+        self.last = now
+        sizes = ", ".join(f"Δ{n} {rows:,} rows" for n, rows in delta)
+        log.info("fixpoint of %s: round %d: %s; %.1f s", self.names, k, sizes, now - self.start)
+
+    def done(self, rounds: int) -> None:
+        """The group converged after ``rounds`` rounds."""
+        if self.on and rounds:
+            seconds = time.perf_counter() - self.start
+            log.info(
+                "fixpoint of %s: converged after %d rounds in %.2f s", self.names, rounds, seconds
+            )

@@ -26,14 +26,15 @@ cycle), and in both as soon as a round derives a value outside the semiring's
 domain (``inf`` in max-product or real, NaN, past 64 bits in counting).
 
 Joins run in the planner and executor (driver kernel, tasks or Spark); the
-state and each round's ⊕-merge are numpy tables in the driver.  The record of a
-run (:class:`faq.program_run.ProgramRun`) says where each round ran and what it
+state and each round's ⊕-merge are numpy tables in the driver.  Past
+``local_rows`` a group's whole fixpoint runs partitioned in Spark instead
+(:mod:`faq.spark.fixpoint`, chosen by :func:`faq.plan.physical.fixpoint_in_spark`).
+The record of a run (:class:`faq.program_run.ProgramRun`) says where each round ran and what it
 cost.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,16 +57,18 @@ from faq.plan.convergence import (
     outside_domain,
     overflowed,
 )
+from faq.plan.physical import fixpoint_in_spark
 from faq.plan.settings import current
-from faq.program_run import ProgramRun, Round
+from faq.program_run import ProgramRun, Round, RoundProgress
 from faq.query import Query
-from faq.rule import Rule, parse_rule, split_rules
+from faq.rule import VALUE, Rule, parse_rule, split_rules
 from faq.source import Source
+from faq.spark.fixpoint import SparkFixpoint, spark_relations
+from faq.spark.ops import union_all
 from faq.witness import Witnesses
 from semirings import Semiring
+from semirings import spark as spark_ops
 from semirings.local import local_ops
-
-log = logging.getLogger("faq")
 
 __all__ = [
     "Program",
@@ -289,11 +292,14 @@ class Program:
         }
         read = _since(t0)
         opts = {"order": order, "join": join, "backend": backend}
-        ev = _Evaluation(self, inputs, opts, max_rounds)
+        ev = _Evaluation(self, inputs, opts, max_rounds, witness)
         for g in self.groups:
             ev.group(g)
-        answer = ev.state[self.answer]
         found = None
+        if self.answer in ev.frames:  # a fixpoint partitioned in Spark (never with witnesses)
+            out = ev.frames[self.answer]
+            return ProgramRun(out, tuple(ev.rounds), self, read, tuple(ev.plans))
+        answer = ev.state[self.answer]
         if witness:  # found from the fixpoint's final state, before the answer is built
             frame = answer_witnesses(
                 self.rules,
@@ -312,7 +318,7 @@ class Program:
             found = Witnesses(frame, paths)
         src = Source.local(answer, self.semiring)
         out = Factor.from_source(src, self.answer, witnesses=found)
-        return ProgramRun(out, tuple(ev.rounds), self, read)
+        return ProgramRun(out, tuple(ev.rounds), self, read, tuple(ev.plans))
 
     def explain(
         self,
@@ -343,9 +349,17 @@ class _Evaluation:
     """One solve of a program: the defined relations' tables, filled group by group."""
 
     def __init__(
-        self, p: Program, inputs: dict[str, Factor], opts: dict[str, Any], max_rounds: int
+        self,
+        p: Program,
+        inputs: dict[str, Factor],
+        opts: dict[str, Any],
+        max_rounds: int,
+        witness: bool = False,
     ) -> None:
         self.p = p
+        self.witness = witness
+        self.frames: dict[str, Factor] = {}  # relations whose fixpoint ran in Spark
+        self.plans: list[tuple[tuple[str, ...], str]] = []
         self.S = p.semiring
         self.ops = local_ops(self.S)
         self.inputs = inputs
@@ -358,6 +372,8 @@ class _Evaluation:
         if t is None:
             if name in self.inputs:
                 return self.inputs[name]
+            if name in self.frames:
+                return self.frames[name]
             t = self.state[name]
         return Factor.from_table(t, self.S, name)
 
@@ -382,6 +398,21 @@ class _Evaluation:
     def group(self, g: _Group) -> None:
         p = self.p
         t0 = time.perf_counter()
+        if g.recursive:
+            rules = [p.rules[i] for i in g.recursive]
+            read = {n: self.factor(n) for r in rules for n in r.relations if n not in g.names}
+            spark, why = fixpoint_in_spark(
+                self.S,
+                rules,
+                g.names,
+                spark_relations(g.names, rules, read),
+                self.opts["backend"],
+                self.witness,
+            )
+            self.plans.append((g.names, why))
+            if spark:
+                self.spark_group(g, rules, read, t0)
+                return
         base: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
         where: set[str] = set()
         for i in g.base:
@@ -413,6 +444,32 @@ class _Evaluation:
         progress.done(k)
         for n in g.names:
             self.state[n] = self.merge([old[n], delta[n]])
+
+    def spark_group(self, g: _Group, rules: list[Rule], read: dict[str, Factor], t0: float) -> None:
+        """The group's fixpoint partitioned in Spark (:mod:`faq.spark.fixpoint`): its base
+        rules' results stay in Spark as round 0's change."""
+        p = self.p
+        base: dict[str, list[Any]] = {n: [] for n in g.names}
+        where: set[str] = set()
+        for i in g.base:
+            r = p.rules[i]
+            run = p._queries[i].run(**self.opts, **self.relations(r))
+            where |= {s.choice.backend for s in run.trace.steps}
+            base[r.name].append(run.result.df.toDF(*p.vars[r.name], VALUE))
+        delta0 = {}
+        for n, dfs in base.items():
+            if not dfs:
+                dfs = [self.factor(n, self.empty(n)).df.toDF(*p.vars[n], VALUE)]
+            df = dfs[0]
+            if len(dfs) > 1:  # several base rules: their results ⊕-combined
+                df = spark_ops.consolidate(self.S, union_all(dfs), list(p.vars[n]), VALUE)
+            delta0[n] = df
+        idempotent = self.S.idempotent or idempotent_on(self.S, [], check=False)
+        fix = SparkFixpoint(self.S, g.names, rules, p.vars, read, idempotent, self.max_rounds)
+        try:
+            self.frames.update(fix.run(delta0, sorted(where), self.rounds, t0))
+        finally:
+            fix.release()
 
     def round(
         self, g: _Group, k: int, old: dict[str, Table], delta: dict[str, Table], idempotent: bool
@@ -475,35 +532,6 @@ class _Evaluation:
 
 def _sizes(delta: Mapping[str, Table]) -> tuple[tuple[str, int], ...]:
     return tuple((n, int(t.rows)) for n, t in delta.items())
-
-
-class RoundProgress:
-    """Progress lines of one group's fixpoint on the ``"faq"`` logger (INFO): the round
-    and its Δ at most every ``progress_seconds`` (the first round always), and one line
-    when the group converges, so that a long fixpoint is never silent."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = ", ".join(names)
-        self.every = current().progress_seconds
-        self.start = self.last = time.perf_counter()
-        self.on = log.isEnabledFor(logging.INFO) and self.every > 0
-
-    def round(self, k: int, delta: tuple[tuple[str, int], ...]) -> None:
-        """Round ``k`` made the change ``delta`` (rows per relation)."""
-        now = time.perf_counter()
-        if not self.on or (k > 1 and now - self.last < self.every):
-            return
-        self.last = now
-        sizes = ", ".join(f"Δ{n} {rows:,} rows" for n, rows in delta)
-        log.info("fixpoint of %s: round %d: %s; %.1f s", self.names, k, sizes, now - self.start)
-
-    def done(self, rounds: int) -> None:
-        """The group converged after ``rounds`` rounds."""
-        if self.on and rounds:
-            seconds = time.perf_counter() - self.start
-            log.info(
-                "fixpoint of %s: converged after %d rounds in %.2f s", self.names, rounds, seconds
-            )
 
 
 def _since(t0: float) -> float:

@@ -220,16 +220,18 @@ SECONDS = re.compile(r"\d+\.\d+ s\b")
 
 
 def test_explain_of_a_program_on_spark_says_where_rounds_ran_and_what_they_cost(spark):
-    """With ``local_rows=0`` the inputs stay in Spark and every round's driver-side delta
-    rule fetches rows of E by filtered Spark scans: each round is labelled with them, and
-    the rounds' wall times (Spark jobs included) add up to the run's (issue 37, point 7;
-    every round read "[driver]" with no time at all)."""
+    """With ``local_rows=0`` the inputs stay in Spark and, when the fixpoint is kept in the
+    driver (``backend="driver"``; by default it is partitioned in Spark:
+    tests/test_recursion_spark.py), every round's driver-side delta rule fetches rows of E
+    by filtered Spark scans: each round is labelled with them, and the rounds' wall times
+    (Spark jobs included) add up to the run's (issue 37, point 7; every round read
+    "[driver]" with no time at all)."""
     sp = query(SSSP, semiring="min-plus")
     E = spark.createDataFrame([(i, i + 1, 1.0) for i in range(4)], ["a", "b", "value"])
     S = spark.createDataFrame([(0, 0.0)], ["a", "value"])
     with faq.settings(local_rows=0):
         t0 = time.perf_counter()
-        run = sp.run(S=S, E=E)
+        run = sp.run(S=S, E=E, backend="driver")
         wall = time.perf_counter() - t0
     assert run.result.to_dict() == {(i,): float(i) for i in range(5)}
     text = sp.explain(run)

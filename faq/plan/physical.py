@@ -22,6 +22,9 @@ this module decides *how*, from statistics only (no Spark job):
   one Spark task when the rows the changes reach fit one (``cell_rows``, at most
   ``max_literals`` values looked for: :func:`delta_in_one_task`), else as Spark
   queries;
+* **a recursive group's fixpoint** (:func:`fixpoint_in_spark`): partitioned in Spark
+  when the inputs its rounds join are kept there (past ``local_rows``) or
+  ``backend="spark"``, else the state and every round's ⊕-merge in the driver;
 * **binding order** of Generic Join (:func:`binding_order`) and **join
   order** of binary joins (:func:`join_order`).
 
@@ -54,6 +57,7 @@ __all__ = [
     "choose_runner",
     "delta_in_driver",
     "delta_in_one_task",
+    "fixpoint_in_spark",
     "join_order",
 ]
 
@@ -400,3 +404,48 @@ def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) ->
     if bounds(st).literals_over(literals, "values") or rows > st.cell_rows:
         return ""
     return f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"
+
+
+def fixpoint_in_spark(
+    S: Semiring,
+    rules: Sequence[Any],
+    group: Sequence[str],
+    spark_inputs: Sequence[str],
+    backend: str,
+    witness: bool,
+) -> tuple[bool, str]:
+    """Whether a recursive group's fixpoint runs partitioned in Spark, and why.
+
+    ``rules`` are the group's recursive rules (:class:`faq.rule.Rule`), ``group`` its
+    relations and ``spark_inputs`` the input relations those rules read that are kept
+    in Spark (past ``local_rows``).  In Spark (:mod:`faq.spark.fixpoint`) the state and
+    every round's change stay there: each input is partitioned once by the variables
+    it shares with the recursive atom, and each round joins only Δ with it.  That
+    needs ``backend="spark"`` or an input kept in Spark (``backend="auto"``), a
+    semiring with native Spark operations, linear rules (one atom of the group per
+    body) without constants, and no witnesses (found from a state in the driver).
+    """
+    names = set(group)
+    where = "in the driver"
+    if backend not in ("auto", "spark"):
+        return False, f"{where}: backend={backend!r}"
+    if backend == "auto" and not spark_inputs:
+        return False, f"{where}: every input its rounds join fits in the driver (local_rows)"
+    if witness:
+        return False, f"{where}: witnesses are found from a state in the driver"
+    if S.spark is None:
+        return False, f"{where}: {S.name!r} has no native Spark operations (Python UDFs)"
+    for r in rules:
+        inner = [a for a in r.atoms if a.relation in names]
+        if len(inner) != 1:
+            return False, f"{where}: rule {r} reads {len(inner)} atoms of its group (not linear)"
+        if any(a.consts for a in r.atoms):
+            return False, f"{where}: rule {r} has constants in its atoms"
+        if len(set(r.head)) != len(r.head):
+            return False, f"{where}: rule {r} repeats a head variable"
+    why = (
+        "backend='spark'"
+        if backend == "spark"
+        else f"inputs kept in Spark: {', '.join(spark_inputs)}"
+    )
+    return True, f"partitioned in Spark ({why})"

@@ -11,7 +11,7 @@ join on every graph measured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "all_of",
     "atom_frame",
     "binary_join",
+    "checkpointed",
     "in_list",
     "isin_literals",
     "key_type",
@@ -150,25 +151,38 @@ def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
     """
     from pyspark.sql import functions as F
 
+    keys = [c for c in df.columns if c != VALUE]
+    figures = {
+        "__rows": F.count(F.lit(1)),
+        **{f"__d{i}": F.approx_count_distinct(k) for i, k in enumerate(keys)},
+    }
+    out, got = checkpointed(df, figures)
+    return out, int(got["__rows"]), tuple(int(got[f"__d{i}"]) for i in range(len(keys)))
+
+
+def checkpointed(df: DataFrame, figures: Mapping[str, Column]) -> tuple[DataFrame, dict[str, Any]]:
+    """``df`` computed once and ``localCheckpoint``-ed (its lineage cut, its partitioning
+    kept), and the aggregate ``figures`` (name → aggregate column) over its rows.
+
+    The figures are observed during the checkpoint's own job (``DataFrame.observe``); a
+    Spark Connect server sends none with a checkpoint (Spark 4.3), and there they take
+    one job after it.
+    """
     if is_connect(df.sparkSession):
         from pyspark.sql.connect.observation import Observation
     else:
         from pyspark.sql import Observation
-    keys = [c for c in df.columns if c != VALUE]
-    figures = [
-        F.count(F.lit(1)).alias("__rows"),
-        *[F.approx_count_distinct(k).alias(f"__d{i}") for i, k in enumerate(keys)],
-    ]
+    columns = [c.alias(name) for name, c in figures.items()]
     seen = Observation()
-    out = df.observe(seen, *figures).localCheckpoint(eager=True)
+    out = df.observe(seen, *columns).localCheckpoint(eager=True)
     try:  # a classic session waits for the checkpoint's job, which has finished
-        got = seen.get
+        got = dict(seen.get)
     except Exception:  # nothing observed
         got = {}
-    if "__rows" not in got:  # Spark Connect 4.x sends no metrics with a checkpoint
-        row = out.agg(*figures).collect()[0]
-        return out, int(row[0]), tuple(int(x) for x in row[1:])
-    return out, int(got["__rows"]), tuple(int(got[f"__d{i}"]) for i in range(len(keys)))
+    if not all(name in got for name in figures):  # Spark Connect 4.x: no metrics sent
+        row = out.agg(*columns).collect()[0]
+        got = {name: row[name] for name in figures}
+    return out, got
 
 
 def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:

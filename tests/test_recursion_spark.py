@@ -1,0 +1,161 @@
+"""Recursion partitioned over the cluster (issue 41, point 2): past ``local_rows`` a
+recursive group's state, changes and joins stay in Spark (:mod:`faq.spark.fixpoint`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+
+import faq
+from faq import query
+from faq.plan import DivergenceError
+from faq.plan.physical import fixpoint_in_spark
+from faq.reference import reference_fixpoint
+from faq.rule import parse_rule
+from tests.helpers import spark_jobs
+from tests.test_recursion import SSSP, cases
+
+PARTITIONED = "fixpoint partitioned in Spark"
+
+
+def frame(spark, entries: dict, S: str, arity: int):
+    """``entries`` as a Spark DataFrame of ``arity`` key columns and ``value``."""
+    from pyspark.sql import types as T
+
+    value = {"boolean": T.BooleanType(), "counting": T.LongType()}.get(S, T.DoubleType())
+    fields = [T.StructField(f"k{i}", T.LongType()) for i in range(arity)]
+    schema = T.StructType([*fields, T.StructField("value", value)])
+    return spark.createDataFrame([(*k, v) for k, v in entries.items()], schema)
+
+
+def run_in_spark(spark, text: str, S: str, rels: dict, **kw):
+    q = query(text, semiring=S)
+    given_ = {n: frame(spark, rels[n], S, a) for n, a in q.inputs.items()}
+    with faq.settings(local_rows=0):
+        return q, q.run(**given_, **kw)
+
+
+@settings(max_examples=6, deadline=None)
+@given(cases())
+def test_programs_kept_in_spark_match_the_reference_fixpoint(spark, case):
+    """Every built-in semiring, linear and non-linear programs, mutual recursion: the
+    answer equals the reference fixpoint; a linear program's rounds ran in Spark and its
+    answer stays there."""
+    S, text, E, src = case
+    q, run = run_in_spark(spark, text, S, {"E": E, "S": src})
+    ref = {"E": E, "S": src}
+    want = reference_fixpoint(text, S, {n: ref[n] for n in q.inputs})[q.answer]
+    assert run.result.to_dict() == pytest.approx(want)
+    linear = all(
+        sum(a.relation in g.names for a in q.rules[i].atoms) == 1
+        for g in q.groups
+        for i in g.recursive
+    )
+    if linear:
+        assert PARTITIONED in run.explain()
+        assert not run.result.is_local  # the driver holds no relation
+        assert all(r.where == ("spark",) for r in run.rounds if r.round)
+
+
+def test_shortest_paths_in_spark_equal_the_driver_and_explain_each_round(spark):
+    E = {(i, (i * 7 + 3) % 40): float(1 + i % 5) for i in range(40)}
+    E |= {(i, i + 1): 2.0 for i in range(39)}
+    _, run = run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}})
+    driver = query(SSSP, semiring="min-plus").solve(
+        S=faq.Factor.from_dict({(0,): 0.0}, ["a"], "min-plus"),
+        E=faq.Factor.from_dict(E, ["a", "b"], "min-plus"),
+    )
+    assert run.result.to_dict() == driver.to_dict()
+    text = run.explain()
+    assert f"{PARTITIONED} (inputs kept in Spark: E)" in text, text
+    rounds = [r for r in run.rounds if r.round]
+    assert rounds[-1].delta == (("D", 0),)  # the last round finds nothing
+    assert all(r.derived >= dict(r.delta)["D"] for r in rounds)
+    assert all(r.rows_in == dict(p.delta)["D"] for p, r in zip(run.rounds, rounds, strict=False))
+    assert all(f"round {r.round}: ΔD {dict(r.delta)['D']:,} rows [spark]" in text for r in rounds)
+
+
+def test_a_round_in_spark_costs_a_few_jobs_and_the_edges_are_read_once(spark):
+    """The edges are partitioned and checkpointed once; each round is one checkpoint of
+    the state (Spark's adaptive execution adds a job per exchange it runs)."""
+    chain = {(i, i + 1): 1.0 for i in range(12)}  # 13 rounds
+    q = query(SSSP, semiring="min-plus")
+    E, S = frame(spark, chain, "min-plus", 2), frame(spark, {(0,): 0.0}, "min-plus", 1)
+    with faq.settings(local_rows=0):
+        run, jobs = spark_jobs(spark, lambda: q.run(S=S, E=E), "fixpoint-jobs")
+    assert run.result.to_dict() == {(i,): float(i) for i in range(13)}
+    rounds = len(run.rounds) - 1
+    assert rounds == 13
+    assert jobs <= 6 * rounds, (jobs, rounds)
+
+
+def test_witnesses_keep_the_driver_path_and_explain_says_why(spark):
+    E = {(0, 1): 1.0, (1, 2): 1.0, (0, 2): 5.0}
+    _, run = run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}}, witness=True)
+    assert run.result.to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 2.0}
+    assert run.result.path((2,)) == [(0,), (1,), (2,)]
+    assert "fixpoint in the driver: witnesses are found from a state in the driver" in (
+        run.explain()
+    )
+
+
+def test_a_negative_cycle_in_spark_is_refused(spark):
+    E = {(0, 1): 1.0, (1, 2): -3.0, (2, 0): 1.0}
+    with pytest.raises(DivergenceError, match="improves values each time around"):
+        run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}})
+
+
+def test_counting_around_a_cycle_in_spark_is_refused_after_max_rounds(spark):
+    text = "P(x) :- S(x); P(y) :- P(x), E(x, y)"
+    E = {(0, 1): 1, (1, 0): 1}
+    with pytest.raises(DivergenceError, match="still changing after 7 rounds"):
+        run_in_spark(spark, text, "counting", {"E": E, "S": {(0,): 1}}, max_rounds=7)
+
+
+def test_max_product_diverging_to_infinity_in_spark_is_refused(spark):
+    text = "P(x) :- S(x); P(y) :- P(x), E(x, y)"
+    E = {(0, 1): 1e200, (1, 2): 1e200}
+    with pytest.raises(DivergenceError, match="outside the semiring's values"):
+        run_in_spark(spark, text, "max-product", {"E": E, "S": {(0,): 1.0}})
+
+
+def test_a_later_group_reads_a_relation_kept_in_spark(spark):
+    text = "Q(x) :- R(x), T(x)\nR(x) :- S(x)\nR(y) :- R(x), E(x, y)"
+    E = {(0, 1): True, (1, 2): True, (5, 6): True}
+    rels = {"E": E, "S": {(0,): True}, "T": {(2,): True, (6,): True}}
+    _, run = run_in_spark(spark, text, "boolean", rels)
+    assert run.result.to_dict() == {(2,): True}
+    assert PARTITIONED in run.explain()
+
+
+@pytest.mark.parametrize(
+    ("backend", "spark_in", "witness", "rule", "words"),
+    [
+        ("auto", [], False, "D(y) :- D(x), E(x, y)", "fits in the driver"),
+        ("driver", ["E"], False, "D(y) :- D(x), E(x, y)", "backend='driver'"),
+        ("auto", ["E"], True, "D(y) :- D(x), E(x, y)", "witnesses"),
+        ("auto", ["E"], False, "D(y) :- D(x), D(y)", "not linear"),
+        ("auto", ["E"], False, "D(y) :- D(x), E(x, y, 3)", "constants"),
+        ("spark", [], False, "D(y) :- D(x), E(x, y)", "partitioned in Spark (backend='spark')"),
+        ("auto", ["E"], False, "D(y) :- D(x), E(x, y)", "partitioned in Spark (inputs kept"),
+    ],
+)
+def test_the_planner_says_where_a_fixpoint_runs_and_why(backend, spark_in, witness, rule, words):
+    import semirings
+
+    r = parse_rule(rule, recursive=True)
+    ok, why = fixpoint_in_spark(semirings.get("min-plus"), [r], ["D"], spark_in, backend, witness)
+    assert words in why and ok == why.startswith("partitioned")
+
+
+def test_a_user_semiring_without_native_spark_operations_keeps_the_driver_path(spark):
+    import semirings
+
+    widest = semirings.Semiring(
+        name="widest-spark", zero=-math.inf, one=math.inf, add=max, mul=min, idempotent=True
+    )
+    r = parse_rule("D(y) :- D(x), E(x, y)", recursive=True)
+    ok, why = fixpoint_in_spark(widest, [r], ["D"], ["E"], "auto", False)
+    assert not ok and "no native Spark operations" in why
