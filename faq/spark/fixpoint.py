@@ -126,7 +126,10 @@ class SparkFixpoint:
             df = f.df
             rows = f.stats.rows if f.stats is not None else 0  # known: no job
             self.parts = max(self.parts, math.ceil(rows / max(1, current().cell_rows)))
-            df = df.repartition(self.parts, *[F.col(c) for c in cols]) if cols else df
+            if cols:
+                df = df.repartition(self.parts, *[F.col(c) for c in cols])
+            else:  # as many parts as tasks run at once, not a shuffle's 200: every round
+                df = df.coalesce(self.parts)  # scans them all
             # cached, not checkpointed: a cached relation keeps its partitioning (a
             # checkpoint's scan loses it in Spark 4.3), so no round shuffles it again
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
