@@ -435,6 +435,8 @@ def fixpoint_in_spark(
         return False, f"{where}: witnesses are found from a state in the driver"
     if S.spark is None:
         return False, f"{where}: {S.name!r} has no native Spark operations (Python UDFs)"
+    if S.spark.agg is None:
+        return False, f"{where}: {S.name!r} ⊕ is no single Spark aggregate"
     for r in rules:
         inner = [a for a in r.atoms if a.relation in names]
         if len(inner) != 1:

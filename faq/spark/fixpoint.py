@@ -15,13 +15,13 @@ The driver path of :mod:`faq.recursion` keeps a group's state and every round's
   recursive atom (broadcast when it holds at most ``broadcast_rows`` rows, else
   hash-partitioned like the input it meets, so the input is never shuffled
   again), ⊗ and ⊕ as Spark's own expressions (the semiring's native side);
-* **the ⊕-merge runs in Spark too**: the state ``(keys, value, Δ)`` is joined
-  with the round's candidates by key, keeps ``old ⊕ new`` and marks as the
-  next change the keys whose value moved (an idempotent ⊕: min, max, or) or
-  every candidate (a sum: counting, real), and is checkpointed every round,
-  which cuts the lineage; the round's figures (rows, change, values outside
-  the semiring) are observed during that same job, so a round costs one Spark
-  job and the driver holds no relation.
+* **the ⊕-merge runs in Spark too**: the state ``(keys, value, Δ)`` and the
+  round's candidates are grouped by key in one ``groupBy``, which keeps
+  ``old ⊕ new`` and marks as the next change the keys whose value moved (an
+  idempotent ⊕: min, max, or) or every non-zero candidate (a sum: counting,
+  real).  The state is checkpointed every round, which cuts the lineage; the
+  round's figures (rows, change, values outside the semiring) are observed
+  during that same job, and the driver holds no relation.
 
 The rounds end, or are refused, exactly as the driver's
 (:mod:`faq.plan.convergence`): an empty change, an improving cycle for an
@@ -48,7 +48,7 @@ from faq.plan.settings import current
 from faq.program_run import Round, RoundProgress
 from faq.rule import VALUE, Atom, Rule
 from faq.source import Source
-from faq.spark.ops import Frame, aggregate, atom_frame, binary_join, checkpointed, union_all
+from faq.spark.ops import Frame, atom_frame, binary_join, checkpointed, union_all
 from faq.spark.tasks import is_connect, parallelism, query_error
 from semirings import Semiring
 from semirings import spark as sops
@@ -166,9 +166,7 @@ class SparkFixpoint:
                 moved = frames[0].df.repartition(self.parts, *[F.col(v) for v in on])
                 frames[0] = Frame(frames[0].vars, moved)
         joined = binary_join(frames, self.S, broadcast=broadcast)
-        # into as many parts as the state is shuffled into for the ⊕-merge: one exchange
-        moved = joined.df.repartition(self.parts, *[F.col(v) for v in rule.head])
-        return aggregate(Frame(joined.vars, moved), rule.head, self.S)
+        return joined.df.select(*rule.head, VALUE)  # ⊕-reduced by the merge's groupBy
 
     # -- rounds -----------------------------------------------------------------------------
     def run(
@@ -254,8 +252,6 @@ class SparkFixpoint:
                 out[n], new[n] = self._materialized(n, df, k)
                 continue
             c = union_all(cand[n]) if len(cand[n]) > 1 else cand[n][0]
-            if len(cand[n]) > 1:
-                c = sops.reduce(self.S, c, keys, VALUE)
             seen = _observation(c)
             c = c.observe(seen, F.count(F.lit(1)).alias("__cand"))
             df = self._merged(state[n], c.withColumnRenamed(VALUE, "__c"), keys)
@@ -265,19 +261,33 @@ class SparkFixpoint:
         return out, new, derived
 
     def _merged(self, old: DataFrame, cand: DataFrame, keys: list[str]) -> DataFrame:
-        """The state ⊕ the candidates, by key, with the next change marked."""
+        """The state ⊕ the candidates, by key, with the next change marked.
+
+        One ``groupBy`` over the state's rows and the candidates' (⊕ of each side apart,
+        partial aggregation before the shuffle), not a join: Spark estimates a join's
+        size as the product of its sides', and a checkpoint keeps the estimate of the
+        plan it was made from, so a join per round squared the estimate every round
+        (its digits doubled: round 25 spent minutes multiplying them)."""
         from pyspark.sql import functions as F
 
-        d, c = F.col(VALUE), F.col("__c")
+        t = self.ops.type
+        none = F.lit(None).cast(t)
+        rows = old.select(*keys, F.col(VALUE).alias("__v"), none.alias("__c")).unionByName(
+            cand.select(*keys, none.alias("__v"), F.col("__c"))
+        )
+        assert self.ops.agg is not None  # fixpoint_in_spark asks for it
+        merged = rows.groupBy(*keys).agg(
+            self.ops.agg(F.col("__v")).alias("__v"), self.ops.agg(F.col("__c")).alias("__c")
+        )
+        d, c = F.col("__v"), F.col("__c")
         both = self.ops.add(d, c)
         value = F.when(d.isNull(), c).when(c.isNull(), d).otherwise(both)
         if self.idempotent:  # the keys whose value moved, with their new value
             moved = c.isNotNull() & (d.isNull() | (both != d))
-            delta = F.when(moved, value)
-        else:  # every candidate: the state is the sum of the rounds
-            delta = c
-        joined = old.select(*keys, VALUE).join(cand, on=keys, how="full_outer")
-        return joined.select(*keys, value.alias(VALUE), delta.alias(_DELTA))
+        else:  # every non-zero candidate: the state is the sum of the rounds
+            moved = c.isNotNull() & sops.nonzero(self.S, c)
+        delta = F.when(moved, c if not self.idempotent else value)
+        return merged.select(*keys, value.alias(VALUE), delta.alias(_DELTA))
 
     def _materialized(self, n: str, df: DataFrame, k: int) -> tuple[DataFrame, tuple[int, int]]:
         """``df`` checkpointed, with its rows and its change's rows; a value outside the
