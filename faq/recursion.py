@@ -63,7 +63,7 @@ from faq.program_run import ProgramRun, Round, RoundProgress
 from faq.query import Query
 from faq.rule import VALUE, Rule, parse_rule, split_rules
 from faq.source import Source
-from faq.spark.fixpoint import SparkFixpoint, spark_relations
+from faq.spark.fixpoint import Input, SparkFixpoint
 from faq.spark.ops import union_all
 from faq.witness import Witnesses
 from semirings import Semiring
@@ -405,7 +405,7 @@ class _Evaluation:
                 self.S,
                 rules,
                 g.names,
-                spark_relations(g.names, rules, read),
+                [n for n, f in read.items() if not f.is_local],
                 self.opts["backend"],
                 self.witness,
             )
@@ -465,11 +465,18 @@ class _Evaluation:
                 df = spark_ops.consolidate(self.S, union_all(dfs), list(p.vars[n]), VALUE)
             delta0[n] = df
         idempotent = self.S.idempotent or idempotent_on(self.S, [], check=False)
-        fix = SparkFixpoint(self.S, g.names, rules, p.vars, read, idempotent, self.max_rounds)
+        inputs = {
+            n: Input(f.df, f.vars, f.stats.rows if f.stats is not None else 0)
+            for n, f in read.items()
+        }
+        fix = SparkFixpoint(self.S, g.names, rules, p.vars, inputs, idempotent, self.max_rounds)
         try:
-            self.frames.update(fix.run(delta0, sorted(where), self.rounds, t0))
+            fixpoint = fix.run(delta0, sorted(where), self.rounds, t0)
         finally:
             fix.release()
+        for n, df in fixpoint.items():
+            src = Source.spark(df, p.vars[n], self.S, checked=True, consolidated=True)
+            self.frames[n] = Factor.from_source(src, n)
 
     def round(
         self, g: _Group, k: int, old: dict[str, Table], delta: dict[str, Table], idempotent: bool

@@ -38,7 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from faq.factor import Factor
 from faq.plan.convergence import (
     improving_cycle_error,
     nonconvergence,
@@ -47,7 +46,6 @@ from faq.plan.convergence import (
 from faq.plan.settings import current
 from faq.program_run import Round, RoundProgress
 from faq.rule import VALUE, Atom, Rule
-from faq.source import Source
 from faq.spark.ops import Frame, atom_frame, binary_join, checkpointed, union_all
 from faq.spark.tasks import is_connect, parallelism, query_error
 from semirings import Semiring
@@ -56,9 +54,19 @@ from semirings import spark as sops
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["SparkFixpoint", "spark_relations"]
+__all__ = ["Input", "SparkFixpoint"]
 
 _DELTA = "__delta"
+
+
+@dataclass(frozen=True)
+class Input:
+    """An input relation of the rounds: its DataFrame (key columns ``vars`` then
+    ``value``, checked and consolidated) and its rows when known without a job (0)."""
+
+    df: DataFrame
+    vars: tuple[str, ...]
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ class SparkFixpoint:
     keys : mapping
         Each relation's key names (those of its first rule's head).
     inputs : mapping
-        The other relations the rules read, as Factors (local or in Spark).
+        The other relations the rules read (:class:`Input`).
     idempotent : bool
         Whether ⊕ is idempotent: a round's change is then the keys whose value
         moved, else every candidate.
@@ -96,7 +104,7 @@ class SparkFixpoint:
         names: Sequence[str],
         rules: Sequence[Rule],
         keys: Mapping[str, tuple[str, ...]],
-        inputs: Mapping[str, Factor],
+        inputs: Mapping[str, Input],
         idempotent: bool,
         max_rounds: int,
     ) -> None:
@@ -124,8 +132,7 @@ class SparkFixpoint:
         key = (atom.relation, cols)
         if key not in self.parted:
             df = f.df
-            rows = f.stats.rows if f.stats is not None else 0  # known: no job
-            self.parts = max(self.parts, math.ceil(rows / max(1, current().cell_rows)))
+            self.parts = max(self.parts, math.ceil(f.rows / max(1, current().cell_rows)))
             if cols:
                 df = df.repartition(self.parts, *[F.col(c) for c in cols])
             else:  # as many parts as tasks run at once, not a shuffle's 200: every round
@@ -171,7 +178,7 @@ class SparkFixpoint:
     # -- rounds -----------------------------------------------------------------------------
     def run(
         self, delta0: Mapping[str, DataFrame], where: Sequence[str], rounds: list[Round], t0: float
-    ) -> dict[str, Factor]:
+    ) -> dict[str, DataFrame]:
         """Run every round from the base rules' change ``delta0`` (per relation, a DataFrame
         of its keys and ``value``, run ``where``), appending each round's record to
         ``rounds`` (round 0's from ``t0``); the fixpoint of each relation, in Spark."""
@@ -218,8 +225,7 @@ class SparkFixpoint:
         for n in self.names:
             keys = self.keys[n]
             df = state[n].select(*keys, VALUE).filter(sops.nonzero(self.S, F.col(VALUE)))
-            src = Source.spark(df, keys, self.S, checked=True, consolidated=True)
-            out[n] = Factor.from_source(src, n)
+            out[n] = df
         return out
 
     def _round(
@@ -336,11 +342,3 @@ def _observation(df: DataFrame) -> Any:
     else:
         from pyspark.sql import Observation
     return Observation()
-
-
-def spark_relations(
-    names: Sequence[str], rules: Sequence[Rule], inputs: Mapping[str, Factor]
-) -> list[str]:
-    """The inputs that ``rules`` (a group's recursive rules) read which are kept in Spark."""
-    read = dict.fromkeys(a.relation for r in rules for a in r.atoms if a.relation not in names)
-    return [n for n in read if n in inputs and not inputs[n].is_local]
