@@ -413,16 +413,11 @@ class _Evaluation:
             if spark:
                 self.spark_group(g, rules, read, t0)
                 return
-        base: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
-        where: set[str] = set()
-        for i in g.base:
-            r = p.rules[i]
-            run = p._queries[i].run(**self.opts, **self.relations(r))
-            where |= {s.choice.backend for s in run.trace.steps}
-            if not run.trace.steps or not run.result.is_local:  # no join: where its rows are
-                where.add("driver" if run.result.is_local else "spark")
-            base[r.name].append(self.table(r.name, run.result))
-        delta = {n: self.merge(ts) for n, ts in base.items()}
+        results, where = self.base(g)
+        delta = {
+            n: self.merge([self.empty(n), *(self.table(n, f) for f in fs)])
+            for n, fs in results.items()
+        }
         old = {n: self.empty(n) for n in g.names}
         self.rounds.append(Round(g.names, 0, _sizes(delta), tuple(sorted(where)), _since(t0)))
         idempotent = self.S.idempotent or self.idempotent_on(list(delta.values()), check=False)
@@ -445,21 +440,29 @@ class _Evaluation:
         for n in g.names:
             self.state[n] = self.merge([old[n], delta[n]])
 
-    def spark_group(self, g: _Group, rules: list[Rule], read: dict[str, Factor], t0: float) -> None:
-        """The group's fixpoint partitioned in Spark (:mod:`faq.spark.fixpoint`): its base
-        rules' results stay in Spark as round 0's change."""
+    def base(self, g: _Group) -> tuple[dict[str, list[Factor]], set[str]]:
+        """The results of the group's base rules, per relation, and where they ran."""
         p = self.p
-        base: dict[str, list[Any]] = {n: [] for n in g.names}
+        results: dict[str, list[Factor]] = {n: [] for n in g.names}
         where: set[str] = set()
         for i in g.base:
             r = p.rules[i]
             run = p._queries[i].run(**self.opts, **self.relations(r))
             where |= {s.choice.backend for s in run.trace.steps}
-            base[r.name].append(run.result.df.toDF(*p.vars[r.name], VALUE))
+            if not run.trace.steps or not run.result.is_local:  # no join: where its rows are
+                where.add("driver" if run.result.is_local else "spark")
+            results[r.name].append(run.result)
+        return results, where
+
+    def spark_group(self, g: _Group, rules: list[Rule], read: dict[str, Factor], t0: float) -> None:
+        """The group's fixpoint partitioned in Spark (:mod:`faq.spark.fixpoint`): its base
+        rules' results stay in Spark as round 0's change."""
+        p = self.p
+        results, where = self.base(g)
         delta0 = {}
-        for n, dfs in base.items():
-            if not dfs:
-                dfs = [self.factor(n, self.empty(n)).df.toDF(*p.vars[n], VALUE)]
+        for n, fs in results.items():
+            fs = fs or [self.factor(n, self.empty(n))]
+            dfs = [f.df.toDF(*p.vars[n], VALUE) for f in fs]
             df = dfs[0]
             if len(dfs) > 1:  # several base rules: their results ⊕-combined
                 df = spark_ops.consolidate(self.S, union_all(dfs), list(p.vars[n]), VALUE)

@@ -39,6 +39,7 @@ __all__ = [
     "nonconvergence",
     "outside_domain",
     "overflowed",
+    "value_outside",
 ]
 
 
@@ -98,7 +99,7 @@ def improving_cycle(k: int, now: Mapping[str, Any], delta: Mapping[str, Table]) 
 
 
 def improving_cycle_error(
-    S: Semiring, names: Sequence[str], delta: Mapping[str, Table], k: int
+    S: Semiring, names: Sequence[str], delta: Mapping[str, Table | int], k: int
 ) -> DivergenceError:
     """The error refusing a fixpoint whose round ``k`` proves an improving cycle
     (:func:`improving_cycle`)."""
@@ -112,7 +113,7 @@ def improving_cycle_error(
 
 
 def nonconvergence(
-    S: Semiring, names: Sequence[str], delta: Mapping[str, Table], rounds: int
+    S: Semiring, names: Sequence[str], delta: Mapping[str, Table | int], rounds: int
 ) -> DivergenceError:
     """The error refusing a fixpoint still changing (``delta``) after ``rounds`` rounds
     (a ⊕ that is not idempotent)."""
@@ -139,13 +140,29 @@ def outside_domain(
         if bad.size:
             i = int(bad[0])
             key = tuple(_plain(c[i]) for c in t.cols)
-            return DivergenceError(
-                f"the fixpoint of relation(s) {_moving(names, tables)} does not converge in "
-                f"{S.name!r} ({S.domain}): {_round(k)} derives {n}{key!r} = "
-                f"{_plain(t.values[i])!r}, outside the semiring's values ({bad.size:,} "
-                "such key(s)); the values diverge, or grow past what the semiring holds"
-            )
+            return value_outside(S, names, tables, k, n, key, t.values[i], int(bad.size))
     return None
+
+
+def value_outside(
+    S: Semiring,
+    names: Sequence[str],
+    changing: Mapping[str, Table | int],
+    k: int | None,
+    relation: str,
+    key: tuple[Any, ...],
+    value: Any,
+    count: int,
+) -> DivergenceError:
+    """The error refusing a fixpoint whose round ``k`` derived ``relation{key} = value``,
+    outside ``S``, with ``count`` such keys (``changing``: each relation's change, or
+    its rows, naming those still moving)."""
+    return DivergenceError(
+        f"the fixpoint of relation(s) {_moving(names, changing)} does not converge in "
+        f"{S.name!r} ({S.domain}): {_round(k)} derives {relation}{key!r} = "
+        f"{_plain(value)!r}, outside the semiring's values ({count:,} such key(s)); the "
+        "values diverge, or grow past what the semiring holds"
+    )
 
 
 def overflowed(
@@ -164,9 +181,14 @@ def _round(k: int | None) -> str:
     return "a round" if k is None else f"round {k}"
 
 
-def _moving(names: Sequence[str], tables: Mapping[str, Table]) -> str:
-    moving = [n for n in names if n in tables and tables[n].rows] or list(names)
+def _moving(names: Sequence[str], tables: Mapping[str, Table | int]) -> str:
+    """The relations of ``names`` whose change (a table, or its rows) is not empty."""
+    moving = [n for n in names if n in tables and _rows(tables[n])] or list(names)
     return ", ".join(map(repr, moving))
+
+
+def _rows(t: Table | int) -> int:
+    return t if isinstance(t, int) else t.rows
 
 
 def _plain(x: Any) -> Any:

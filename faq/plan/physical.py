@@ -44,6 +44,7 @@ from faq.plan.logical import Step
 from faq.plan.reach import bounds
 from faq.plan.settings import Settings, current
 from faq.plan.shares import Shares, choose_shares
+from faq.rule import Rule
 from semirings.core import Semiring
 
 __all__ = [
@@ -408,7 +409,7 @@ def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) ->
 
 def fixpoint_in_spark(
     S: Semiring,
-    rules: Sequence[Any],
+    rules: Sequence[Rule],
     group: Sequence[str],
     spark_inputs: Sequence[str],
     backend: str,
@@ -416,7 +417,7 @@ def fixpoint_in_spark(
 ) -> tuple[bool, str]:
     """Whether a recursive group's fixpoint runs partitioned in Spark, and why.
 
-    ``rules`` are the group's recursive rules (:class:`faq.rule.Rule`), ``group`` its
+    ``rules`` are the group's recursive rules, ``group`` its
     relations and ``spark_inputs`` the input relations those rules read that are kept
     in Spark (past ``local_rows``).  In Spark (:mod:`faq.spark.fixpoint`) the state and
     every round's change stay there: each input is partitioned once by the variables

@@ -36,18 +36,19 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from faq.plan.convergence import (
     improving_cycle_error,
     nonconvergence,
     overflowed,
+    value_outside,
 )
 from faq.plan.settings import current
 from faq.program_run import Round, RoundProgress
 from faq.rule import VALUE, Atom, Rule
-from faq.spark.ops import Frame, atom_frame, binary_join, checkpointed, union_all
-from faq.spark.tasks import is_connect, parallelism, query_error
+from faq.spark.ops import Frame, atom_frame, binary_join, checkpointed, observation, union_all
+from faq.spark.tasks import parallelism, query_error
 from semirings import Semiring
 from semirings import spark as sops
 
@@ -67,13 +68,6 @@ class Input:
     df: DataFrame
     vars: tuple[str, ...]
     rows: int = 0
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """A relation's row count where :mod:`faq.plan.convergence` reads a table's."""
-
-    rows: int
 
 
 class SparkFixpoint:
@@ -119,7 +113,7 @@ class SparkFixpoint:
         self.parts = 1
         self.parted: dict[tuple[str, tuple[str, ...]], DataFrame] = {}
 
-    # -- the inputs, partitioned once -------------------------------------------------------
+    # -- the inputs, cached once -----------------------------------------------------------
     def _input(self, atom: Atom, shared: tuple[str, ...], partitioned: bool) -> DataFrame:
         """``atom``'s relation seen through it, cached on first use and kept for every
         later round; with ``partitioned``, hash-partitioned by the columns of ``shared``
@@ -145,14 +139,15 @@ class SparkFixpoint:
         return atom_frame(atom, self.parted[key], f.vars)
 
     def release(self) -> None:
-        """Drop the partitioned inputs' cached rows (the answer, checkpointed, keeps none)."""
+        """Drop the inputs' cached rows (the answer, checkpointed, reads none of them)."""
         for df in self.parted.values():
             df.unpersist()
         self.parted.clear()
 
     def _candidates(self, rule: Rule, delta: DataFrame, rows: int) -> DataFrame:
         """The rule's derivations from the change ``delta`` (``rows`` rows) of its recursive
-        atom, ⊕-reduced by its head."""
+        atom, by its head, one row per derivation (the merge's ``groupBy`` ⊕-reduces
+        them)."""
         from pyspark.sql import functions as F
 
         inner = next(a for a in rule.atoms if a.relation in self.names)
@@ -173,7 +168,7 @@ class SparkFixpoint:
                 moved = frames[0].df.repartition(self.parts, *[F.col(v) for v in on])
                 frames[0] = Frame(frames[0].vars, moved)
         joined = binary_join(frames, self.S, broadcast=broadcast)
-        return joined.df.select(*rule.head, VALUE)  # ⊕-reduced by the merge's groupBy
+        return joined.df.select(*rule.head, VALUE)
 
     # -- rounds -----------------------------------------------------------------------------
     def run(
@@ -199,15 +194,15 @@ class SparkFixpoint:
         while any(d for _, d in sizes.values()):
             k += 1
             if not self.idempotent and k > self.max_rounds:
-                moving = {n: _Rows(d) for n, (_, d) in sizes.items()}
-                raise nonconvergence(self.S, self.names, moving, self.max_rounds)  # type: ignore[arg-type]
+                moving = {n: d for n, (_, d) in sizes.items()}
+                raise nonconvergence(self.S, self.names, moving, self.max_rounds)
             t0 = time.perf_counter()
             held = sum(r for r, _ in sizes.values())
             rows_in = sum(d for _, d in sizes.values())
             state, new, derived = self._round(k, state, sizes)
             if self.idempotent and held < k and any(d for _, d in new.values()):
-                moving = {n: _Rows(d) for n, (_, d) in new.items()}
-                raise improving_cycle_error(self.S, self.names, moving, k)  # type: ignore[arg-type]
+                moving = {n: d for n, (_, d) in new.items()}
+                raise improving_cycle_error(self.S, self.names, moving, k)
             sizes = new
             rd = Round(
                 self.names,
@@ -221,12 +216,8 @@ class SparkFixpoint:
             rounds.append(rd)
             progress.round(k, rd.delta)
         progress.done(k)
-        out = {}
-        for n in self.names:
-            keys = self.keys[n]
-            df = state[n].select(*keys, VALUE).filter(sops.nonzero(self.S, F.col(VALUE)))
-            out[n] = df
-        return out
+        nonzero = sops.nonzero(self.S, F.col(VALUE))
+        return {n: state[n].select(*self.keys[n], VALUE).filter(nonzero) for n in self.names}
 
     def _round(
         self, k: int, state: dict[str, DataFrame], sizes: Mapping[str, tuple[int, int]]
@@ -258,7 +249,7 @@ class SparkFixpoint:
                 out[n], new[n] = self._materialized(n, df, k)
                 continue
             c = union_all(cand[n]) if len(cand[n]) > 1 else cand[n][0]
-            seen = _observation(c)
+            seen = observation(c)
             c = c.observe(seen, F.count(F.lit(1)).alias("__cand"))
             df = self._merged(state[n], c.withColumnRenamed(VALUE, "__c"), keys)
             out[n], new[n] = self._materialized(n, df, k)
@@ -315,30 +306,13 @@ class SparkFixpoint:
             if isinstance(err, OverflowError):
                 raise overflowed(self.S, self.names, k, err) from exc
             raise err from exc
-        if got["__bad"]:
-            raise self._outside(n, out.filter(bad), int(got["__bad"]), k)
+        if got["__bad"]:  # one more job, to name a key
+            col = _DELTA if self.idempotent else VALUE
+            row = out.filter(bad).select(*self.keys[n], col).limit(1).collect()[0]
+            moving = {n: int(got["__delta"])}
+            key = tuple(row[: len(self.keys[n])])
+            raise value_outside(self.S, self.names, moving, k, n, key, row[-1], int(got["__bad"]))
         return out, (int(got["__rows"]), int(got["__delta"]))
-
-    def _outside(self, n: str, bad: DataFrame, count: int, k: int) -> Exception:
-        from faq.plan.convergence import DivergenceError
-
-        col = _DELTA if self.idempotent else VALUE
-        row = bad.select(*self.keys[n], col).limit(1).collect()[0]
-        key = tuple(row[: len(self.keys[n])])
-        return DivergenceError(
-            f"the fixpoint of relation(s) {', '.join(map(repr, self.names))} does not "
-            f"converge in {self.S.name!r} ({self.S.domain}): round {k} derives {n}{key!r} = "
-            f"{row[-1]!r}, outside the semiring's values ({count:,} such key(s)); the values "
-            "diverge, or grow past what the semiring holds"
-        )
 
     def _sizes(self, sizes: Mapping[str, tuple[int, int]]) -> tuple[tuple[str, int], ...]:
         return tuple((n, sizes[n][1]) for n in self.names)
-
-
-def _observation(df: DataFrame) -> Any:
-    if is_connect(df.sparkSession):
-        from pyspark.sql.connect.observation import Observation
-    else:
-        from pyspark.sql import Observation
-    return Observation()

@@ -36,6 +36,7 @@ __all__ = [
     "isin_literals",
     "key_type",
     "materialize",
+    "observation",
     "sql_name",
     "union_all",
 ]
@@ -161,19 +162,16 @@ def materialize(df: DataFrame) -> tuple[DataFrame, int, tuple[int, ...]]:
 
 
 def checkpointed(df: DataFrame, figures: Mapping[str, Column]) -> tuple[DataFrame, dict[str, Any]]:
-    """``df`` computed once and ``localCheckpoint``-ed (its lineage cut, its partitioning
-    kept), and the aggregate ``figures`` (name → aggregate column) over its rows.
+    """``df`` computed once and ``localCheckpoint``-ed (its lineage cut; a scan of it
+    knows no partitioning in Spark 4.3), and the aggregate ``figures`` (name → aggregate
+    column) over its rows.
 
     The figures are observed during the checkpoint's own job (``DataFrame.observe``); a
     Spark Connect server sends none with a checkpoint (Spark 4.3), and there they take
     one job after it.
     """
-    if is_connect(df.sparkSession):
-        from pyspark.sql.connect.observation import Observation
-    else:
-        from pyspark.sql import Observation
     columns = [c.alias(name) for name, c in figures.items()]
-    seen = Observation()
+    seen = observation(df)
     out = df.observe(seen, *columns).localCheckpoint(eager=True)
     try:  # a classic session waits for the checkpoint's job, which has finished
         got = dict(seen.get)
@@ -183,6 +181,15 @@ def checkpointed(df: DataFrame, figures: Mapping[str, Column]) -> tuple[DataFram
         row = out.agg(*columns).collect()[0]
         got = {name: row[name] for name in figures}
     return out, got
+
+
+def observation(df: DataFrame) -> Any:
+    """A new ``Observation`` of the kind ``df``'s session takes (classic or Spark Connect)."""
+    if is_connect(df.sparkSession):
+        from pyspark.sql.connect.observation import Observation
+    else:
+        from pyspark.sql import Observation
+    return Observation()
 
 
 def trace_binary(frames: Sequence[Frame], S: Semiring) -> int:
