@@ -3,6 +3,7 @@ recursive group's state, changes and joins stay in Spark (:mod:`faq.spark.fixpoi
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -59,10 +60,15 @@ def test_programs_kept_in_spark_match_the_reference_fixpoint(spark, case):
         assert all(r.where == ("spark",) for r in run.rounds if r.round)
 
 
-def test_shortest_paths_in_spark_equal_the_driver_and_explain_each_round(spark):
+@pytest.mark.parametrize("broadcast_rows", [None, 0])
+def test_shortest_paths_in_spark_equal_the_driver_and_explain_each_round(spark, broadcast_rows):
+    """By default every change here is broadcast to the edges; with ``broadcast_rows=0``
+    the edges are partitioned by ``x`` once and every change is partitioned to meet them."""
     E = {(i, (i * 7 + 3) % 40): float(1 + i % 5) for i in range(40)}
     E |= {(i, i + 1): 2.0 for i in range(39)}
-    _, run = run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}})
+    scope = faq.settings(broadcast_rows=broadcast_rows) if broadcast_rows is not None else None
+    with scope or contextlib.nullcontext():
+        _, run = run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}})
     driver = query(SSSP, semiring="min-plus").solve(
         S=faq.Factor.from_dict({(0,): 0.0}, ["a"], "min-plus"),
         E=faq.Factor.from_dict(E, ["a", "b"], "min-plus"),
