@@ -118,3 +118,50 @@ def test_touched_rows_of_a_keyed_relation_are_read_when_asked():
     assert list(res.touched) == ["E"] and len(res.touched) == 1
     assert res.touched["E"].to_dict() == {(2, 3): 3, (5, 6): 2}
     assert res.change.to_dict() == {(): 2}  # 1·3·1 before; 1·4·1 + 1 (the loop 7, 7, 7) after
+
+
+rows3 = st.lists(
+    st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4), st.integers(-3, 3)),
+    max_size=25,
+)
+
+
+def table3(rs: list[tuple[int, int, int, int]], scale: int) -> Table:
+    cols = tuple(np.asarray([r[i] * scale for r in rs], dtype=np.int64) for i in range(3))
+    t = Table(("x0", "x1", "x2"), cols, np.asarray([r[3] for r in rs], dtype=np.int64), False)
+    return group_reduce(t, ("x0", "x1", "x2"), OPS)
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.tuples(rows3, rows3, rows),
+    changes=st.lists(st.tuples(rows3, rows3, rows), max_size=3),
+    delta=st.tuples(rows3, rows3),
+    scale=st.sampled_from([1, 2**40]),
+    head=st.sampled_from([(), ("a",), ("a", "b")]),
+)
+def test_one_level_path_with_ternary_atoms_and_wide_keys(
+    monkeypatch, first, changes, delta, scale, head
+):
+    """``R(a, b, c), S(a, b, x), T(c, x)``: a correction found by a prefix of two columns,
+    keys far apart (a scale of 2**40: no bitmap of the seeds' values, no single sort code),
+    and the later term reading the earlier relation's new state."""
+    atoms = [("R", ("a", "b", "c")), ("S", ("a", "b", "x")), ("T", ("c", "x"))]
+
+    def scaled2(rs: list[tuple[int, int, int]]) -> Table:
+        return table([(u * scale, v * scale, w) for u, v, w in rs])
+
+    r, s, t = (
+        KeyedTable.of(table3(first[0], scale), OPS),
+        KeyedTable.of(table3(first[1], scale), OPS),
+        KeyedTable.of(scaled2(first[2]), OPS),
+    )
+    for cr, cs, ct in changes:
+        r, s, t = r.plus(table3(cr, scale))[0], s.plus(table3(cs, scale))[0], t.plus(scaled2(ct))[0]
+    pairs = (("R", table3(delta[0], scale)), ("S", table3(delta[1], scale)))
+    deltas = {n: d for n, d in pairs if d.rows}
+    if not deltas:
+        return
+    fast, slow = both_paths(monkeypatch, atoms, head, {"R": r, "S": s, "T": t}, deltas)
+    assert as_dict(fast[0]) == as_dict(slow[0])

@@ -30,9 +30,11 @@ __all__ = [
     "NUMBA",
     "Warmed",
     "count",
+    "descend",
     "intersect",
     "jit",
     "lookup",
+    "near_level",
     "seeded_sums",
     "warm_up",
     "warm_up_in_background",
@@ -286,6 +288,224 @@ if NUMBA:
         return out, bound
 
 
+if NUMBA:
+
+    @jit()
+    def descend(vals, starts, seeds):  # pragma: no cover - compiled
+        """The node each seed row reaches down a trie's first ``len(seeds)`` levels
+        (``vals``/``starts`` of those levels, ``seeds`` a column per level), -1 where a value
+        is missing: :meth:`faq.kernel.Trie.lookup` level by level in one call."""
+        n = len(seeds[0])
+        out = np.zeros(n, np.int64)
+        for r in range(n):
+            node = 0
+            for d in range(len(seeds)):
+                lo = starts[d][node]
+                hi = starts[d][node + 1]
+                at = _gallop(vals[d], lo, hi, seeds[d][r])
+                if at < hi and vals[d][at] == seeds[d][r]:
+                    node = at
+                else:
+                    node = -1
+                    break
+            out[r] = node
+        return out
+
+    @jit(nogil=True, inline="always")
+    def _cmp(a, i, b, j, p):  # pragma: no cover - compiled
+        """Compare column ``i`` of ``a`` with column ``j`` of ``b`` (2-d, a row per key
+        column) on the first ``p`` rows."""
+        for k in range(p):
+            if a[k, i] < b[k, j]:
+                return -1
+            if a[k, i] > b[k, j]:
+                return 1
+        return 0
+
+    @jit(nogil=True)
+    def _sorted_keys(keys):  # pragma: no cover - compiled
+        """An order of the columns of ``keys`` (2-d, a row per key column) sorted by all its
+        rows: none needed when they are (rows of overrides kept in key order usually
+        are), else one sort of a single code per key when the rows' spans multiply below
+        2**62, else a stable sort per row, last first."""
+        p, m = keys.shape
+        if m == 0:
+            return np.arange(0)
+        lows = np.empty(p, np.int64)
+        spans = np.empty(p, np.int64)
+        span = 1.0
+        for k in range(p):
+            lo = keys[k, 0]
+            hi = keys[k, 0]
+            for i in range(m):
+                lo = min(lo, keys[k, i])
+                hi = max(hi, keys[k, i])
+            lows[k] = lo
+            spans[k] = hi - lo + 1
+            span *= float(hi) - float(lo) + 1.0
+        if span >= 2.0**62:
+            order = np.arange(m)
+            for k in range(p - 1, -1, -1):
+                order = order[np.argsort(keys[k][order], kind="mergesort")]
+            return order
+        code = np.zeros(m, np.int64)
+        for k in range(p):
+            for i in range(m):
+                code[i] = code[i] * spans[k] + (keys[k, i] - lows[k])
+        for i in range(1, m):
+            if code[i] < code[i - 1]:
+                return np.argsort(code)
+        return np.arange(m)
+
+    @jit(nogil=True)
+    def _bucketed(keys, first):  # pragma: no cover - compiled
+        """:func:`_sorted_keys` of two rows of keys whose first row's values are among
+        ``first`` (sorted, distinct): a counting sort by the first row, then a sort of each
+        bucket by the second where it is not sorted already."""
+        m = keys.shape[1]
+        g = len(first)
+        rank = np.searchsorted(first, keys[0])
+        count = np.zeros(g + 1, np.int64)
+        for i in range(m):
+            count[rank[i] + 1] += 1
+        for b in range(g):
+            count[b + 1] += count[b]
+        order = np.empty(m, np.int64)
+        fill = count[:g].copy()
+        for i in range(m):
+            order[fill[rank[i]]] = i
+            fill[rank[i]] += 1
+        second = keys[1]
+        for b in range(g):
+            lo = count[b]
+            hi = count[b + 1]
+            for i in range(lo + 1, hi):
+                if second[order[i]] < second[order[i - 1]]:
+                    part = order[lo:hi]
+                    order[lo:hi] = part[np.argsort(second[part])]
+                    break
+        return order
+
+    @jit(nogil=True)
+    def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - compiled
+        """The last level of a trie of the rows ``ccols``/``cvalues`` plus ``dcols``/``dvalues``
+        (columns in trie order, the last one the level's values; equal keys summed, zero
+        sums dropped) over only the rows whose other columns are some seed row's
+        (``seeds``, one column each): its values, offsets and leaf annotations, the node
+        (group of rows) each seed row reaches (-1: none), and the largest sum of
+        ``|annotation|`` over a key (a float: the caller checks it against int64).
+        What ``build_trie`` of those rows and a descent of the seed rows give, with no
+        trie of the rest built."""
+        p = len(seeds)
+        n = len(seeds[0])
+        nc = len(cvalues)
+        nd = len(dvalues)
+        seed = np.empty((p, n), np.int64)
+        for k in range(p):
+            seed[k, :] = seeds[k]
+        # a bitmap of the seeds' values of the first column rejects most rows with one
+        # load (a binary search among them when their span is large)
+        low = seed[0].min()
+        high = seed[0].max()
+        first = np.unique(seed[0])
+        bitmap = high - low < 4 * (nc + nd) + (1 << 16)
+        mark = np.zeros(high - low + 1 if bitmap else 0, np.bool_)
+        if bitmap:
+            for r in range(n):
+                mark[seed[0, r] - low] = True
+        c0 = ccols[0]
+        d0 = dcols[0]
+        cand = np.empty(nc + nd, np.int64)
+        m = 0
+        for t in range(nc + nd):
+            v = c0[t] if t < nc else d0[t - nc]
+            if v < low or v > high:
+                continue
+            if bitmap:
+                hit = mark[v - low]
+            else:
+                at = np.searchsorted(first, v)
+                hit = at < len(first) and first[at] == v
+            if hit:
+                cand[m] = t
+                m += 1
+        keys = np.empty((p + 1, m), np.int64)
+        ann = np.empty(m, np.int64)
+        for k in range(p + 1):
+            ck = ccols[k]
+            dk = dcols[k]
+            for i in range(m):
+                t = cand[i]
+                keys[k, i] = ck[t] if t < nc else dk[t - nc]
+        for i in range(m):
+            t = cand[i]
+            ann[i] = cvalues[t] if t < nc else dvalues[t - nc]
+        if p > 1:  # the whole prefix among the seed rows': binary search of sorted seeds
+            sorder = _sorted_keys(seed)
+            kept = 0
+            for i in range(m):
+                lo = 0
+                hi = n
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if _cmp(seed, sorder[mid], keys, i, p) < 0:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < n and _cmp(seed, sorder[lo], keys, i, p) == 0:
+                    keys[:, kept] = keys[:, i]
+                    ann[kept] = ann[i]
+                    kept += 1
+            m = kept
+            keys = keys[:, :m].copy()
+        order = _bucketed(keys, first) if p == 1 else _sorted_keys(keys)
+        # equal keys summed, zero sums dropped; groups of equal prefixes
+        uvals = np.empty(m, np.int64)
+        usums = np.empty(m, np.int64)
+        ufirst = np.empty(m, np.int64)  # a column of keys holding each kept key
+        biggest = 0.0
+        u = 0
+        i = 0
+        while i < m:
+            a = order[i]
+            total = 0
+            mag = 0.0
+            j = i
+            while j < m and _cmp(keys, order[j], keys, a, p + 1) == 0:
+                total += ann[order[j]]
+                mag += abs(ann[order[j]])
+                j += 1
+            biggest = max(biggest, mag)
+            if total != 0:
+                uvals[u] = keys[p, a]
+                usums[u] = total
+                ufirst[u] = a
+                u += 1
+            i = j
+        starts = np.empty(u + 1, np.int64)
+        gfirst = np.empty(u, np.int64)  # a column of keys of each group of equal prefixes
+        g = 0
+        for i in range(u):
+            if i == 0 or _cmp(keys, ufirst[i], keys, ufirst[i - 1], p) != 0:
+                starts[g] = i
+                gfirst[g] = ufirst[i]
+                g += 1
+        starts[g] = u
+        node = np.full(n, -1, np.int64)
+        for r in range(n):  # each seed row's group: binary search over the groups
+            lo = 0
+            hi = g
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if _cmp(keys, gfirst[mid], seed, r, p) < 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
+                node[r] = lo
+        return uvals[:u].copy(), starts[: g + 1].copy(), usums[:u].copy(), node, biggest
+
+
 @dataclass(frozen=True)
 class Warmed:
     """What :func:`warm_up` did: seconds, compiled functions (one per signature) loaded
@@ -305,7 +525,7 @@ _THREAD: list[threading.Thread] = []
 
 
 def _dispatchers() -> list[Any]:
-    return [lookup, intersect, count, _count_two, seeded_sums]
+    return [lookup, intersect, count, _count_two, seeded_sums, descend, near_level]
 
 
 def _tally() -> tuple[int, int]:
@@ -331,6 +551,9 @@ def _run_searches(k: int) -> None:
     count(vals, starts, nodes, proposer, skip, take)
     w = np.ones(1, dtype=np.int64)
     seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
+    if k == 2:  # the one-level seeded path over binary relations
+        descend(vals[:1], starts[:1], vals[:1])
+        near_level(vals[:2], w, vals[:2], w, vals[:1])
 
 
 def warm_up() -> Warmed | None:

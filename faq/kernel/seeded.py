@@ -158,10 +158,10 @@ def _term(
     rel, vars_ = atoms[i]
     d = deltas[rel]
     seed = Table(vars_, d.cols, d.values)
-    seen = {v: distinct(c) for v, c in zip(vars_, d.cols, strict=True)}
-    fast = _one_level(atoms, i, order, head, ops, keyed, deltas, seed, seen)
+    fast = _one_level(atoms, i, order, head, ops, keyed, deltas, seed)
     if fast is not None:
         return fast
+    seen = {v: distinct(c) for v, c in zip(vars_, d.cols, strict=True)}
     choices: list[tuple[tuple[Table, Trie] | None, tuple[Table, Trie] | None]] = []
     for j, (r, vs) in enumerate(atoms):
         if j == i:
@@ -200,7 +200,6 @@ def _one_level(
     keyed: Mapping[str, KeyedTable],
     deltas: Mapping[str, Table],
     seed: Table,
-    seen: Mapping[str, np.ndarray],
 ) -> list[Table] | None:
     """:func:`_term` compiled (:func:`faq.kernel.compiled.seeded_sums`) when the seed binds
     all variables but one, ``x``, every other atom holds ``x``, the head is among the seed's
@@ -215,24 +214,39 @@ def _one_level(
     x = order[-1]
     n = seed.rows
     levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    c = np.ascontiguousarray
     for j, (r, vs) in enumerate(atoms):
         if j == i:
             continue
         if x not in vs:
             return None
         sub = tuple(v for v in order if v in vs)  # x last
+        if len(sub) < 2:
+            return None
         kt = keyed[r]
-        tr = kt.trie([vs.index(v) for v in sub]) if kt.base.rows else None
-        c = kt.correction()
-        if j < i and r in deltas:  # the new state: ⊕ the relation's change
-            c = concat([c, deltas[r]], ops)
-        c = _near(c, vs, seen)
-        small = build_trie(Table(vs, c.cols, c.values, unique=False), sub, ops) if c.rows else None
-        for t in (tr, small):
-            got = _level(t, sub, seed, n)
-            if got is None:
+        prefix = tuple(c(seed.col(v)) for v in sub[:-1])
+        if kt.base.rows:
+            tr = kt.trie([vs.index(v) for v in sub])
+            if tr.values is None or any(a.dtype != np.int64 for a in (*tr.vals, tr.values)):
                 return None
-            levels.append(got)
+            levels.append((tr.vals[-1], tr.starts[-1], tr.values,
+                           compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix)))  # fmt: skip
+        else:
+            levels.append(_no_level(n))
+        corr = kt.correction()
+        d = deltas[r] if j < i and r in deltas else None  # the new state: ⊕ its change
+        if not corr.rows and (d is None or not d.rows):
+            levels.append(_no_level(n))
+            continue
+        cols = tuple(c(corr.cols[vs.index(v)]) for v in sub)
+        dcols = cols if d is None else tuple(c(d.cols[vs.index(v)]) for v in sub)
+        dvalues = _NONE if d is None else d.values
+        if any(a.dtype != np.int64 for a in (*cols, *dcols, corr.values, dvalues)):
+            return None
+        *level, biggest = compiled.near_level(cols, c(corr.values), dcols, c(dvalues), prefix)
+        if biggest >= _SAFE:
+            return None
+        levels.append(tuple(level))  # type: ignore[arg-type]
     base, corr = levels[0::2], levels[1::2]
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
     out, bound = compiled.seeded_sums(
@@ -255,23 +269,12 @@ _SAFE = 2.0**59
 most :data:`MAX_CHOICES` allows) of them still sum inside int64."""
 
 
-def _level(
-    tr: Trie | None, sub: tuple[str, ...], seed: Table, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The last level of ``tr`` (values, offsets, leaf annotations) and the node above it
-    each seed row reaches (-1: none); empty for no trie; None for other types than int64."""
-    empty = np.zeros(1, dtype=np.int64)
-    if tr is None:
-        return empty[:0], empty, empty[:0], np.full(n, -1, dtype=np.int64)
-    vals, starts, values = tr.vals[-1], tr.starts[-1], tr.values
-    if values is None or vals.dtype != np.int64 or values.dtype != np.int64:
-        return None
-    node = np.zeros(n, dtype=np.int64)
-    for d, v in enumerate(sub[:-1]):
-        ok = np.flatnonzero(node >= 0)
-        node[ok] = tr.lookup(d, node[ok], seed.col(v)[ok])
-    c = np.ascontiguousarray
-    return c(vals), c(starts, dtype=np.int64), c(values), node
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _no_level(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The level of an empty table: no values, one empty node, no seed row reaches it."""
+    return _NONE, np.zeros(1, dtype=np.int64), _NONE, np.full(n, -1, dtype=np.int64)
 
 
 def _near(t: Table, vars_: tuple[str, ...], seen: Mapping[str, np.ndarray]) -> Table:
