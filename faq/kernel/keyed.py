@@ -28,8 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from faq.kernel.merge import changed_rows, mask_at, match_keys, merged_tries, search_trie
-from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.merge import (
+    WholeKeyIndex,
+    changed_rows,
+    mask_at,
+    match_keys,
+    merged_tries,
+    search_trie,
+    whole_key_index,
+    whole_key_rows,
+)
+from faq.kernel.table import Table, concat, group_reduce, ranges, sum_keeping_zeros
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
@@ -121,73 +130,47 @@ class KeyedTable:
         return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
 
     def _whole_key_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
-        """Sorted positions in ``base`` of the rows whose leading columns (all of them, or
-        as many as ``keys`` has) are one of ``keys``, or None when the base has no
-        whole-key code (see :meth:`_whole_key_index`)."""
+        """Sorted positions in ``base`` of the rows whose leading columns are one of
+        ``keys`` (:func:`faq.kernel.merge.whole_key_rows`), or None without a whole-key
+        code (see :meth:`_whole_key_index`)."""
         idx = self._whole_key_index()
-        if idx is None:
-            return None
-        uniq, mults, order, codes = idx
-        uniq, mults = uniq[: len(keys)], mults[: len(keys)]
-        n = len(keys[0]) if keys else 0
-        code = np.zeros(n, dtype=np.int64)
-        ok = np.ones(n, dtype=bool)
-        try:
-            for u, m, q in zip(uniq, mults, keys, strict=True):
-                r = np.searchsorted(u, q) if len(u) else np.zeros(n, dtype=np.int64)
-                inside = r < len(u)
-                r[~inside] = 0
-                if len(u):
-                    ok &= inside & np.asarray(u[r] == q, dtype=bool)
-                else:
-                    ok[:] = False
-                code += r.astype(np.int64) * m
-        except (TypeError, ValueError):  # keys of another type than the columns
-            return None
-        c = distinct(code[ok])
-        lo = np.searchsorted(codes, c, side="left")
-        hi = np.searchsorted(codes, c + mults[-1] - 1, side="right") if mults else lo
-        return np.sort(order[ranges(lo, hi - lo)])
+        return None if idx is None else whole_key_rows(idx, keys)
 
-    def _whole_key_index(self) -> tuple[list[np.ndarray], list[int], np.ndarray, np.ndarray] | None:
-        """Per column its sorted distinct values, the multipliers that make a row's ranks
-        one int64 code, the base order by code and the sorted codes; None when the codes
-        would overflow or a column does not sort."""
-        if -1 in self._index:
-            return self._index[-1]  # type: ignore[return-value]
-        got: tuple[list[np.ndarray], list[int], np.ndarray, np.ndarray] | None = None
-        try:
-            parts = [np.unique(c, return_inverse=True) for c in self.base.cols]
-        except TypeError:
-            parts = []
-        sizes = [max(len(u), 1) for u, _ in parts]
-        if parts and float(np.prod(np.asarray(sizes, dtype=np.float64))) < 2.0**62:
-            mults = [int(np.prod(sizes[i + 1 :], dtype=np.int64)) for i in range(len(sizes))]
-            code = np.zeros(self.base.rows, dtype=np.int64)
-            for (_, inv), m in zip(parts, mults, strict=True):
-                code += inv.reshape(-1).astype(np.int64) * m
-            order = np.argsort(code, kind="stable")
-            got = ([u for u, _ in parts], mults, order, code[order])
-        self._index[-1] = got  # type: ignore[assignment]
-        return got
+    def _whole_key_index(self) -> WholeKeyIndex | None:
+        """The base's :func:`faq.kernel.merge.whole_key_index`, built once per base."""
+        if -1 not in self._index:
+            self._index[-1] = whole_key_index(self.base.cols)  # type: ignore[assignment]
+        return self._index[-1]  # type: ignore[return-value]
 
     def _at_integer(self, keys: Sequence[np.ndarray]) -> Table:
         """:meth:`at` for integer annotations (an incremental view's counts): binary
-        searches in the trie of the base and in that of the overrides."""
+        searches in the trie of the base and in the overrides."""
         keys = [np.asarray(c) for c in keys]
         if len(keys[0]) > 1:
             perm, starts = group_starts(keys)
             keys = [c[perm[starts]] for c in keys]
+        _, _, current, present = self._current(keys)
+        return Table(self.vars, tuple(c[present] for c in keys), current[present])
+
+    def _current(
+        self, keys: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``keys`` (distinct, integer annotations): the base's annotation (zero:
+        none), its row in the overrides (-1: none), the current annotation, and the
+        positions of the keys present now."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
+        base_at = np.zeros(len(keys[0]), dtype=values.dtype)
+        base_at[found] = values[pos[found]]
         in_over = self._over_rows(keys)
-        idx = np.flatnonzero(found & (in_over < 0))
-        base = Table(self.vars, tuple(c[idx] for c in keys), values[pos[idx]])
-        if self.over.rows == 0:
-            return base
-        over = self.over.take(in_over[in_over >= 0])
-        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+        listed = in_over >= 0
+        current = base_at.copy()
+        if listed.any():
+            assert self.over.values is not None
+            current[listed] = self.over.values[in_over[listed]]
+        present = np.flatnonzero(self.ops.nonzero(current) & (found | listed))
+        return base_at, in_over, current, present
 
     def lookup(self, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
         """The current rows matching any of ``conds`` (each: column -> allowed values, all
@@ -424,9 +407,13 @@ class KeyedTable:
             return self
         return self._replaced(new, self.at(new.cols))
 
-    def _replaced(self, new: Table, old: Table) -> KeyedTable:
+    def _replaced(
+        self, new: Table, old: Table, known: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> KeyedTable:
         """:meth:`replace` by ``new`` (distinct keys, annotations present, rows), whose
-        keys hold the rows ``old`` now."""
+        keys hold the rows ``old`` now; ``known``: for each key of ``new``, its row in the
+        overrides (-1: none) and the base's annotation (zero: none), when the caller has
+        searched for them already."""
         rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
@@ -434,7 +421,7 @@ class KeyedTable:
         if self.over.rows and (
             self._over_codes() is not None or np.dtype(self.ops.dtype).kind in "iu"
         ):
-            hit = self._over_rows(new.cols)
+            hit = self._over_rows(new.cols) if known is None else known[0]
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
@@ -476,7 +463,8 @@ class KeyedTable:
             self._remember("over-codes", (True, codes[0], codes[1], codes[2][order]), over)
         if np.dtype(self.ops.dtype).kind in "iu":
             # the base's annotations under the overrides (for correction()): carried
-            before = np.concatenate([self._before()[~stale], self._base_at(new.cols)])
+            at_new = self._base_at(new.cols) if known is None else known[1]
+            before = np.concatenate([self._before()[~stale], at_new])
             self._remember("before", before if order is None else before[order], over)
         return KeyedTable(self.base, over, self.ops, rows, self._index, fold)
 
@@ -534,6 +522,8 @@ class KeyedTable:
         if delta.rows == 0:
             empty = _empty(self.vars, delta.cols, self.ops)
             return self, empty, empty
+        if self.vars and np.dtype(self.ops.dtype).kind in "iu":
+            return self._plus_integer(delta)
         old = self.at(delta.cols)
         delta = _with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         if old.rows == 0:  # new keys only: the sums are the change
@@ -541,8 +531,29 @@ class KeyedTable:
             summed = Table(self.vars, delta.cols, np.asarray(delta.values, dtype=self.ops.dtype))
         else:
             both = concat([_with_values(old, self.ops), delta], self.ops)
-            summed = _reduce_keep_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
+            summed = sum_keeping_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
         return self._replaced(summed, old), old, summed
+
+    def _plus_integer(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
+        """:meth:`plus` of a consolidated ``delta`` for integer annotations: each key searched
+        once in the base's trie and once in the overrides, and the searches reused by
+        :meth:`_replaced` (what :meth:`at` and :meth:`_replaced` would each search again)."""
+        delta = _with_values(Table(self.vars, delta.cols, delta.values), self.ops)
+        assert delta.values is not None
+        base_at, in_over, current, present = self._current(delta.cols)
+        old = Table(self.vars, tuple(c[present] for c in delta.cols), current[present])
+        if len(present):  # current ⊕ change per key: pairs summed (overflow checked)
+            two = np.zeros(delta.rows, dtype=np.int64)
+            two[present] = 1
+            starts = np.concatenate([[0], np.cumsum(1 + two)[:-1]]).astype(np.int64)
+            both = np.empty(delta.rows + len(present), dtype=self.ops.dtype)
+            both[starts[present]] = current[present]
+            both[starts + two] = delta.values
+            sums = np.asarray(self.ops.reduceat(both, starts), dtype=self.ops.dtype)
+        else:  # new keys only: the sums are the change
+            sums = np.asarray(delta.values, dtype=self.ops.dtype)
+        summed = Table(self.vars, delta.cols, sums)
+        return self._replaced(summed, old, (in_over, base_at)), old, summed
 
 
 @dataclass(frozen=True)
@@ -585,16 +596,3 @@ def _drop_zeros(t: Table, ops: LocalOps) -> Table:
 
 def _consolidated(t: Table, ops: LocalOps) -> Table:
     return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
-
-
-def _reduce_keep_zeros(t: Table, ops: LocalOps) -> Table:
-    """⊕ of equal keys, keeping keys whose ⊕ is zero (they mark removals)."""
-    if not t.vars:
-        v = t.values if t.values is not None else ops.ones(np.ones(t.rows, np.int64))
-        total = ops.reduceat(v, np.zeros(1, dtype=np.int64)) if t.rows else v
-        return Table((), (), np.asarray(total, dtype=ops.dtype))
-    perm, starts = group_starts(list(t.cols))
-    assert t.values is not None
-    sums = ops.reduceat(t.values[perm], starts)
-    first = perm[starts]
-    return Table(t.vars, tuple(c[first] for c in t.cols), sums)

@@ -9,7 +9,9 @@ with, and what the incremental states compare tables by:
 * :func:`merge_into`: a trie with rows dropped and sorted rows added, by merging into its
   sorted rows (no sort of the relation: a keyed table's fold);
 * :func:`merged_tries`: every trie built so far with a log's rows merged in (a fold);
-* :func:`changed_rows`: the keys whose annotation differs between two tables.
+* :func:`changed_rows`: the keys whose annotation differs between two tables;
+* :func:`whole_key_index`, :func:`whole_key_rows`: rows found by a leading key through one
+  sorted int64 code of the whole key (a keyed table's reads of a hub's rows).
 """
 
 from __future__ import annotations
@@ -18,11 +20,21 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from faq.kernel.table import Table
+from faq.kernel.table import Table, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
-from semirings.local import LocalOps, equal, group_starts, sort_rows
+from semirings.local import LocalOps, distinct, equal, group_starts, sort_rows
 
-__all__ = ["changed_rows", "mask_at", "match_keys", "merge_into", "merged_tries", "search_trie"]
+__all__ = [
+    "WholeKeyIndex",
+    "changed_rows",
+    "mask_at",
+    "match_keys",
+    "merge_into",
+    "merged_tries",
+    "search_trie",
+    "whole_key_index",
+    "whole_key_rows",
+]
 
 
 def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
@@ -167,3 +179,54 @@ def changed_rows(old: Table, new: Table, ops: LocalOps) -> tuple[Table, Table]:
     diff = np.flatnonzero(~equal(before, new.values))
     picked = new.take(diff)
     return picked, Table(new.vars, picked.cols, before[diff])
+
+
+WholeKeyIndex = tuple[list[np.ndarray], list[int], np.ndarray, np.ndarray]
+"""Per column its sorted distinct values, the multipliers that make a row's ranks one int64
+code, the rows' order by code, and the sorted codes (:func:`whole_key_index`)."""
+
+
+def whole_key_index(cols: Sequence[np.ndarray]) -> WholeKeyIndex | None:
+    """Each row of ``cols`` as one int64 code of its columns' ranks, sorted, with what finds
+    a key's code (:data:`WholeKeyIndex`); None when the codes would overflow or a column
+    does not sort."""
+    try:
+        parts = [np.unique(c, return_inverse=True) for c in cols]
+    except TypeError:
+        return None
+    sizes = [max(len(u), 1) for u, _ in parts]
+    if not parts or float(np.prod(np.asarray(sizes, dtype=np.float64))) >= 2.0**62:
+        return None
+    mults = [int(np.prod(sizes[i + 1 :], dtype=np.int64)) for i in range(len(sizes))]
+    code = np.zeros(len(cols[0]), dtype=np.int64)
+    for (_, inv), m in zip(parts, mults, strict=True):
+        code += inv.reshape(-1).astype(np.int64) * m
+    order = np.argsort(code, kind="stable")
+    return [u for u, _ in parts], mults, order, code[order]
+
+
+def whole_key_rows(idx: WholeKeyIndex, keys: Sequence[np.ndarray]) -> np.ndarray | None:
+    """Sorted positions of the rows (of the columns ``idx`` indexes) whose leading columns
+    (all of them, or as many as ``keys`` has) are one of ``keys``; None when ``keys`` are
+    of another type than the columns."""
+    uniq, mults, order, codes = idx
+    uniq, mults = uniq[: len(keys)], mults[: len(keys)]
+    n = len(keys[0]) if keys else 0
+    code = np.zeros(n, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    try:
+        for u, m, q in zip(uniq, mults, keys, strict=True):
+            r = np.searchsorted(u, q) if len(u) else np.zeros(n, dtype=np.int64)
+            inside = r < len(u)
+            r[~inside] = 0
+            if len(u):
+                ok &= inside & np.asarray(u[r] == q, dtype=bool)
+            else:
+                ok[:] = False
+            code += r.astype(np.int64) * m
+    except (TypeError, ValueError):  # keys of another type than the columns
+        return None
+    c = distinct(code[ok])
+    lo = np.searchsorted(codes, c, side="left")
+    hi = np.searchsorted(codes, c + mults[-1] - 1, side="right") if mults else lo
+    return np.sort(order[ranges(lo, hi - lo)])

@@ -17,7 +17,15 @@ import numpy as np
 from faq.kernel.rows import NONDECREASING, STRICT, key_order
 from semirings.local import LocalOps, group_starts, run_starts
 
-__all__ = ["Table", "concat", "drop_zeros", "group_reduce", "ranges", "values_of"]
+__all__ = [
+    "Table",
+    "concat",
+    "drop_zeros",
+    "group_reduce",
+    "ranges",
+    "sum_keeping_zeros",
+    "values_of",
+]
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -129,3 +137,17 @@ def values_of(t: Table, ops: LocalOps) -> np.ndarray:
     if t.values is not None:
         return np.asarray(t.values, dtype=ops.dtype)
     return ops.ones(np.ones(t.rows, dtype=np.int64))
+
+
+def sum_keeping_zeros(t: Table, ops: LocalOps) -> Table:
+    """``t`` ⊕-grouped by its whole key, keeping the keys whose ⊕ is zero (a keyed table's
+    change marks a removed key so)."""
+    if not t.vars:
+        v = t.values if t.values is not None else ops.ones(np.ones(t.rows, np.int64))
+        total = ops.reduceat(v, np.zeros(1, dtype=np.int64)) if t.rows else v
+        return Table((), (), np.asarray(total, dtype=ops.dtype))
+    perm, starts = group_starts(list(t.cols))
+    assert t.values is not None
+    sums = ops.reduceat(t.values[perm], starts)
+    first = perm[starts]
+    return Table(t.vars, tuple(c[first] for c in t.cols), sums)
