@@ -108,11 +108,18 @@ if NUMBA:
         for r in range(n):
             node = 0
             for d in range(len(seeds)):
+                v = seeds[d][r]
                 lo = starts[d][node]
                 hi = starts[d][node + 1]
-                at = gallop(vals[d], lo, hi, seeds[d][r])
-                if at < hi and vals[d][at] == seeds[d][r]:
-                    node = at
+                end = hi
+                while lo < hi:  # binary search (a gallop from the start costs twice)
+                    mid = (lo + hi) >> 1
+                    if vals[d][mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < end and vals[d][lo] == v:
+                    node = lo
                 else:
                     node = -1
                     break
