@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from faq.kernel.compiled_seeded import descend, near_level, seeded_sums
-from faq.kernel.numba_jit import NUMBA, gallop, jit
+from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
 
 __all__ = [
     "NUMBA",
@@ -52,18 +52,9 @@ if NUMBA:
         """The child of each ``nodes[i]`` whose value is ``x[i]``, or -1 (binary search)."""
         out = np.empty(len(x), np.int64)
         for i in range(len(x)):
-            p = nodes[i]
-            lo = starts[p]
-            end = starts[p + 1]
-            hi = end
-            v = x[i]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if vals[mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            out[i] = lo if lo < end and vals[lo] == v else -1
+            end = starts[nodes[i] + 1]
+            lo = lower_bound(vals, starts[nodes[i]], end, x[i])
+            out[i] = lo if lo < end and vals[lo] == x[i] else -1
         return out
 
     @jit(nogil=True)

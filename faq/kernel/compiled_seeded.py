@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from faq.kernel.numba_jit import NUMBA, gallop, jit
+from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
 
 __all__ = ["descend", "near_level", "seeded_sums"]
 
@@ -109,15 +109,8 @@ if NUMBA:
             node = 0
             for d in range(len(seeds)):
                 v = seeds[d][r]
-                lo = starts[d][node]
-                hi = starts[d][node + 1]
-                end = hi
-                while lo < hi:  # binary search (a gallop from the start costs twice)
-                    mid = (lo + hi) >> 1
-                    if vals[d][mid] < v:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                end = starts[d][node + 1]
+                lo = lower_bound(vals[d], starts[d][node], end, v)  # (a gallop costs twice)
                 if lo < end and vals[d][lo] == v:
                     node = lo
                 else:
@@ -136,6 +129,20 @@ if NUMBA:
             if a[k, i] > b[k, j]:
                 return 1
         return 0
+
+    @jit(nogil=True, inline="always")
+    def _lower_row(a, order, n, b, j, p):  # pragma: no cover - compiled
+        """The first ``k < n`` whose column ``order[k]`` of ``a`` is not below column ``j`` of
+        ``b`` on the first ``p`` rows (the columns ``order`` names sorted; n if none)."""
+        lo = 0
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _cmp(a, order[mid], b, j, p) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     @jit(nogil=True)
     def _sorted_keys(keys):  # pragma: no cover - compiled
@@ -259,14 +266,7 @@ if NUMBA:
             sorder = _sorted_keys(seed)
             kept = 0
             for i in range(m):
-                lo = 0
-                hi = n
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if _cmp(seed, sorder[mid], keys, i, p) < 0:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                lo = _lower_row(seed, sorder, n, keys, i, p)
                 if lo < n and _cmp(seed, sorder[lo], keys, i, p) == 0:
                     keys[:, kept] = keys[:, i]
                     ann[kept] = ann[i]
@@ -308,14 +308,7 @@ if NUMBA:
         starts[g] = u
         node = np.full(n, -1, np.int64)
         for r in range(n):  # each seed row's group: binary search over the groups
-            lo = 0
-            hi = g
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if _cmp(keys, gfirst[mid], seed, r, p) < 0:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _lower_row(keys, gfirst, g, seed, r, p)
             if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
                 node[r] = lo
         return uvals[:u].copy(), starts[: g + 1].copy(), usums[:u].copy(), node, biggest

@@ -1,5 +1,5 @@
 """numba for the kernel: whether it is installed, the decorator with its disk cache, and the
-gallop search the compiled kernels share.
+gallop and binary searches the compiled kernels share.
 
 :func:`jit` is ``numba.njit`` with ``cache=True`` (machine code kept on disk, see
 :mod:`faq.kernel.compiled`), or without the cache where numba finds no writable
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NUMBA", "gallop", "jit"]
+__all__ = ["NUMBA", "gallop", "jit", "lower_bound"]
 
 try:
     import numba as _numba
@@ -46,12 +46,15 @@ if NUMBA:
             lo = bound + 1
             bound = lo + step
             step <<= 1
-        if bound > hi:
-            bound = hi
-        while lo < bound:
-            mid = (lo + bound) >> 1
+        return lower_bound(vals, lo, min(bound, hi), v)
+
+    @jit(nogil=True, inline="always")
+    def lower_bound(vals, lo, hi, v):  # pragma: no cover - compiled
+        """The first index in [lo, hi) whose value is ≥ v (binary search; hi if none)."""
+        while lo < hi:
+            mid = (lo + hi) >> 1
             if vals[mid] < v:
                 lo = mid + 1
             else:
-                bound = mid
+                hi = mid
         return lo
