@@ -119,7 +119,7 @@ if NUMBA:
             out[r] = node
         return out
 
-    @jit(nogil=True, inline="always")
+    @jit(nogil=True)
     def _cmp(a, i, b, j, p):  # pragma: no cover - compiled
         """Compare column ``i`` of ``a`` with column ``j`` of ``b`` (2-d, a row per key
         column) on the first ``p`` rows."""
@@ -130,7 +130,7 @@ if NUMBA:
                 return 1
         return 0
 
-    @jit(nogil=True, inline="always")
+    @jit(nogil=True)
     def _lower_row(a, order, n, b, j, p):  # pragma: no cover - compiled
         """The first ``k < n`` whose column ``order[k]`` of ``a`` is not below column ``j`` of
         ``b`` on the first ``p`` rows (the columns ``order`` names sorted; n if none)."""
@@ -143,6 +143,62 @@ if NUMBA:
             else:
                 hi = mid
         return lo
+
+    @jit(nogil=True)
+    def _argsort(x):  # pragma: no cover - compiled
+        """A stable order of ``x`` (int64): insertion-sorted runs of 16, merged bottom-up.
+        Written here because numba's own sorts take seconds each to compile."""
+        n = len(x)
+        a = np.arange(n)
+        for lo in range(0, n, 16):
+            for i in range(lo + 1, min(lo + 16, n)):
+                t = a[i]
+                j = i - 1
+                while j >= lo and x[a[j]] > x[t]:
+                    a[j + 1] = a[j]
+                    j -= 1
+                a[j + 1] = t
+        b = np.empty(n, np.int64)
+        width = 16
+        while width < n:
+            for lo in range(0, n, 2 * width):
+                mid = min(lo + width, n)
+                hi = min(lo + 2 * width, n)
+                i = lo
+                j = mid
+                for k in range(lo, hi):
+                    if j >= hi or (i < mid and x[a[i]] <= x[a[j]]):
+                        b[k] = a[i]
+                        i += 1
+                    else:
+                        b[k] = a[j]
+                        j += 1
+            a, b = b, a
+            width *= 2
+        return a
+
+    @jit(nogil=True)
+    def _head(x, n):  # pragma: no cover - compiled
+        """A copy of the first ``n`` values of ``x`` (a loop: slices cost numba seconds to
+        compile)."""
+        out = np.empty(n, np.int64)
+        for i in range(n):
+            out[i] = x[i]
+        return out
+
+    @jit(nogil=True)
+    def _distinct(x):  # pragma: no cover - compiled
+        """The distinct values of ``x`` (int64), sorted."""
+        by = _argsort(x)
+        s = np.empty(len(x), np.int64)
+        for i in range(len(x)):
+            s[i] = x[by[i]]
+        keep = 0
+        for i in range(len(s)):
+            if i == 0 or s[i] != s[keep - 1]:
+                s[keep] = s[i]
+                keep += 1
+        return _head(s, keep)
 
     @jit(nogil=True)
     def _sorted_keys(keys):  # pragma: no cover - compiled
@@ -167,8 +223,15 @@ if NUMBA:
             span *= float(hi) - float(lo) + 1.0
         if span >= 2.0**62:
             order = np.arange(m)
-            for k in range(p - 1, -1, -1):
-                order = order[np.argsort(keys[k][order], kind="mergesort")]
+            for k in range(p - 1, -1, -1):  # stable passes, last row first
+                vals = np.empty(m, np.int64)
+                for i in range(m):
+                    vals[i] = keys[k, order[i]]
+                by = _argsort(vals)
+                again = np.empty(m, np.int64)
+                for i in range(m):
+                    again[i] = order[by[i]]
+                order = again
             return order
         code = np.zeros(m, np.int64)
         for k in range(p):
@@ -176,7 +239,7 @@ if NUMBA:
                 code[i] = code[i] * spans[k] + (keys[k, i] - lows[k])
         for i in range(1, m):
             if code[i] < code[i - 1]:
-                return np.argsort(code)
+                return _argsort(code)
         return np.arange(m)
 
     @jit(nogil=True)
@@ -186,25 +249,34 @@ if NUMBA:
         bucket by the second where it is not sorted already."""
         m = keys.shape[1]
         g = len(first)
-        rank = np.searchsorted(first, keys[0])
+        rank = np.empty(m, np.int64)
+        for i in range(m):
+            rank[i] = lower_bound(first, 0, len(first), keys[0, i])
         count = np.zeros(g + 1, np.int64)
         for i in range(m):
             count[rank[i] + 1] += 1
         for b in range(g):
             count[b + 1] += count[b]
         order = np.empty(m, np.int64)
-        fill = count[:g].copy()
+        fill = np.empty(g, np.int64)
+        for b in range(g):
+            fill[b] = count[b]
         for i in range(m):
             order[fill[rank[i]]] = i
             fill[rank[i]] += 1
-        second = keys[1]
-        for b in range(g):
-            lo = count[b]
+        for b in range(g):  # each bucket by the second row (written out: fancy indexing
+            lo = count[b]  # costs numba seconds to compile)
             hi = count[b + 1]
             for i in range(lo + 1, hi):
-                if second[order[i]] < second[order[i - 1]]:
-                    part = order[lo:hi]
-                    order[lo:hi] = part[np.argsort(second[part])]
+                if keys[1, order[i]] < keys[1, order[i - 1]]:
+                    vals = np.empty(hi - lo, np.int64)
+                    part = np.empty(hi - lo, np.int64)
+                    for q in range(hi - lo):
+                        part[q] = order[lo + q]
+                        vals[q] = keys[1, part[q]]
+                    by = _argsort(vals)
+                    for q in range(hi - lo):
+                        order[lo + q] = part[by[q]]
                     break
         return order
 
@@ -224,12 +296,17 @@ if NUMBA:
         nd = len(dvalues)
         seed = np.empty((p, n), np.int64)
         for k in range(p):
-            seed[k, :] = seeds[k]
+            col = seeds[k]
+            for r in range(n):
+                seed[k, r] = col[r]
         # a bitmap of the seeds' values of the first column rejects most rows with one
         # load (a binary search among them when their span is large)
-        low = seed[0].min()
-        high = seed[0].max()
-        first = np.unique(seed[0])
+        low = seed[0, 0]
+        high = seed[0, 0]
+        for r in range(n):
+            low = min(low, seed[0, r])
+            high = max(high, seed[0, r])
+        first = _distinct(seed[0])
         bitmap = high - low < 4 * (nc + nd) + (1 << 16)
         mark = np.zeros(high - low + 1 if bitmap else 0, np.bool_)
         if bitmap:
@@ -246,7 +323,7 @@ if NUMBA:
             if bitmap:
                 hit = mark[v - low]
             else:
-                at = np.searchsorted(first, v)
+                at = lower_bound(first, 0, len(first), v)
                 hit = at < len(first) and first[at] == v
             if hit:
                 cand[m] = t
@@ -268,11 +345,16 @@ if NUMBA:
             for i in range(m):
                 lo = _lower_row(seed, sorder, n, keys, i, p)
                 if lo < n and _cmp(seed, sorder[lo], keys, i, p) == 0:
-                    keys[:, kept] = keys[:, i]
+                    for k in range(p + 1):
+                        keys[k, kept] = keys[k, i]
                     ann[kept] = ann[i]
                     kept += 1
             m = kept
-            keys = keys[:, :m].copy()
+            kept_keys = np.empty((p + 1, m), np.int64)
+            for k in range(p + 1):
+                for i in range(m):
+                    kept_keys[k, i] = keys[k, i]
+            keys = kept_keys
         order = _bucketed(keys, first) if p == 1 else _sorted_keys(keys)
         # equal keys summed, zero sums dropped; groups of equal prefixes
         uvals = np.empty(m, np.int64)
@@ -311,4 +393,4 @@ if NUMBA:
             lo = _lower_row(keys, gfirst, g, seed, r, p)
             if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
                 node[r] = lo
-        return uvals[:u].copy(), starts[: g + 1].copy(), usums[:u].copy(), node, biggest
+        return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest
