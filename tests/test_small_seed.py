@@ -165,3 +165,59 @@ def test_one_level_path_with_ternary_atoms_and_wide_keys(
         return
     fast, slow = both_paths(monkeypatch, atoms, head, {"R": r, "S": s, "T": t}, deltas)
     assert as_dict(fast[0]) == as_dict(slow[0])
+
+
+def test_an_integer_sum_past_int64_in_a_keyed_update_is_an_overflow_error():
+    """``KeyedTable.plus`` adds a change to a key's current annotation exactly up to the
+    int64 limit and refuses one past it (the pairwise sum of the integer path is checked)."""
+    kt = KeyedTable.of(table([(1, 2, 2**62)]), OPS).plus(table([(1, 2, 2**62 - 1)]))[0]
+    assert as_dict(kt.table()) == {(1, 2): 2**63 - 1}
+    with pytest.raises(OverflowError, match="overflowed 64-bit integers"):
+        kt.plus(table([(1, 2, 1)]))
+
+
+prefix_rows = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(-40, 40), st.integers(-2, 2)), max_size=120
+)
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@settings(max_examples=60, deadline=None)
+@given(
+    corr=prefix_rows,
+    delta=prefix_rows,
+    seeds=st.lists(st.integers(0, 5), min_size=1, max_size=8),
+    wide=st.booleans(),
+)
+def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide):
+    """:func:`faq.kernel.compiled_seeded.near_level` against numpy: the rows whose prefix a
+    seed holds, equal keys summed, zero sums dropped, sorted; each seed's group.  Few
+    prefixes and many rows make long unsorted groups (its own merge sort); ``wide`` spreads
+    the prefixes 2**40 apart (no bitmap)."""
+    from faq.kernel.compiled_seeded import near_level
+
+    k = 2**40 if wide else 1
+
+    def cols(rs):
+        return tuple(
+            np.asarray([r[i] * (k if i == 0 else 1) for r in rs], np.int64) for i in (0, 1)
+        )
+
+    def values(rs):
+        return np.asarray([r[2] for r in rs], np.int64)
+
+    seed = np.asarray(seeds, np.int64) * k
+    vals, starts, sums, node, biggest = near_level(
+        cols(corr), values(corr), cols(delta), values(delta), (seed,)
+    )
+    want: dict[tuple[int, int], int] = {}
+    for p, x, v in corr + delta:
+        if p * k in set(seed.tolist()):
+            want[(p * k, x)] = want.get((p * k, x), 0) + v
+    keys = sorted(key for key, v in want.items() if v)
+    groups = sorted({p for p, _ in keys})
+    assert vals.tolist() == [x for _, x in keys]
+    assert sums.tolist() == [want[key] for key in keys]
+    assert starts.tolist() == [sum(1 for q, _ in keys if q < p) for p in groups] + [len(keys)]
+    assert node.tolist() == [groups.index(s) if s in groups else -1 for s in seed.tolist()]
+    assert biggest <= sum(abs(r[2]) for r in corr + delta)

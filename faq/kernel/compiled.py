@@ -1,8 +1,9 @@
 """The kernel's compiled searches (numba), numba's disk cache of them, and their warm-up.
 
-The searches of :mod:`faq.kernel` over sorted tries are compiled by numba the
-first time they run, which takes a second or two per process (more on a busy
-machine).  They are compiled with ``cache=True``: numba keeps the machine code
+The searches of :mod:`faq.kernel` over sorted tries (and the seeded delta rule's
+kernels, :mod:`faq.kernel.compiled_seeded`) are compiled by numba the first time
+they run: all of them about 18 s on this project's 2-core test machine.  They are
+compiled with ``cache=True``: numba keeps the machine code
 in a disk cache (``__pycache__`` beside this file, else the user's cache
 directory, or ``$NUMBA_CACHE_DIR``) and the next process loads it in a fraction
 of that.  Where no cache directory is writable they are compiled without one.
