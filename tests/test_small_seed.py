@@ -167,6 +167,56 @@ def test_one_level_path_with_ternary_atoms_and_wide_keys(
     assert as_dict(fast[0]) == as_dict(slow[0])
 
 
+unary = st.lists(st.tuples(st.integers(0, 6), st.integers(-3, 3)), max_size=8)
+
+
+def table1(rs: list[tuple[int, int]]) -> Table:
+    t = Table(("x0",), (np.asarray([r[0] for r in rs], dtype=np.int64),),
+              np.asarray([r[1] for r in rs], dtype=np.int64), unique=False)  # fmt: skip
+    return group_reduce(t, ("x0",), OPS)
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.tuples(rows, rows, rows, unary),
+    changes=st.lists(st.tuples(rows, unary), max_size=3),
+    delta=st.tuples(rows.filter(bool), unary),
+    head=st.sampled_from([(), ("a",), ("a", "b")]),
+)
+def test_one_level_path_takes_atoms_of_the_last_variable_alone(
+    monkeypatch, first, changes, delta, head
+):
+    """``R(a, b), S(b, x), U(x), T(a, x)``: the term of R's change binds ``a, b``, and
+    ``U`` holds only ``x``. Its level is one node every seed row reaches; the compiled path
+    takes it (it declined such atoms before) and agrees with the products, with ``U``'s
+    base, its overrides and, in the later term, its own change."""
+    atoms = [("R", ("a", "b")), ("S", ("b", "x")), ("U", ("x",)), ("T", ("a", "x"))]
+    r, s, u, t = (
+        KeyedTable.of(table(first[0]), OPS),
+        KeyedTable.of(table(first[1]), OPS),
+        KeyedTable.of(table1(first[3]), OPS),
+        KeyedTable.of(table(first[2]), OPS),
+    )
+    for cr, cu in changes:
+        r, u = r.plus(table(cr))[0], u.plus(table1(cu))[0]
+    deltas = {"R": table(delta[0]), "U": table1(delta[1])}
+    deltas = {n: d for n, d in deltas.items() if d.rows}
+    if "R" not in deltas:
+        return
+    called = []
+    real = seeded.compiled.seeded_sums
+
+    def spy(*args):
+        called.append(True)
+        return real(*args)
+
+    monkeypatch.setattr(seeded.compiled, "seeded_sums", spy)
+    fast, slow = both_paths(monkeypatch, atoms, head, {"R": r, "S": s, "U": u, "T": t}, deltas)
+    assert as_dict(fast[0]) == as_dict(slow[0])
+    assert called  # R's term ran compiled
+
+
 def test_an_integer_sum_past_int64_in_a_keyed_update_is_an_overflow_error():
     """``KeyedTable.plus`` adds a change to a key's current annotation exactly up to the
     int64 limit and refuses one past it (the pairwise sum of the integer path is checked)."""

@@ -221,16 +221,15 @@ def _one_level(
         if x not in vs:
             return None
         sub = tuple(v for v in order if v in vs)  # x last
-        if len(sub) < 2:
-            return None
         kt = keyed[r]
         prefix = tuple(c(seed.col(v)) for v in sub[:-1])
         if kt.base.rows:
             tr = kt.trie([vs.index(v) for v in sub])
             if tr.values is None or any(a.dtype != np.int64 for a in (*tr.vals, tr.values)):
                 return None
+            nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix) if prefix else None
             levels.append((tr.vals[-1], tr.starts[-1], tr.values,
-                           compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix)))  # fmt: skip
+                           np.zeros(n, dtype=np.int64) if nodes is None else nodes))  # fmt: skip
         else:
             levels.append(_no_level(n))
         corr = kt.correction()
@@ -243,7 +242,10 @@ def _one_level(
         dvalues = _NONE if d is None else d.values
         if any(a.dtype != np.int64 for a in (*cols, *dcols, corr.values, dvalues)):
             return None
-        *level, biggest = compiled.near_level(cols, c(corr.values), dcols, c(dvalues), prefix)
+        if prefix:
+            *level, biggest = compiled.near_level(cols, c(corr.values), dcols, c(dvalues), prefix)
+        else:  # an atom of x alone: one node, which every seed row reaches
+            *level, biggest = _flat_level(cols[0], corr.values, dcols[0], dvalues, n)
         if biggest >= _SAFE:
             return None
         levels.append(tuple(level))  # type: ignore[arg-type]
@@ -270,6 +272,27 @@ most :data:`MAX_CHOICES` allows) of them still sum inside int64."""
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+
+
+def _flat_level(
+    col: np.ndarray, values: np.ndarray, dcol: np.ndarray, dvalues: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """What :func:`faq.kernel.compiled.near_level` gives for an atom of one column: the
+    rows ``col``/``values`` plus ``dcol``/``dvalues``, equal values summed and zero sums
+    dropped, as one node that all ``n`` seed rows reach (none when it is empty), and the
+    largest sum of ``|annotation|`` over a value."""
+    keys = np.concatenate([col, dcol]) if len(dvalues) else col
+    vals = np.concatenate([values, dvalues]) if len(dvalues) else values
+    uniq, inv = np.unique(keys, return_inverse=True)
+    sums = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(sums, inv, vals)
+    mags = np.zeros(len(uniq), dtype=np.float64)
+    np.add.at(mags, inv, np.abs(vals.astype(np.float64)))
+    keep = sums != 0
+    uniq, sums = uniq[keep], sums[keep]
+    nodes = np.zeros(n, dtype=np.int64) if len(uniq) else np.full(n, -1, dtype=np.int64)
+    starts = np.array([0, len(uniq)], dtype=np.int64)
+    return uniq, starts, sums, nodes, float(mags.max()) if len(mags) else 0.0
 
 
 def _no_level(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
