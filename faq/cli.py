@@ -369,12 +369,13 @@ def _run(args: argparse.Namespace) -> int:
         q = coded_constants(q, dictionary)
     t_read = time.perf_counter()
 
+    from faq.plan.physical import backend_policy
     from faq.plan.settings import current
     from faq.session import local_session
 
     rows = sum(len(keys[n][0]) for n in specs)
     if (
-        args.backend in ("tasks", "spark")
+        backend_policy(args.backend).needs_session
         or not args.master.startswith("local")
         or (rows > current().local_rows)
     ):

@@ -34,6 +34,7 @@ from faq.kernel.stats import RelationStats, pair_join_size, table_stats
 from faq.kernel.table import Table, group_reduce
 from faq.plan.aggregates import Aggregates
 from faq.plan.logical import AtomStats, Pairs
+from faq.plan.physical import backend_policy
 from faq.read import Request, read_all
 from faq.rule import VALUE, Atom, Rule, literal
 from semirings import Semiring
@@ -270,6 +271,7 @@ class InputStage:
         self, relations: dict[str, Any], backend: str
     ) -> tuple[list[Data], list[AtomStats], Pairs]:
         """Every relation checked and counted (local ones collected), seen through each atom."""
+        policy = backend_policy(backend)
         factors, renamed = self._factors(relations)
         check_key_types(self.rule, factors)
         factors = self.selections(factors)
@@ -280,13 +282,13 @@ class InputStage:
         prepared = prepare_all(
             {labels[name]: f for name, f in factors.items()},
             S,
-            local=backend != "spark",
+            local=policy.collects,
             nonnegative=why,
             # repeated keys of a relation kept in Spark are ⊕-combined by the step that reads
             # it (in its cells' index); per-variable aggregates need the query's own ⊕ first
             consolidate=self.aggregates is not None,
             # under auto a relation counts once per atom that reads it (Request.uses)
-            uses={labels[n]: max(over[n], 1) for n in factors} if backend == "auto" else None,
+            uses={labels[n]: max(over[n], 1) for n in factors} if policy.by_size else None,
         )
         rels = {name: prepared[labels[name]] for name in factors}
         if self.aggregates is not None:

@@ -57,7 +57,7 @@ from faq.plan.convergence import (
     outside_domain,
     overflowed,
 )
-from faq.plan.physical import fixpoint_in_spark
+from faq.plan.physical import backend_policy, fixpoint_in_spark
 from faq.plan.settings import current
 from faq.program_run import ProgramRun, Round, RoundProgress
 from faq.query import Query
@@ -284,7 +284,7 @@ class Program:
         # each input is read once (one Spark job at most): checked, consolidated and, when it
         # fits, collected, so that every round's delta rule joins it in the driver instead of
         # scanning a DataFrame again
-        local = backend != "spark"
+        local = backend_policy(backend).collects
         t0 = time.perf_counter()
         inputs = {
             n: f.validated(self.semiring, n, local=local)
@@ -531,7 +531,7 @@ class _Evaluation:
                 changes,
                 order=self.opts["order"],
                 join=self.opts["join"],
-                local=self.opts["backend"] != "spark",
+                local=backend_policy(self.opts["backend"]).collects,
             )
             where.add(res.where)
             if res.where == "driver":  # lookups of rows kept in Spark: filtered scans

@@ -178,3 +178,31 @@ def test_modules_stay_small_and_are_documented():
         n for n, p in MODULES.items() if str(p.relative_to(ROOT)).replace("\\", "/") not in text
     ]
     assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+def _names_backend(node: ast.AST) -> bool:
+    """Whether ``node`` reads a backend option: a name or attribute ``backend`` (or
+    ``args.backend``), or a subscript by the string ``"backend"``."""
+    if isinstance(node, ast.Name):
+        return node.id == "backend"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "backend"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "backend"
+    return False
+
+
+def test_the_backend_option_is_compared_only_by_the_planner():
+    """Issue 38: where a step runs is decided in ``faq/plan/physical.py``; everything else
+    asks it (``backend_policy``, ``Choice.placement``) instead of comparing the string."""
+    home = MODULES["faq.plan.physical"]
+    found = []
+    for name, path in MODULES.items():
+        if path == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(_names_backend(s) for s in sides):
+                    found.append(f"{name}:{node.lineno}")
+    assert not found, "the backend option compared outside the planner: " + ", ".join(found)

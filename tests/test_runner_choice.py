@@ -161,3 +161,20 @@ def test_partitioned_cells_run_the_runner_the_planner_named(spark):
     with faq.settings(library_runners=False):
         want = q.solve(E=E)
     assert_same(run.result.to_dict(), want.to_dict(), semirings.MIN_PLUS)
+
+
+def test_each_backend_is_looked_up_and_an_unknown_one_is_refused_by_name():
+    """``backend=`` is read through ``backend_policy``: what each asks of the engine, and
+    a clear error naming the bad value and the valid ones, from ``solve`` too."""
+    from faq.plan.physical import BACKENDS, backend_policy
+
+    got = {b: backend_policy(b) for b in BACKENDS}
+    assert [b for b in BACKENDS if got[b].collects] == ["auto", "driver", "tasks"]
+    assert [b for b in BACKENDS if got[b].by_size] == ["auto"]
+    assert [b for b in BACKENDS if got[b].needs_session] == ["tasks", "spark"]
+    with pytest.raises(ValueError, match=r"unknown backend 'gpu'; valid backends: auto, driver"):
+        backend_policy("gpu")
+    q = query("Q(a) :- R(a, b)", semiring="counting")
+    r = Factor.from_dict({(1, 2): 1}, ("a", "b"), semiring="counting")
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        q.solve(backend="gpu", R=r)

@@ -49,6 +49,8 @@ from semirings.core import Semiring
 
 __all__ = [
     "BACKENDS",
+    "Backend",
+    "backend_policy",
     "JOIN_METHODS",
     "Choice",
     "InputInfo",
@@ -69,6 +71,51 @@ JOIN_METHODS = ("auto", "binary", "wcoj")
 BACKENDS = ("auto", "driver", "tasks", "spark")
 """``solve(backend=...)``: by size, or forced: the local kernel in the driver, the local
 kernel inside Spark tasks, or Spark DataFrame operations (shuffles)."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What a ``backend=`` option asks of the engine besides each step's placement
+    (:func:`choose`), looked up by name (:func:`backend_policy`) so that no caller compares it.
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`BACKENDS`.
+    collects : bool
+        Relations given as Spark DataFrames may be read into the driver when they fit
+        (all but ``"spark"``, which keeps them where they are and runs every step over
+        Spark).
+    by_size : bool
+        The planner places each step by sizes (``"auto"``): a relation read by several
+        atoms counts once per atom against ``local_rows``.
+    needs_session : bool
+        Steps run as Spark tasks or jobs whatever the sizes (``"tasks"``, ``"spark"``):
+        a command line run starts Spark even for inputs that fit in the driver.
+    """
+
+    name: str
+    collects: bool
+    by_size: bool
+    needs_session: bool
+
+
+_BACKENDS = {
+    b.name: b
+    for b in (
+        Backend("auto", collects=True, by_size=True, needs_session=False),
+        Backend("driver", collects=True, by_size=False, needs_session=False),
+        Backend("tasks", collects=True, by_size=False, needs_session=True),
+        Backend("spark", collects=False, by_size=False, needs_session=True),
+    )
+}
+
+
+def backend_policy(name: str) -> Backend:
+    """The :class:`Backend` named ``name``; ValueError listing the valid ones otherwise."""
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+    return _BACKENDS[name]
 
 
 @dataclass(frozen=True)
@@ -128,6 +175,11 @@ class Choice:
         return self.backend == "spark"
 
     @property
+    def threads(self) -> int:
+        """The driver's threads the step runs on (1 unless it runs in the driver)."""
+        return self.tasks if self.placement == "driver" else 1
+
+    @property
     def runs(self) -> str:
         """The runner and its placement, as ``explain()`` names them: ``driver/blas``,
         ``driver/graphblas-mxm``, ``cells/generic-join``, ``driver/binary-join``,
@@ -146,8 +198,7 @@ def check_options(join: str, backend: str) -> None:
     """ValueError for an unknown join method or backend, listing the valid ones."""
     if join not in JOIN_METHODS:
         raise ValueError(f"unknown join method {join!r}; valid methods: {', '.join(JOIN_METHODS)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+    backend_policy(backend)
 
 
 def choose(

@@ -99,8 +99,8 @@ def render(
                 label = f"{c.runner} (a library runner)"
             lines.append(f"  method   {label} ({shape} bag)")
             where = _WHERE[c.backend].format(n=c.tasks)
-            if c.backend == "driver" and c.tasks > 1:
-                where += f" ({c.tasks} threads)"
+            if c.threads > 1:
+                where += f" ({c.threads} threads)"
             if c.one_cell:
                 where = "local kernel in one Spark task (one cell)"
                 m = reader.get(id(s.output))
