@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,6 +45,7 @@ from faq import Rule
 from faq.kernel import Table, match_keys, narrow
 from faq.plan import bounds, hops
 from faq.spark import Scan, fetch_tagged
+from incremental.hot import HotRows, hot_budget, union_rows
 from incremental.tables import concat
 from semirings.local import distinct
 
@@ -57,8 +58,9 @@ __all__ = ["OUT", "Beyond", "Near", "Reach", "fetch", "gather"]
 Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
 
-Near = dict[str, tuple[Table, dict[int, np.ndarray]]]
-"""Per relation, the base rows a tick fetched and the values they cover, per column."""
+Near = dict[str, tuple[Table, dict[int, np.ndarray], "HotRows | None"]]
+"""Per relation, the base rows a tick fetched, the values they cover, per column, and
+the base rows it keeps in the driver from now on (None: those it kept)."""
 
 log = logging.getLogger("faq.incremental")
 
@@ -131,6 +133,7 @@ def gather(
         if d.rows and d.cols:
             _ask(ask, name, 0, d.cols[0])
     near: dict[str, Table] = {}
+    hot: dict[str, HotRows] = {}  # the rows each relation keeps, as this tick leaves them
     cover: dict[str, dict[int, np.ndarray]] = {}
     held = 0
     keys = {n: d.cols for n, d in deltas.items() if d.rows and d.cols}  # the first round's
@@ -155,18 +158,20 @@ def gather(
             log.info("%s: its delta queries read the relations in Spark", over)
             return Beyond()
         if plan:
-            got, at_keys = fetch(rels, plan, most - held, keys)
+            got, at_keys, learned = fetch(rels, plan, most - held, keys)
             keys = {}
             if got is None:
                 why = bound.rows_over("a tick reaches")
                 log.info("%s of the state: its delta queries read the relations in Spark", why)
                 return Beyond(at_keys)
+            hot.update(learned)
+            rels = {**rels, **{n: replace(rels[n], hot=h) for n, h in learned.items()}}
             for name, rows in got.items():
                 held += rows.rows
                 _merge(near, cover, name, rows, plan[name])
         if not steps:  # a relation only read at values no row holds: none of its rows
-            empty = {n: (rels[n].near_rows(()), {}) for n in rule.relations if n not in near}
-            return {**{n: (near[n], cover[n]) for n in near}, **empty}
+            empty = {n: (rels[n].near_rows(()), {}, None) for n in rule.relations if n not in near}
+            return {**{n: (near[n], cover[n], hot.get(n)) for n in near}, **empty}
         ask = {}
         for t, j, _, _ in steps:
             t.read.add(j)
@@ -249,7 +254,7 @@ def fetch(
     plan: Reach,
     most: int,
     keys: Mapping[str, tuple[np.ndarray, ...]] | None = None,
-) -> tuple[dict[str, Table] | None, dict[str, Table]]:
+) -> tuple[dict[str, Table] | None, dict[str, Table], dict[str, HotRows]]:
     """The base rows of each relation of ``plan`` whose column ``c`` holds one of
     ``plan[rel][c]`` for some ``c`` (without the changed keys' overrides): one Spark job
     for all relations of one key signature (key and value types).  Also, per relation
@@ -265,6 +270,11 @@ def fetch(
     at most ``most // P + 1`` rows, and None means that one of them had more.  So the
     driver holds at most about ``most + P`` rows; a hub's rows (all in its key's
     partition) are refused past ``most // P``.
+
+    Values whose rows a relation keeps in the driver (``RemoteKeyed.hot``) are not
+    looked for in Spark; their rows come from the driver.  The third result holds, per
+    relation that learned some, the kept rows with the heavy values this fetch brought
+    (:meth:`incremental.hot.HotRows.learned`).
     """
     groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
     for name in plan:
@@ -273,16 +283,38 @@ def fetch(
             groups.setdefault((r.types, r.vtype), []).append(name)
     keys = keys or {}
     out = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
+    hot: dict[str, HotRows] = {}
     for names in groups.values():
-        scans = []
+        scans, asked, kept = [], {}, {}
         for name in names:
             r = rels[name]
             mine = keys.get(name)
             at = None if mine is None else tuple(distinct(c) for c in mine)
-            scans.append(Scan(r.base, r.vars, r.types, plan[name], at, r.ctx.partitions))
-        got, at_keys = fetch_tagged(scans, most)
+            if r.hot is None:
+                asked[name], kept[name] = plan[name], None
+            else:  # values whose rows the driver keeps are not fetched again
+                asked[name], kept[name] = r.hot.split(plan[name])
+            if asked[name]:
+                scans.append(Scan(r.base, r.vars, r.types, asked[name], at, r.ctx.partitions))
+        scanned = [n for n in names if asked[n]]
+        got, at_keys = fetch_tagged(scans, most) if scans else ([], {})
         if got is None:  # (relations of other key types: their own lookups)
-            return None, {names[k]: rels[names[k]].near_rows(t) for k, t in at_keys.items()}
-        for name, part in zip(names, got, strict=True):
-            out[name] = rels[name].near_rows(part)
-    return out, {}
+            rows = {scanned[k]: rels[scanned[k]].near_rows(t) for k, t in at_keys.items()}
+            for name in names:  # the rows at the keys that the driver keeps
+                r = rels[name]
+                if name in keys and r.hot is not None:
+                    held = r.hot.at(tuple(distinct(c) for c in keys[name]))
+                    rows[name] = union_rows(rows.get(name, r.near_rows(())), held)
+            return None, rows, {}
+        for name, part in zip(scanned, got, strict=True):
+            r = rels[name]
+            fetched = r.near_rows(part)
+            out[name] = fetched
+            old = r.hot or HotRows.empty(fetched)
+            new = old.learned(fetched, asked[name], hot_budget())
+            if new is not old:
+                hot[name] = new
+        for name in names:
+            if kept[name] is not None:
+                out[name] = union_rows(out[name], kept[name])
+    return out, {}, hot

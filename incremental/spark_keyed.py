@@ -24,6 +24,7 @@ from faq.kernel import KeyedTable, Table, match_keys, spark_type
 from faq.session import checkpoint_ids, fixed_plans, free_checkpoints, release_unreferenced
 from faq.spark import all_of, arrow_to_table, isin_literals
 from incremental import zset
+from incremental.hot import HotRows
 from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
 from semirings import Semiring
 from semirings import spark as sops
@@ -113,7 +114,8 @@ class RemoteKeyed:
     the delta queries.  ``under`` pairs ``over`` with the base rows at its keys (tracked
     by :meth:`replace` since the base was written; None when not known), so that a ring's
     delta rule can read the relation as the base plus a correction (:meth:`factor`).
-    ``origin`` and ``changes`` are the
+    ``hot`` holds base rows kept in the driver from one tick to the next (hubs' rows a
+    tick would fetch again, :mod:`incremental.hot`).  ``origin`` and ``changes`` are the
     journal's (:class:`incremental.protocol.Part`): a relation made by :meth:`journaled`
     records every table :meth:`replace` puts in it since; others record nothing.
     """
@@ -135,6 +137,7 @@ class RemoteKeyed:
     under: tuple[Table, Table] | None = field(default=None, compare=False, repr=False)
     origin: object | None = field(default=None, compare=False, repr=False)
     changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
+    hot: HotRows | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -250,10 +253,13 @@ class RemoteKeyed:
                 return self.near
         return self._collect(self._near(keys))
 
-    def with_near(self, rows: Table, cover: dict[int, np.ndarray]) -> RemoteKeyed:
+    def with_near(
+        self, rows: Table, cover: dict[int, np.ndarray], hot: HotRows | None = None
+    ) -> RemoteKeyed:
         """This relation with the base ``rows`` one tick reads, whose column ``c`` holds one
-        of ``cover[c]`` (see :mod:`incremental.reach`)."""
-        return replace(self, near=rows, cover=cover)
+        of ``cover[c]`` (see :mod:`incremental.reach`), and the base rows it keeps in the
+        driver from now on (``hot``; None: those it kept)."""
+        return replace(self, near=rows, cover=cover, hot=self.hot if hot is None else hot)
 
     def with_rows_at(self, keys: tuple[np.ndarray, ...], rows: Table) -> RemoteKeyed:
         """This relation with the base ``rows`` at (a superset of) the keys ``keys``,
@@ -354,9 +360,10 @@ class RemoteKeyed:
         if not self.over.rows:
             return self
         base = self.ctx.materialise(self.current())
+        hot = None if self.hot is None else self.hot.folded(self.over, self.ops)
         over = empty_table(self.vars, self.ops, self.over.cols)
         gone = {"near": None, "cover": None, "at_rows": None, "at_keys": None}
-        return replace(self, base=base, over=over, under=(over, over), **gone)  # a new base
+        return replace(self, base=base, over=over, under=(over, over), hot=hot, **gone)
 
     def _under(self, over: Table, new: Table, old: Table) -> tuple[Table, Table] | None:
         """The base rows at the keys of ``over`` (which ``new`` joined): those known

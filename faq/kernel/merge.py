@@ -22,7 +22,15 @@ import numpy as np
 
 from faq.kernel.table import Table, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
-from semirings.local import LocalOps, distinct, equal, group_starts, sort_rows
+from semirings.local import (
+    LocalOps,
+    distinct,
+    equal,
+    group_starts,
+    key_codes,
+    row_codes,
+    sort_rows,
+)
 
 __all__ = [
     "WholeKeyIndex",
@@ -77,6 +85,9 @@ def match_keys(
         return found, np.where(found, 0, -1)
     if n == 0 or m == 0:
         return np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
+    coded = _coded_match(cols, keys)
+    if coded is not None:
+        return coded
     both = [np.concatenate([a, b]) for a, b in zip(cols, keys, strict=True)]
     perm, starts = group_starts(both)
     group = np.empty(len(perm), dtype=np.int64)
@@ -85,6 +96,27 @@ def match_keys(
     where[group[n:]] = np.arange(m)
     at = where[group[:n]]
     return at >= 0, at
+
+
+def _coded_match(
+    cols: Sequence[np.ndarray], keys: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`match_keys` for integer keys that fit one 64-bit code over the spans of
+    ``keys``: ``keys``' codes sorted, each row of ``cols`` searched among them (no sort of
+    ``cols``, which is often far longer).  None where the keys do not code so."""
+    if any(c.dtype.kind not in "iu" for c in (*cols, *keys)):
+        return None
+    coded = row_codes(keys)
+    if coded is None:
+        return None
+    lows, spans, kcode = coded
+    code, ok = key_codes(cols, lows, spans)
+    order = np.argsort(kcode, kind="stable")
+    sorted_codes = kcode[order]
+    at = np.searchsorted(sorted_codes, code)
+    at[at == len(sorted_codes)] = 0
+    found = ok & (sorted_codes[at] == code)
+    return found, np.where(found, order[at], -1)
 
 
 def merge_into(
