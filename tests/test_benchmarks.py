@@ -340,6 +340,30 @@ def test_ticks_script_quick(tmp_path):
     }
 
 
+def test_spark_ticks_script_quick(spark, tmp_path, capsys):
+    """``benchmarks/spark_ticks.py --quick``, in this session: the Spark state with pandas
+    and Spark deltas and the driver state with Spark deltas tick, the counts are checked
+    against numpy, and the table and result files hold every contender."""
+    from benchmarks import spark_ticks
+
+    assert spark_ticks.main(["--quick", "--ticks", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| 1 | spark | pandas |" in out and "| 1 | driver | Spark |" in out
+    rows = json.loads((tmp_path / "spark_ticks.json").read_text())["rows"]
+    ticks = [r for r in rows if r["contender"].startswith("tick")]
+    assert [(r["state"], r["input"]) for r in ticks] == [
+        ("spark", "pandas"),
+        ("spark", "Spark"),
+        ("driver", "Spark"),
+    ]
+    assert all(r["runs"] == 2 and r["max_s"] >= r["p50_s"] > 0 for r in ticks)
+    assert ticks[1]["collect_p50_s"] > 0 and ticks[0]["collect_p50_s"] is None
+    assert {r["contender"] for r in rows if r["contender"].startswith("recompute")} == {
+        "recompute (local factor)",
+        "recompute (Spark DataFrame)",
+    }
+
+
 # -- plots -----------------------------------------------------------------------------------
 def load_plots():
     spec = importlib.util.spec_from_file_location("docs_plots", ROOT / "docs" / "plots.py")
