@@ -14,383 +14,389 @@ from __future__ import annotations
 
 import numpy as np
 
-from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
+from faq.kernel.numba_jit import gallop, jit, lower_bound
 
 __all__ = ["descend", "near_level", "seeded_sums"]
 
-if NUMBA:
 
-    @jit(nogil=True, inline="always")
-    def _at(vals, values, lo, hi, v):  # pragma: no cover - compiled
-        """The annotation of value ``v`` among ``vals[lo:hi]`` (sorted), or 0."""
-        at = gallop(vals, lo, hi, v)
-        if at < hi and vals[at] == v:
-            return values[at]
-        return 0
+@jit(nogil=True, inline="always")
+def _at(vals, values, lo, hi, v):  # pragma: no cover - compiled
+    """The annotation of value ``v`` among ``vals[lo:hi]`` (sorted), or 0."""
+    at = gallop(vals, lo, hi, v)
+    if at < hi and vals[at] == v:
+        return values[at]
+    return 0
 
-    @jit(nogil=True)
-    def seeded_sums(
-        bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w
-    ):  # pragma: no cover - compiled
-        """Per seed row ``r``: ``w[r] · Σ_x Π_j (B_j(x) + X_j(x))``, where ``B_j`` and ``X_j``
-        are the children (values ``x``, leaf annotations) of node ``bnodes[j][r]`` of a base
-        trie level and ``xnodes[j][r]`` of a correction trie level (-1: none); and a bound
-        on the magnitude of every partial sum of the products of base or correction per
-        atom (``Σ_r |w[r]| Σ_x Π_j (|B_j(x)| + |X_j(x)|)``, as a float)."""
-        k = len(bnodes)
-        n = len(w)
-        out = np.zeros(n, np.int64)
-        bound = 0.0
-        for r in range(n):
-            best = -1
-            fewest = -1
-            for j in range(k):
-                c = 0
-                p = bnodes[j][r]
-                if p >= 0:
-                    c += bstarts[j][p + 1] - bstarts[j][p]
-                q = xnodes[j][r]
-                if q >= 0:
-                    c += xstarts[j][q + 1] - xstarts[j][q]
-                if c == 0:
-                    best = -1
-                    break
-                if best < 0 or c < fewest:
-                    best, fewest = j, c
-            if best < 0:
+
+@jit(nogil=True)
+def seeded_sums(
+    bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w
+):  # pragma: no cover - compiled
+    """Per seed row ``r``: ``w[r] · Σ_x Π_j (B_j(x) + X_j(x))``, where ``B_j`` and ``X_j``
+    are the children (values ``x``, leaf annotations) of node ``bnodes[j][r]`` of a base
+    trie level and ``xnodes[j][r]`` of a correction trie level (-1: none); and a bound
+    on the magnitude of every partial sum of the products of base or correction per
+    atom (``Σ_r |w[r]| Σ_x Π_j (|B_j(x)| + |X_j(x)|)``, as a float)."""
+    k = len(bnodes)
+    n = len(w)
+    out = np.zeros(n, np.int64)
+    bound = 0.0
+    for r in range(n):
+        best = -1
+        fewest = -1
+        for j in range(k):
+            c = 0
+            p = bnodes[j][r]
+            if p >= 0:
+                c += bstarts[j][p + 1] - bstarts[j][p]
+            q = xnodes[j][r]
+            if q >= 0:
+                c += xstarts[j][q + 1] - xstarts[j][q]
+            if c == 0:
+                best = -1
+                break
+            if best < 0 or c < fewest:
+                best, fewest = j, c
+        if best < 0:
+            continue
+        total = 0
+        mag = 0.0
+        for side in range(2):  # the proposer's base children, then its correction's
+            node = bnodes[best][r] if side == 0 else xnodes[best][r]
+            if node < 0:
                 continue
-            total = 0
-            mag = 0.0
-            for side in range(2):  # the proposer's base children, then its correction's
-                node = bnodes[best][r] if side == 0 else xnodes[best][r]
-                if node < 0:
-                    continue
-                vals = bvals[best] if side == 0 else xvals[best]
-                starts = bstarts[best] if side == 0 else xstarts[best]
-                for pos in range(starts[node], starts[node + 1]):
-                    x = vals[pos]
-                    prod = 1
-                    size = 1.0
-                    for j in range(k):
-                        b = 0
-                        p = bnodes[j][r]
-                        if p >= 0:
-                            b = _at(bvals[j], bvalues[j], bstarts[j][p], bstarts[j][p + 1], x)
-                        if side == 1 and j == best and b != 0:
-                            size = 0.0  # x is among the proposer's base children: seen
-                            break
-                        c = 0
-                        q = xnodes[j][r]
-                        if q >= 0:
-                            c = _at(xvals[j], xvalues[j], xstarts[j][q], xstarts[j][q + 1], x)
-                        size *= abs(b) + abs(c)
-                        if size == 0.0:
-                            break
-                        prod *= b + c
+            vals = bvals[best] if side == 0 else xvals[best]
+            starts = bstarts[best] if side == 0 else xstarts[best]
+            for pos in range(starts[node], starts[node + 1]):
+                x = vals[pos]
+                prod = 1
+                size = 1.0
+                for j in range(k):
+                    b = 0
+                    p = bnodes[j][r]
+                    if p >= 0:
+                        b = _at(bvals[j], bvalues[j], bstarts[j][p], bstarts[j][p + 1], x)
+                    if side == 1 and j == best and b != 0:
+                        size = 0.0  # x is among the proposer's base children: seen
+                        break
+                    c = 0
+                    q = xnodes[j][r]
+                    if q >= 0:
+                        c = _at(xvals[j], xvalues[j], xstarts[j][q], xstarts[j][q + 1], x)
+                    size *= abs(b) + abs(c)
                     if size == 0.0:
-                        continue
-                    total += prod
-                    mag += size
-            out[r] = total * w[r]
-            bound += mag * abs(w[r])
-        return out, bound
+                        break
+                    prod *= b + c
+                if size == 0.0:
+                    continue
+                total += prod
+                mag += size
+        out[r] = total * w[r]
+        bound += mag * abs(w[r])
+    return out, bound
 
 
-if NUMBA:
+@jit(nogil=True)
+def descend(vals, starts, seeds):  # pragma: no cover - compiled
+    """The node each seed row reaches down a trie's first ``len(seeds)`` levels
+    (``vals``/``starts`` of those levels, ``seeds`` a column per level), -1 where a value
+    is missing: :meth:`faq.kernel.Trie.lookup` level by level in one call."""
+    n = len(seeds[0])
+    out = np.zeros(n, np.int64)
+    for r in range(n):
+        node = 0
+        for d in range(len(seeds)):
+            v = seeds[d][r]
+            end = starts[d][node + 1]
+            lo = lower_bound(vals[d], starts[d][node], end, v)  # (a gallop costs twice)
+            if lo < end and vals[d][lo] == v:
+                node = lo
+            else:
+                node = -1
+                break
+        out[r] = node
+    return out
 
-    @jit(nogil=True)
-    def descend(vals, starts, seeds):  # pragma: no cover - compiled
-        """The node each seed row reaches down a trie's first ``len(seeds)`` levels
-        (``vals``/``starts`` of those levels, ``seeds`` a column per level), -1 where a value
-        is missing: :meth:`faq.kernel.Trie.lookup` level by level in one call."""
-        n = len(seeds[0])
-        out = np.zeros(n, np.int64)
-        for r in range(n):
-            node = 0
-            for d in range(len(seeds)):
-                v = seeds[d][r]
-                end = starts[d][node + 1]
-                lo = lower_bound(vals[d], starts[d][node], end, v)  # (a gallop costs twice)
-                if lo < end and vals[d][lo] == v:
-                    node = lo
+
+@jit(nogil=True)
+def _cmp(a, i, b, j, p):  # pragma: no cover - compiled
+    """Compare column ``i`` of ``a`` with column ``j`` of ``b`` (2-d, a row per key
+    column) on the first ``p`` rows."""
+    for k in range(p):
+        if a[k, i] < b[k, j]:
+            return -1
+        if a[k, i] > b[k, j]:
+            return 1
+    return 0
+
+
+@jit(nogil=True)
+def _lower_row(a, order, n, b, j, p):  # pragma: no cover - compiled
+    """The first ``k < n`` whose column ``order[k]`` of ``a`` is not below column ``j`` of
+    ``b`` on the first ``p`` rows (the columns ``order`` names sorted; n if none)."""
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _cmp(a, order[mid], b, j, p) < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@jit(nogil=True)
+def _argsort(x):  # pragma: no cover - compiled
+    """A stable order of ``x`` (int64): insertion-sorted runs of 16, merged bottom-up.
+    Written here because numba's own sorts take seconds each to compile."""
+    n = len(x)
+    a = np.arange(n)
+    for lo in range(0, n, 16):
+        for i in range(lo + 1, min(lo + 16, n)):
+            t = a[i]
+            j = i - 1
+            while j >= lo and x[a[j]] > x[t]:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = t
+    b = np.empty(n, np.int64)
+    width = 16
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            for k in range(lo, hi):
+                if j >= hi or (i < mid and x[a[i]] <= x[a[j]]):
+                    b[k] = a[i]
+                    i += 1
                 else:
-                    node = -1
-                    break
-            out[r] = node
-        return out
+                    b[k] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
 
-    @jit(nogil=True)
-    def _cmp(a, i, b, j, p):  # pragma: no cover - compiled
-        """Compare column ``i`` of ``a`` with column ``j`` of ``b`` (2-d, a row per key
-        column) on the first ``p`` rows."""
-        for k in range(p):
-            if a[k, i] < b[k, j]:
-                return -1
-            if a[k, i] > b[k, j]:
-                return 1
-        return 0
 
-    @jit(nogil=True)
-    def _lower_row(a, order, n, b, j, p):  # pragma: no cover - compiled
-        """The first ``k < n`` whose column ``order[k]`` of ``a`` is not below column ``j`` of
-        ``b`` on the first ``p`` rows (the columns ``order`` names sorted; n if none)."""
-        lo = 0
-        hi = n
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if _cmp(a, order[mid], b, j, p) < 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+@jit(nogil=True)
+def _head(x, n):  # pragma: no cover - compiled
+    """A copy of the first ``n`` values of ``x`` (a loop: slices cost numba seconds to
+    compile)."""
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = x[i]
+    return out
 
-    @jit(nogil=True)
-    def _argsort(x):  # pragma: no cover - compiled
-        """A stable order of ``x`` (int64): insertion-sorted runs of 16, merged bottom-up.
-        Written here because numba's own sorts take seconds each to compile."""
-        n = len(x)
-        a = np.arange(n)
-        for lo in range(0, n, 16):
-            for i in range(lo + 1, min(lo + 16, n)):
-                t = a[i]
-                j = i - 1
-                while j >= lo and x[a[j]] > x[t]:
-                    a[j + 1] = a[j]
-                    j -= 1
-                a[j + 1] = t
-        b = np.empty(n, np.int64)
-        width = 16
-        while width < n:
-            for lo in range(0, n, 2 * width):
-                mid = min(lo + width, n)
-                hi = min(lo + 2 * width, n)
-                i = lo
-                j = mid
-                for k in range(lo, hi):
-                    if j >= hi or (i < mid and x[a[i]] <= x[a[j]]):
-                        b[k] = a[i]
-                        i += 1
-                    else:
-                        b[k] = a[j]
-                        j += 1
-            a, b = b, a
-            width *= 2
-        return a
 
-    @jit(nogil=True)
-    def _head(x, n):  # pragma: no cover - compiled
-        """A copy of the first ``n`` values of ``x`` (a loop: slices cost numba seconds to
-        compile)."""
-        out = np.empty(n, np.int64)
-        for i in range(n):
-            out[i] = x[i]
-        return out
+@jit(nogil=True)
+def _distinct(x):  # pragma: no cover - compiled
+    """The distinct values of ``x`` (int64), sorted."""
+    by = _argsort(x)
+    s = np.empty(len(x), np.int64)
+    for i in range(len(x)):
+        s[i] = x[by[i]]
+    keep = 0
+    for i in range(len(s)):
+        if i == 0 or s[i] != s[keep - 1]:
+            s[keep] = s[i]
+            keep += 1
+    return _head(s, keep)
 
-    @jit(nogil=True)
-    def _distinct(x):  # pragma: no cover - compiled
-        """The distinct values of ``x`` (int64), sorted."""
-        by = _argsort(x)
-        s = np.empty(len(x), np.int64)
-        for i in range(len(x)):
-            s[i] = x[by[i]]
-        keep = 0
-        for i in range(len(s)):
-            if i == 0 or s[i] != s[keep - 1]:
-                s[keep] = s[i]
-                keep += 1
-        return _head(s, keep)
 
-    @jit(nogil=True)
-    def _sorted_keys(keys):  # pragma: no cover - compiled
-        """An order of the columns of ``keys`` (2-d, a row per key column) sorted by all its
-        rows: none needed when they are (rows of overrides kept in key order usually
-        are), else one sort of a single code per key when the rows' spans multiply below
-        2**62, else a stable sort per row, last first."""
-        p, m = keys.shape
-        if m == 0:
-            return np.arange(0)
-        lows = np.empty(p, np.int64)
-        spans = np.empty(p, np.int64)
-        span = 1.0
-        for k in range(p):
-            lo = keys[k, 0]
-            hi = keys[k, 0]
+@jit(nogil=True)
+def _sorted_keys(keys):  # pragma: no cover - compiled
+    """An order of the columns of ``keys`` (2-d, a row per key column) sorted by all its
+    rows: none needed when they are (rows of overrides kept in key order usually
+    are), else one sort of a single code per key when the rows' spans multiply below
+    2**62, else a stable sort per row, last first."""
+    p, m = keys.shape
+    if m == 0:
+        return np.arange(0)
+    lows = np.empty(p, np.int64)
+    spans = np.empty(p, np.int64)
+    span = 1.0
+    for k in range(p):
+        lo = keys[k, 0]
+        hi = keys[k, 0]
+        for i in range(m):
+            lo = min(lo, keys[k, i])
+            hi = max(hi, keys[k, i])
+        lows[k] = lo
+        spans[k] = hi - lo + 1
+        span *= float(hi) - float(lo) + 1.0
+    if span >= 2.0**62:
+        order = np.arange(m)
+        for k in range(p - 1, -1, -1):  # stable passes, last row first
+            vals = np.empty(m, np.int64)
             for i in range(m):
-                lo = min(lo, keys[k, i])
-                hi = max(hi, keys[k, i])
-            lows[k] = lo
-            spans[k] = hi - lo + 1
-            span *= float(hi) - float(lo) + 1.0
-        if span >= 2.0**62:
-            order = np.arange(m)
-            for k in range(p - 1, -1, -1):  # stable passes, last row first
-                vals = np.empty(m, np.int64)
-                for i in range(m):
-                    vals[i] = keys[k, order[i]]
-                by = _argsort(vals)
-                again = np.empty(m, np.int64)
-                for i in range(m):
-                    again[i] = order[by[i]]
-                order = again
-            return order
-        code = np.zeros(m, np.int64)
-        for k in range(p):
+                vals[i] = keys[k, order[i]]
+            by = _argsort(vals)
+            again = np.empty(m, np.int64)
             for i in range(m):
-                code[i] = code[i] * spans[k] + (keys[k, i] - lows[k])
-        for i in range(1, m):
-            if code[i] < code[i - 1]:
-                return _argsort(code)
-        return np.arange(m)
-
-    @jit(nogil=True)
-    def _bucketed(keys, first):  # pragma: no cover - compiled
-        """:func:`_sorted_keys` of two rows of keys whose first row's values are among
-        ``first`` (sorted, distinct): a counting sort by the first row, then a sort of each
-        bucket by the second where it is not sorted already."""
-        m = keys.shape[1]
-        g = len(first)
-        rank = np.empty(m, np.int64)
-        for i in range(m):
-            rank[i] = lower_bound(first, 0, len(first), keys[0, i])
-        count = np.zeros(g + 1, np.int64)
-        for i in range(m):
-            count[rank[i] + 1] += 1
-        for b in range(g):
-            count[b + 1] += count[b]
-        order = np.empty(m, np.int64)
-        fill = np.empty(g, np.int64)
-        for b in range(g):
-            fill[b] = count[b]
-        for i in range(m):
-            order[fill[rank[i]]] = i
-            fill[rank[i]] += 1
-        for b in range(g):  # each bucket by the second row (written out: fancy indexing
-            lo = count[b]  # costs numba seconds to compile)
-            hi = count[b + 1]
-            for i in range(lo + 1, hi):
-                if keys[1, order[i]] < keys[1, order[i - 1]]:
-                    vals = np.empty(hi - lo, np.int64)
-                    part = np.empty(hi - lo, np.int64)
-                    for q in range(hi - lo):
-                        part[q] = order[lo + q]
-                        vals[q] = keys[1, part[q]]
-                    by = _argsort(vals)
-                    for q in range(hi - lo):
-                        order[lo + q] = part[by[q]]
-                    break
+                again[i] = order[by[i]]
+            order = again
         return order
+    code = np.zeros(m, np.int64)
+    for k in range(p):
+        for i in range(m):
+            code[i] = code[i] * spans[k] + (keys[k, i] - lows[k])
+    for i in range(1, m):
+        if code[i] < code[i - 1]:
+            return _argsort(code)
+    return np.arange(m)
 
-    @jit(nogil=True)
-    def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - compiled
-        """The last level of a trie of the rows ``ccols``/``cvalues`` plus ``dcols``/``dvalues``
-        (columns in trie order, the last one the level's values; equal keys summed, zero
-        sums dropped) over only the rows whose other columns are some seed row's
-        (``seeds``, one column each): its values, offsets and leaf annotations, the node
-        (group of rows) each seed row reaches (-1: none), and the largest sum of
-        ``|annotation|`` over a key (a float: the caller checks it against int64).
-        What ``build_trie`` of those rows and a descent of the seed rows give, with no
-        trie of the rest built."""
-        p = len(seeds)
-        n = len(seeds[0])
-        nc = len(cvalues)
-        nd = len(dvalues)
-        seed = np.empty((p, n), np.int64)
-        for k in range(p):
-            col = seeds[k]
-            for r in range(n):
-                seed[k, r] = col[r]
-        # a bitmap of the seeds' values of the first column rejects most rows with one
-        # load (a binary search among them when their span is large)
-        low = seed[0, 0]
-        high = seed[0, 0]
+
+@jit(nogil=True)
+def _bucketed(keys, first):  # pragma: no cover - compiled
+    """:func:`_sorted_keys` of two rows of keys whose first row's values are among
+    ``first`` (sorted, distinct): a counting sort by the first row, then a sort of each
+    bucket by the second where it is not sorted already."""
+    m = keys.shape[1]
+    g = len(first)
+    rank = np.empty(m, np.int64)
+    for i in range(m):
+        rank[i] = lower_bound(first, 0, len(first), keys[0, i])
+    count = np.zeros(g + 1, np.int64)
+    for i in range(m):
+        count[rank[i] + 1] += 1
+    for b in range(g):
+        count[b + 1] += count[b]
+    order = np.empty(m, np.int64)
+    fill = np.empty(g, np.int64)
+    for b in range(g):
+        fill[b] = count[b]
+    for i in range(m):
+        order[fill[rank[i]]] = i
+        fill[rank[i]] += 1
+    for b in range(g):  # each bucket by the second row (written out: fancy indexing
+        lo = count[b]  # costs numba seconds to compile)
+        hi = count[b + 1]
+        for i in range(lo + 1, hi):
+            if keys[1, order[i]] < keys[1, order[i - 1]]:
+                vals = np.empty(hi - lo, np.int64)
+                part = np.empty(hi - lo, np.int64)
+                for q in range(hi - lo):
+                    part[q] = order[lo + q]
+                    vals[q] = keys[1, part[q]]
+                by = _argsort(vals)
+                for q in range(hi - lo):
+                    order[lo + q] = part[by[q]]
+                break
+    return order
+
+
+@jit(nogil=True)
+def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - compiled
+    """The last level of a trie of the rows ``ccols``/``cvalues`` plus ``dcols``/``dvalues``
+    (columns in trie order, the last one the level's values; equal keys summed, zero
+    sums dropped) over only the rows whose other columns are some seed row's
+    (``seeds``, one column each): its values, offsets and leaf annotations, the node
+    (group of rows) each seed row reaches (-1: none), and the largest sum of
+    ``|annotation|`` over a key (a float: the caller checks it against int64).
+    What ``build_trie`` of those rows and a descent of the seed rows give, with no
+    trie of the rest built."""
+    p = len(seeds)
+    n = len(seeds[0])
+    nc = len(cvalues)
+    nd = len(dvalues)
+    seed = np.empty((p, n), np.int64)
+    for k in range(p):
+        col = seeds[k]
         for r in range(n):
-            low = min(low, seed[0, r])
-            high = max(high, seed[0, r])
-        first = _distinct(seed[0])
-        bitmap = high - low < 4 * (nc + nd) + (1 << 16)
-        mark = np.zeros(high - low + 1 if bitmap else 0, np.bool_)
+            seed[k, r] = col[r]
+    # a bitmap of the seeds' values of the first column rejects most rows with one
+    # load (a binary search among them when their span is large)
+    low = seed[0, 0]
+    high = seed[0, 0]
+    for r in range(n):
+        low = min(low, seed[0, r])
+        high = max(high, seed[0, r])
+    first = _distinct(seed[0])
+    bitmap = high - low < 4 * (nc + nd) + (1 << 16)
+    mark = np.zeros(high - low + 1 if bitmap else 0, np.bool_)
+    if bitmap:
+        for r in range(n):
+            mark[seed[0, r] - low] = True
+    c0 = ccols[0]
+    d0 = dcols[0]
+    cand = np.empty(nc + nd, np.int64)
+    m = 0
+    for t in range(nc + nd):
+        v = c0[t] if t < nc else d0[t - nc]
+        if v < low or v > high:
+            continue
         if bitmap:
-            for r in range(n):
-                mark[seed[0, r] - low] = True
-        c0 = ccols[0]
-        d0 = dcols[0]
-        cand = np.empty(nc + nd, np.int64)
-        m = 0
-        for t in range(nc + nd):
-            v = c0[t] if t < nc else d0[t - nc]
-            if v < low or v > high:
-                continue
-            if bitmap:
-                hit = mark[v - low]
-            else:
-                at = lower_bound(first, 0, len(first), v)
-                hit = at < len(first) and first[at] == v
-            if hit:
-                cand[m] = t
-                m += 1
-        keys = np.empty((p + 1, m), np.int64)
-        ann = np.empty(m, np.int64)
-        for k in range(p + 1):
-            ck = ccols[k]
-            dk = dcols[k]
-            for i in range(m):
-                t = cand[i]
-                keys[k, i] = ck[t] if t < nc else dk[t - nc]
+            hit = mark[v - low]
+        else:
+            at = lower_bound(first, 0, len(first), v)
+            hit = at < len(first) and first[at] == v
+        if hit:
+            cand[m] = t
+            m += 1
+    keys = np.empty((p + 1, m), np.int64)
+    ann = np.empty(m, np.int64)
+    for k in range(p + 1):
+        ck = ccols[k]
+        dk = dcols[k]
         for i in range(m):
             t = cand[i]
-            ann[i] = cvalues[t] if t < nc else dvalues[t - nc]
-        if p > 1:  # the whole prefix among the seed rows': binary search of sorted seeds
-            sorder = _sorted_keys(seed)
-            kept = 0
+            keys[k, i] = ck[t] if t < nc else dk[t - nc]
+    for i in range(m):
+        t = cand[i]
+        ann[i] = cvalues[t] if t < nc else dvalues[t - nc]
+    if p > 1:  # the whole prefix among the seed rows': binary search of sorted seeds
+        sorder = _sorted_keys(seed)
+        kept = 0
+        for i in range(m):
+            lo = _lower_row(seed, sorder, n, keys, i, p)
+            if lo < n and _cmp(seed, sorder[lo], keys, i, p) == 0:
+                for k in range(p + 1):
+                    keys[k, kept] = keys[k, i]
+                ann[kept] = ann[i]
+                kept += 1
+        m = kept
+        kept_keys = np.empty((p + 1, m), np.int64)
+        for k in range(p + 1):
             for i in range(m):
-                lo = _lower_row(seed, sorder, n, keys, i, p)
-                if lo < n and _cmp(seed, sorder[lo], keys, i, p) == 0:
-                    for k in range(p + 1):
-                        keys[k, kept] = keys[k, i]
-                    ann[kept] = ann[i]
-                    kept += 1
-            m = kept
-            kept_keys = np.empty((p + 1, m), np.int64)
-            for k in range(p + 1):
-                for i in range(m):
-                    kept_keys[k, i] = keys[k, i]
-            keys = kept_keys
-        order = _bucketed(keys, first) if p == 1 else _sorted_keys(keys)
-        # equal keys summed, zero sums dropped; groups of equal prefixes
-        uvals = np.empty(m, np.int64)
-        usums = np.empty(m, np.int64)
-        ufirst = np.empty(m, np.int64)  # a column of keys holding each kept key
-        biggest = 0.0
-        u = 0
-        i = 0
-        while i < m:
-            a = order[i]
-            total = 0
-            mag = 0.0
-            j = i
-            while j < m and _cmp(keys, order[j], keys, a, p + 1) == 0:
-                total += ann[order[j]]
-                mag += abs(ann[order[j]])
-                j += 1
-            biggest = max(biggest, mag)
-            if total != 0:
-                uvals[u] = keys[p, a]
-                usums[u] = total
-                ufirst[u] = a
-                u += 1
-            i = j
-        starts = np.empty(u + 1, np.int64)
-        gfirst = np.empty(u, np.int64)  # a column of keys of each group of equal prefixes
-        g = 0
-        for i in range(u):
-            if i == 0 or _cmp(keys, ufirst[i], keys, ufirst[i - 1], p) != 0:
-                starts[g] = i
-                gfirst[g] = ufirst[i]
-                g += 1
-        starts[g] = u
-        node = np.full(n, -1, np.int64)
-        for r in range(n):  # each seed row's group: binary search over the groups
-            lo = _lower_row(keys, gfirst, g, seed, r, p)
-            if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
-                node[r] = lo
-        return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest
+                kept_keys[k, i] = keys[k, i]
+        keys = kept_keys
+    order = _bucketed(keys, first) if p == 1 else _sorted_keys(keys)
+    # equal keys summed, zero sums dropped; groups of equal prefixes
+    uvals = np.empty(m, np.int64)
+    usums = np.empty(m, np.int64)
+    ufirst = np.empty(m, np.int64)  # a column of keys holding each kept key
+    biggest = 0.0
+    u = 0
+    i = 0
+    while i < m:
+        a = order[i]
+        total = 0
+        mag = 0.0
+        j = i
+        while j < m and _cmp(keys, order[j], keys, a, p + 1) == 0:
+            total += ann[order[j]]
+            mag += abs(ann[order[j]])
+            j += 1
+        biggest = max(biggest, mag)
+        if total != 0:
+            uvals[u] = keys[p, a]
+            usums[u] = total
+            ufirst[u] = a
+            u += 1
+        i = j
+    starts = np.empty(u + 1, np.int64)
+    gfirst = np.empty(u, np.int64)  # a column of keys of each group of equal prefixes
+    g = 0
+    for i in range(u):
+        if i == 0 or _cmp(keys, ufirst[i], keys, ufirst[i - 1], p) != 0:
+            starts[g] = i
+            gfirst[g] = ufirst[i]
+            g += 1
+    starts[g] = u
+    node = np.full(n, -1, np.int64)
+    for r in range(n):  # each seed row's group: binary search over the groups
+        lo = _lower_row(keys, gfirst, g, seed, r, p)
+        if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
+            node[r] = lo
+    return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest

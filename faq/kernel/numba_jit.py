@@ -24,9 +24,13 @@ except ImportError:  # pragma: no cover - numba is a dependency; kept for odd pl
 
 def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     """``numba.njit(**options)`` with numba's disk cache, or without it where numba finds
-    no writable cache directory (it refuses ``cache=True`` then)."""
+    no writable cache directory (it refuses ``cache=True`` then); without numba, the
+    function itself (so that every module imports; ``NUMBA`` tells callers to take
+    their numpy paths)."""
 
     def wrap(fn: Callable[..., Any]) -> Any:
+        if _numba is None:  # the plain function: callers take the numpy paths instead
+            return fn
         try:
             return _numba.njit(cache=True, **options)(fn)
         except RuntimeError:  # "cannot cache function ...: no locator available"
@@ -35,26 +39,25 @@ def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     return wrap
 
 
-if NUMBA:
+@jit(nogil=True, inline="always")
+def gallop(vals, lo, hi, v):  # pragma: no cover - compiled
+    """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
+    step = 1
+    bound = lo
+    while bound < hi and vals[bound] < v:
+        lo = bound + 1
+        bound = lo + step
+        step <<= 1
+    return lower_bound(vals, lo, min(bound, hi), v)
 
-    @jit(nogil=True, inline="always")
-    def gallop(vals, lo, hi, v):  # pragma: no cover - compiled
-        """The first index in [lo, hi) whose value is ≥ v (exponential, then binary search)."""
-        step = 1
-        bound = lo
-        while bound < hi and vals[bound] < v:
-            lo = bound + 1
-            bound = lo + step
-            step <<= 1
-        return lower_bound(vals, lo, min(bound, hi), v)
 
-    @jit(nogil=True, inline="always")
-    def lower_bound(vals, lo, hi, v):  # pragma: no cover - compiled
-        """The first index in [lo, hi) whose value is ≥ v (binary search; hi if none)."""
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if vals[mid] < v:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+@jit(nogil=True, inline="always")
+def lower_bound(vals, lo, hi, v):  # pragma: no cover - compiled
+    """The first index in [lo, hi) whose value is ≥ v (binary search; hi if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if vals[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
