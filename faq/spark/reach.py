@@ -92,7 +92,6 @@ class Scan:
 
 TAG = "__reach"
 ROW = "__row"
-KEY = "__key"
 _ROW_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row in partition
 
 
@@ -101,35 +100,43 @@ def fetch_tagged(
 ) -> tuple[list[pa.Table] | None, dict[int, pa.Table]]:
     """The rows of each scan (its key columns ``k0, k1…`` and the annotation), in one
     Spark job for all of them (they must share key and value types), or None (with,
-    per scan having ``keys``, its rows at them) when they may be more than ``most``.
+    per scan having ``keys``, its rows at them: one more job) when they may be more
+    than ``most``.
 
     The bound is kept in the same job, with no shuffle (a ``limit`` would add one):
     each of the job's P partitions sends at most ``most // P + 1`` rows, and None means
     that one of them had more.  So the driver holds at most about ``most + P`` rows; a
-    hub's rows (all in its key's partition) are refused past ``most // P``.
+    hub's rows (all in its key's partition) are refused past ``most // P``.  The plan
+    is built in as few DataFrame calls as it takes (a filter and a projection per scan,
+    one filter over their union): each call analyses the whole plan again, ``IN`` lists
+    of thousands of values included.
     """
     from pyspark.sql import functions as F
 
+    each = max(1, most // sum(s.partitions for s in scans))
+    row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
     frames = []
     for k, s in enumerate(scans):
         cond = matching(s.vars, s.types, [{c: v} for c, v in s.cols.items()])
-        key = F.lit(False)
-        if s.keys is not None:
-            key = matching(s.vars, s.types, [dict(enumerate(s.keys))])
         cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(s.vars)]
-        tagged = [F.lit(k).alias(TAG), key.alias(KEY)]
-        frames.append(s.df.filter(cond).select(*cols, VALUE, *tagged))
-    union = union_all(frames)
-    each = max(1, most // sum(s.partitions for s in scans))
-    row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
-    at = union.withColumn(ROW, row).filter((F.col(ROW) <= each) | F.col(KEY)).toArrow()
-    tags = at.column(TAG).to_numpy()
+        frames.append(s.df.filter(cond).select(*cols, VALUE, F.lit(k).alias(TAG), row.alias(ROW)))
+    at = union_all(frames).filter(F.col(ROW) <= each).toArrow()
     if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-        hit = at.column(KEY).to_numpy(zero_copy_only=False)
+        keyed = []
+        for k, s in enumerate(scans):
+            if s.keys is not None:  # the rows at its keys: read whatever the bound
+                cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(s.vars)]
+                at_keys = matching(s.vars, s.types, [dict(enumerate(s.keys))])
+                keyed.append(s.df.filter(at_keys).select(*cols, VALUE, F.lit(k).alias(TAG)))
+        if not keyed:
+            return None, {}
+        rows = union_all(keyed).toArrow()
+        tags = rows.column(TAG).to_numpy()
         return None, {
-            k: at.filter(hit & (tags == k)).drop_columns([TAG, KEY, ROW])
+            k: rows.filter(tags == k).drop_columns([TAG])
             for k, s in enumerate(scans)
             if s.keys is not None
         }
-    at = at.drop_columns([ROW, KEY])
+    tags = at.column(TAG).to_numpy()
+    at = at.drop_columns([ROW])
     return [at.filter(tags == k).drop_columns([TAG]) for k in range(len(scans))], {}
