@@ -26,7 +26,7 @@ import numpy as np
 from faq import settings
 from faq.kernel import Table, match_keys
 from incremental.tables import concat, drop_zeros
-from semirings.local import LocalOps, distinct
+from semirings.local import LocalOps, distinct, member
 
 __all__ = ["LEAST", "HotRows", "hot_budget", "union_rows"]
 
@@ -37,15 +37,6 @@ LEAST = 64
 def hot_budget() -> int:
     """The most rows a relation keeps in the driver: a quarter of ``max_fetch_rows``."""
     return settings().max_fetch_rows // 4
-
-
-def _among(a: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
-    """Whether each element of ``a`` is one of ``sorted_values`` (sorted, distinct)."""
-    if not len(sorted_values) or not len(a):
-        return np.zeros(len(a), dtype=bool)
-    at = np.searchsorted(sorted_values, a)
-    at[at == len(sorted_values)] = 0
-    return sorted_values[at] == a
 
 
 @dataclass(frozen=True)
@@ -70,23 +61,24 @@ class HotRows:
         return cls(like.take(none), tuple(c[none] for c in like.cols))
 
     def split(self, asked: Mapping[int, np.ndarray]) -> tuple[dict[int, np.ndarray], Table]:
-        """The values of ``asked`` (column -> values) not covered, which must be fetched,
-        and the kept rows whose column holds one of the covered ones."""
+        """The values of ``asked`` (column -> values, sorted and distinct) not covered,
+        which must be fetched, and the kept rows whose column holds a covered one."""
         ask: dict[int, np.ndarray] = {}
         hit = np.zeros(self.rows.rows, dtype=bool)
         for c, values in asked.items():
-            inside = _among(values, self.cover[c])
+            inside = member(values, self.cover[c])
             if not inside.all():
                 ask[c] = values[~inside]
             if inside.any():
-                hit |= np.isin(self.rows.cols[c], values[inside])
+                hit |= member(self.rows.cols[c], values[inside])
         return ask, self.rows.take(np.flatnonzero(hit))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
-        """The kept rows whose column ``c`` holds a value of ``keys[c]`` for every ``c``."""
+        """The kept rows whose column ``c`` holds a value of ``keys[c]`` (sorted, distinct)
+        for every ``c``."""
         hit = np.ones(self.rows.rows, dtype=bool)
         for c, values in enumerate(keys):
-            hit &= np.isin(self.rows.cols[c], values)
+            hit &= member(self.rows.cols[c], values)
         return self.rows.take(np.flatnonzero(hit))
 
     def learned(self, fetched: Table, asked: Mapping[int, np.ndarray], budget: int) -> HotRows:
@@ -127,13 +119,13 @@ class HotRows:
         """The kept rows of the base that ``over`` (the annotation at each changed key,
         zero where it is gone) is written into: rows at changed keys replaced or
         dropped, and changed keys whose column holds a covered value added."""
-        if not over.rows or not self.rows.rows and not any(len(c) for c in self.cover):
+        if not over.rows or not any(len(c) for c in self.cover):  # nothing kept
             return self
         kept = self.rows.take(np.flatnonzero(~match_keys(self.rows.cols, over.cols)[0]))
         now = drop_zeros(over, ops)
         hit = np.zeros(now.rows, dtype=bool)
         for c, values in enumerate(self.cover):
-            hit |= _among(now.cols[c], values)
+            hit |= member(now.cols[c], values)
         return HotRows(concat(kept, now.take(np.flatnonzero(hit))), self.cover)
 
 

@@ -156,6 +156,21 @@ def equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(a == b)
 
 
+def member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``col`` is one of ``values`` (sorted, distinct): a binary search
+    per row, no sort of the column (``np.isin`` sorts both).
+
+    >>> member(np.array([4, 1, 9]), np.array([1, 4, 7])).tolist()
+    [True, True, False]
+    """
+    if len(values) == 0:
+        return np.zeros(len(col), dtype=bool)
+    if len(values) == 1:
+        return col == values[0]
+    pos = np.searchsorted(values, col)
+    return values[np.minimum(pos, len(values) - 1)] == col
+
+
 def distinct(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``a`` (as :func:`numpy.unique`).
 

@@ -32,7 +32,7 @@ from faq.kernel.join import generic_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.table import Table, concat, group_reduce
 from faq.kernel.trie import NUMBA, Trie, build_trie
-from semirings.local import LocalOps, distinct
+from semirings.local import LocalOps, distinct, group_starts, member
 
 __all__ = ["MAX_CHOICES", "seeded_delta", "trie_orders"]
 
@@ -283,16 +283,15 @@ def _flat_level(
     largest sum of ``|annotation|`` over a value."""
     keys = np.concatenate([col, dcol]) if len(dvalues) else col
     vals = np.concatenate([values, dvalues]) if len(dvalues) else values
-    uniq, inv = np.unique(keys, return_inverse=True)
-    sums = np.zeros(len(uniq), dtype=np.int64)
-    np.add.at(sums, inv, vals)
-    mags = np.zeros(len(uniq), dtype=np.float64)
-    np.add.at(mags, inv, np.abs(vals.astype(np.float64)))
-    keep = sums != 0
-    uniq, sums = uniq[keep], sums[keep]
+    if not len(keys):
+        return _NONE, np.zeros(2, dtype=np.int64), _NONE, np.full(n, -1, dtype=np.int64), 0.0
+    perm, starts = group_starts([keys])
+    sums = np.add.reduceat(vals[perm], starts)  # |sums| ≤ mags: checked by the caller
+    mags = np.add.reduceat(np.abs(vals[perm].astype(np.float64)), starts)
+    keep = np.flatnonzero(sums)
+    uniq, sums = keys[perm[starts]][keep], sums[keep]
     nodes = np.zeros(n, dtype=np.int64) if len(uniq) else np.full(n, -1, dtype=np.int64)
-    starts = np.array([0, len(uniq)], dtype=np.int64)
-    return uniq, starts, sums, nodes, float(mags.max()) if len(mags) else 0.0
+    return uniq, np.array([0, len(uniq)], dtype=np.int64), sums, nodes, float(mags.max())
 
 
 def _no_level(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -308,19 +307,8 @@ def _near(t: Table, vars_: tuple[str, ...], seen: Mapping[str, np.ndarray]) -> T
     mask = None
     for k, v in enumerate(vars_):
         if v in seen:
-            hit = _member(t.cols[k], seen[v])
+            hit = member(t.cols[k], seen[v])
             mask = hit if mask is None else mask & hit
     if mask is None or mask.all():
         return t
     return t.take(np.flatnonzero(mask))
-
-
-def _member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Whether each of ``col`` is one of ``values`` (sorted, distinct): a binary
-    search per row, no sort of the column (``np.isin`` sorts both)."""
-    if len(values) == 0:
-        return np.zeros(len(col), dtype=bool)
-    if len(values) == 1:
-        return col == values[0]
-    pos = np.searchsorted(values, col)
-    return values[np.minimum(pos, len(values) - 1)] == col

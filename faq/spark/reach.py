@@ -115,19 +115,23 @@ def fetch_tagged(
 
     each = max(1, most // sum(s.partitions for s in scans))
     row = F.expr(f"monotonically_increasing_id() & {_ROW_BITS}")  # index in its part
-    frames = []
-    for k, s in enumerate(scans):
-        cond = matching(s.vars, s.types, [{c: v} for c, v in s.cols.items()])
+
+    def tagged(k: int, s: Scan, cond: Column, *more: Column) -> DataFrame:
+        """Scan ``k``'s rows meeting ``cond``: columns ``k0, k1…``, the annotation, its tag."""
         cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(s.vars)]
-        frames.append(s.df.filter(cond).select(*cols, VALUE, F.lit(k).alias(TAG), row.alias(ROW)))
+        return s.df.filter(cond).select(*cols, VALUE, F.lit(k).alias(TAG), *more)
+
+    frames = [
+        tagged(k, s, matching(s.vars, s.types, [{c: v} for c, v in s.cols.items()]), row.alias(ROW))
+        for k, s in enumerate(scans)
+    ]
     at = union_all(frames).filter(F.col(ROW) <= each).toArrow()
     if (at.column(ROW).to_numpy() >= each).any():  # a partition had more rows
-        keyed = []
-        for k, s in enumerate(scans):
-            if s.keys is not None:  # the rows at its keys: read whatever the bound
-                cols = [F.col(v).alias(f"k{i}") for i, v in enumerate(s.vars)]
-                at_keys = matching(s.vars, s.types, [dict(enumerate(s.keys))])
-                keyed.append(s.df.filter(at_keys).select(*cols, VALUE, F.lit(k).alias(TAG)))
+        keyed = [  # the rows at each scan's keys: read whatever the bound
+            tagged(k, s, matching(s.vars, s.types, [dict(enumerate(s.keys))]))
+            for k, s in enumerate(scans)
+            if s.keys is not None
+        ]
         if not keyed:
             return None, {}
         rows = union_all(keyed).toArrow()
