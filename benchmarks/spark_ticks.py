@@ -38,6 +38,7 @@ if __package__ in (None, ""):
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import argparse
+import logging
 import os
 import statistics
 import time
@@ -48,27 +49,48 @@ import numpy as np
 from benchmarks._common import (
     Result,
     add_out_argument,
-    job_group,
-    jobs_in_group,
-    new_job_group,
     run_info,
+    timed_jobs,
     write_results,
 )
 from benchmarks.ticks import QUERY, EdgePool, delta_frame, graphs, load, make_delta
 
 
-def _ticks(spark: Any, view: Any, frames: list[Any]) -> tuple[list[float], list[int]]:
-    """Seconds and Spark jobs of ``view.step(E=f)`` for each frame."""
+class _Fetches(logging.Handler):
+    """The base rows each Spark-state tick fetched from Spark and took from the rows kept
+    in the driver (the debug records of :func:`incremental.reach.fetch`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.fetched = self.kept = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.fetched += getattr(record, "fetched_rows", 0)
+        self.kept += getattr(record, "kept_rows", 0)
+
+
+def _ticks(spark: Any, view: Any, frames: list[Any]) -> tuple[list[float], list[int], list]:
+    """Seconds, Spark jobs and ``(rows fetched, rows kept)`` of ``view.step(E=f)`` for
+    each frame."""
     sc = spark.sparkContext
-    times, jobs = [], []
-    for f in frames:
-        group = new_job_group("tick")
-        with job_group(sc, group, "tick"):
-            t0 = time.perf_counter()
-            view.step(E=f)
-            times.append(time.perf_counter() - t0)
-        jobs.append(jobs_in_group(sc, group, settle=0.2))
-    return times, jobs
+    times, jobs, rows = [], [], []
+    logger = logging.getLogger("faq.incremental")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        for f in frames:
+            seen = _Fetches()
+            logger.addHandler(seen)
+            try:
+                secs, _, n = timed_jobs(sc, lambda f=f: view.step(E=f), "tick")
+            finally:
+                logger.removeHandler(seen)
+            times.append(secs)
+            jobs.append(n)
+            rows.append((seen.fetched, seen.kept))
+    finally:
+        logger.setLevel(level)
+    return times, jobs, rows
 
 
 def _collects(frames: list[Any]) -> list[float]:
@@ -81,7 +103,8 @@ def _collects(frames: list[Any]) -> list[float]:
     return out
 
 
-def _median_run(fn: Any, runs: int = 2) -> tuple[list[float], int]:
+def _warm_runs(fn: Any, runs: int = 2) -> tuple[list[float], int]:
+    """Seconds of ``runs`` runs of ``fn`` after an untimed one, and its last value."""
     fn()  # warm
     times, got = [], 0
     for _ in range(runs):
@@ -122,14 +145,21 @@ def bench_graph(spark: Any, q: Any, g: Any, args: argparse.Namespace) -> dict[st
         spark_l = [spark.createDataFrame(delta_frame(x)) for x in seq[d][2 * n :]]
         for x in seq[d][: 2 * n]:  # the driver view catches up with the Spark view
             local.step(E=delta_frame(x))
-        t_sp, j_sp = _ticks(spark, remote, pandas_d)
-        t_ss, j_ss = _ticks(spark, remote, spark_d)
+        t_sp, j_sp, r_sp = _ticks(spark, remote, pandas_d)
+        t_ss, j_ss, _ = _ticks(spark, remote, spark_d)
         collect_s = _collects([spark.createDataFrame(delta_frame(x)) for x in seq[d][n : 2 * n]])
-        t_ls, j_ls = _ticks(spark, local, spark_l)
+        t_ls, j_ls, _ = _ticks(spark, local, spark_l)
         remote.step(E=delta_frame(np.concatenate(seq[d][2 * n :])))
         collect_l = _collects([spark.createDataFrame(delta_frame(x)) for x in seq[d][2 * n :]])
         cells += [
-            {"delta": d, "state": "spark", "input": "pandas", "t": t_sp, "jobs": j_sp},
+            {
+                "delta": d,
+                "state": "spark",
+                "input": "pandas",
+                "t": t_sp,
+                "jobs": j_sp,
+                "rows": r_sp,
+            },  # fmt: skip
             {
                 "delta": d,
                 "state": "spark",
@@ -156,8 +186,8 @@ def bench_graph(spark: Any, q: Any, g: Any, args: argparse.Namespace) -> dict[st
     fsdf = spark.createDataFrame(fin, "src bigint, dst bigint").cache()
     fsdf.count()
     rec = {
-        "local factor": _median_run(lambda: q.solve(E=Factor.from_pandas(fin)).scalar()),
-        "Spark DataFrame": _median_run(lambda: q.solve(E=fsdf).scalar()),
+        "local factor": _warm_runs(lambda: q.solve(E=Factor.from_pandas(fin)).scalar()),
+        "Spark DataFrame": _warm_runs(lambda: q.solve(E=fsdf).scalar()),
     }
     if args.past_driver:
 
@@ -165,7 +195,7 @@ def bench_graph(spark: Any, q: Any, g: Any, args: argparse.Namespace) -> dict[st
             with faq.settings(local_rows=0):
                 return q.solve(E=fsdf).scalar()
 
-        rec["Spark DataFrame, local_rows=0"] = _median_run(past, runs=1)
+        rec["Spark DataFrame, local_rows=0"] = _warm_runs(past, runs=1)
     for name, (_, count) in rec.items():
         if count != expected:
             raise AssertionError(f"{g.label}: recompute ({name}) counts {count}, not {expected}")
@@ -201,6 +231,15 @@ def print_graph(row: dict[str, Any]) -> None:
             f"{_p(t, 99) * 1e3:,.1f} ms | {max(t) * 1e3:,.1f} ms | "
             f"{statistics.median(c['jobs']):.0f} | {ratios} | {col} |"
         )
+    for c in row["cells"]:
+        if "rows" in c:
+            fetched = [f for f, _ in c["rows"]]
+            print(
+                f"\nΔ={c['delta']:,}, Spark state: base rows fetched from Spark per tick "
+                f"{fetched[0]:,} at the first, median {statistics.median(fetched):,.0f}, "
+                f"last {fetched[-1]:,}; taken from the rows kept in the driver: median "
+                f"{statistics.median(k for _, k in c['rows']):,.0f}"
+            )
 
 
 def results_of(rows: list[dict[str, Any]]) -> list[Result]:
@@ -221,6 +260,8 @@ def results_of(rows: list[dict[str, Any]]) -> list[Result]:
                 "p99_s": _p(c["t"], 99),
                 "max_s": max(c["t"]),
                 "collect_p50_s": statistics.median(c["collect"]) if "collect" in c else None,
+                "rows_fetched": [f for f, _ in c["rows"]] if "rows" in c else None,
+                "rows_kept": [k for _, k in c["rows"]] if "rows" in c else None,
             }
             out.append(
                 Result(

@@ -42,11 +42,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from faq import Rule
-from faq.kernel import Table, match_keys, narrow
+from faq.kernel import Table, narrow
 from faq.plan import bounds, hops
 from faq.spark import Scan, fetch_tagged
 from incremental.hot import HotRows, hot_budget, union_rows
-from incremental.tables import concat
 from semirings.local import distinct
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -212,12 +211,7 @@ def _merge(
 ) -> None:
     """Add a round's fetched ``rows`` of relation ``name`` (rows fetched before, which a
     row matching two columns' values can be, are kept once) and what they cover."""
-    had = near.get(name)
-    if had is None:
-        near[name] = rows
-    elif rows.rows:
-        new = rows.take(np.flatnonzero(~match_keys(rows.cols, had.cols)[0]))
-        near[name] = concat(had, new) if new.rows else had
+    near[name] = rows if name not in near else union_rows(near[name], rows)
     own = cover.setdefault(name, {})
     for c, values in covered.items():
         own[c] = values if c not in own else distinct(np.concatenate([own[c], values]))
@@ -285,25 +279,25 @@ def fetch(
     out = {n: rels[n].near_rows(()) for n in plan}  # empty, typed
     hot: dict[str, HotRows] = {}
     for names in groups.values():
-        scans, asked, kept = [], {}, {}
+        scans, asked, kept, at = [], {}, {}, {}
         for name in names:
             r = rels[name]
             mine = keys.get(name)
-            at = None if mine is None else tuple(distinct(c) for c in mine)
+            at[name] = None if mine is None else tuple(distinct(c) for c in mine)
             if r.hot is None:
                 asked[name], kept[name] = plan[name], None
             else:  # values whose rows the driver keeps are not fetched again
                 asked[name], kept[name] = r.hot.split(plan[name])
             if asked[name]:
-                scans.append(Scan(r.base, r.vars, r.types, asked[name], at, r.ctx.partitions))
+                scans.append(Scan(r.base, r.vars, r.types, asked[name], at[name], r.ctx.partitions))
         scanned = [n for n in names if asked[n]]
         got, at_keys = fetch_tagged(scans, most) if scans else ([], {})
         if got is None:  # (relations of other key types: their own lookups)
             rows = {scanned[k]: rels[scanned[k]].near_rows(t) for k, t in at_keys.items()}
             for name in names:  # the rows at the keys that the driver keeps
                 r = rels[name]
-                if name in keys and r.hot is not None:
-                    held = r.hot.at(tuple(distinct(c) for c in keys[name]))
+                if at[name] is not None and r.hot is not None:
+                    held = r.hot.at(at[name])
                     rows[name] = union_rows(rows.get(name, r.near_rows(())), held)
             return None, rows, {}
         for name, part in zip(scanned, got, strict=True):
@@ -317,4 +311,12 @@ def fetch(
         for name in names:
             if kept[name] is not None:
                 out[name] = union_rows(out[name], kept[name])
+        fetched_rows = sum(t.num_rows for t in got)
+        held_rows = sum(kept[n].rows for n in names if kept[n] is not None)
+        log.debug(
+            "fetched %d base rows from Spark; %d more kept in the driver",
+            fetched_rows,
+            held_rows,
+            extra={"fetched_rows": fetched_rows, "kept_rows": held_rows},
+        )
     return out, {}, hot

@@ -358,6 +358,10 @@ def test_spark_ticks_script_quick(spark, tmp_path, capsys):
     ]
     assert all(r["runs"] == 2 and r["max_s"] >= r["p50_s"] > 0 for r in ticks)
     assert ticks[1]["collect_p50_s"] > 0 and ticks[0]["collect_p50_s"] is None
+    assert "base rows fetched from Spark per tick" in out
+    assert len(ticks[0]["rows_fetched"]) == 2 and ticks[1]["rows_fetched"] is None
+    fetched, kept = ticks[0]["rows_fetched"], ticks[0]["rows_kept"]
+    assert all(f + k > 0 for f, k in zip(fetched, kept, strict=True))
     assert {r["contender"] for r in rows if r["contender"].startswith("recompute")} == {
         "recompute (local factor)",
         "recompute (Spark DataFrame)",
