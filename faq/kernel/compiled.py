@@ -210,7 +210,7 @@ def _run_searches(k: int) -> None:
     w = np.ones(1, dtype=np.int64)
     seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
     if k == 2:  # the one-level seeded path over binary relations
-        descend(vals[:1], starts[:1], vals[:1])
+        descend(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
         near_level(vals[:2], w, vals[:2], w, vals[:1])
 
 

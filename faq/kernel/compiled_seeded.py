@@ -105,16 +105,24 @@ def seeded_sums(
 
 
 @jit(nogil=True)
-def descend(vals, starts, seeds):  # pragma: no cover - compiled
+def descend(vals, starts, seeds, low, at):  # pragma: no cover - compiled
     """The node each seed row reaches down a trie's first ``len(seeds)`` levels
     (``vals``/``starts`` of those levels, ``seeds`` a column per level), -1 where a value
-    is missing: :meth:`faq.kernel.Trie.lookup` level by level in one call."""
+    is missing: :meth:`faq.kernel.Trie.lookup` level by level in one call.  ``low`` and
+    ``at``: the first level's dense index (:meth:`faq.kernel.Trie.first_index`; empty:
+    none), one load for a value instead of a binary search (0.23 µs among 200,000)."""
     n = len(seeds[0])
     out = np.zeros(n, np.int64)
+    dense = len(at) > 0
     for r in range(n):
         node = 0
         for d in range(len(seeds)):
             v = seeds[d][r]
+            if d == 0 and dense:
+                node = at[v - low] if low <= v < low + len(at) else -1
+                if node < 0:
+                    break
+                continue
             end = starts[d][node + 1]
             lo = lower_bound(vals[d], starts[d][node], end, v)  # (a gallop costs twice)
             if lo < end and vals[d][lo] == v:

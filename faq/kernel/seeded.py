@@ -227,7 +227,9 @@ def _one_level(
             tr = kt.trie([vs.index(v) for v in sub])
             if tr.values is None or any(a.dtype != np.int64 for a in (*tr.vals, tr.values)):
                 return None
-            nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix) if prefix else None
+            nodes = None
+            if prefix:
+                nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
             levels.append((tr.vals[-1], tr.starts[-1], tr.values,
                            np.zeros(n, dtype=np.int64) if nodes is None else nodes))  # fmt: skip
         else:
