@@ -271,3 +271,32 @@ def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide):
     assert starts.tolist() == [sum(1 for q, _ in keys if q < p) for p in groups] + [len(keys)]
     assert node.tolist() == [groups.index(s) if s in groups else -1 for s in seed.tolist()]
     assert biggest <= sum(abs(r[2]) for r in corr + delta)
+
+
+@pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@settings(max_examples=60, deadline=None)
+@given(
+    rs=st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3)), min_size=1, max_size=40),
+    seeds=st.lists(st.tuples(st.integers(-8, 8), st.integers(-1, 4)), min_size=1, max_size=10),
+    wide=st.booleans(),
+)
+def test_descend_through_the_dense_first_level_finds_each_seeds_node(rs, seeds, wide):
+    """:func:`faq.kernel.compiled_seeded.descend` with the first level's dense index
+    (:meth:`faq.kernel.Trie.first_index`) reaches the node a level-by-level
+    :meth:`faq.kernel.Trie.lookup` reaches, for values below, among and above the
+    level's; ``wide`` spreads the first values 2**40 apart, where the trie keeps no dense
+    index and the binary search runs."""
+    from faq.kernel import build_trie
+    from faq.kernel.compiled_seeded import descend
+
+    k = 2**40 if wide else 1
+    t = table([(a * k, b, 1) for a, b in rs], ("a", "b"))
+    tr = build_trie(t, ("a", "b"))
+    low, at = tr.first_index()
+    assert (len(at) == 0) == (wide and len({a for a, _ in rs}) > 1)
+    s0 = np.asarray([a * k for a, _ in seeds], dtype=np.int64)
+    s1 = np.asarray([b for _, b in seeds], dtype=np.int64)
+    got = descend(tr.vals, tr.starts, (s0, s1), low, at)
+    one = tr.lookup(0, np.zeros(len(s0), dtype=np.int64), s0)
+    want = np.where(one >= 0, tr.lookup(1, np.maximum(one, 0), s1), -1)
+    assert got.tolist() == want.tolist()
