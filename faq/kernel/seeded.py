@@ -207,31 +207,23 @@ def _one_level(
     product over atoms of base plus correction, one pass with no product split and no
     numpy call per product.  None where that does not apply, or where a partial sum could
     come near the int64 range (the general path then runs as before)."""
-    if not NUMBA or len(order) != len(seed.vars) + 1 or not set(head) <= set(seed.vars):
+    arms = _arms(tuple(atoms), i, order, head, seed.vars) if NUMBA else None
+    if arms is None or np.dtype(ops.dtype) != np.int64 or not _int64(seed.cols):
         return None
-    if np.dtype(ops.dtype) != np.int64 or any(c.dtype != np.int64 for c in seed.cols):
-        return None
-    x = order[-1]
     n = seed.rows
-    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     c = np.ascontiguousarray
-    for j, (r, vs) in enumerate(atoms):
-        if j == i:
-            continue
-        if x not in vs:
-            return None
-        sub = tuple(v for v in order if v in vs)  # x last
+    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for j, r, cols_at, seed_at in arms:
         kt = keyed[r]
-        prefix = tuple(c(seed.col(v)) for v in sub[:-1])
+        prefix = tuple(c(seed.cols[k]) for k in seed_at)
         if kt.base.rows:
-            tr = kt.trie([vs.index(v) for v in sub])
-            if tr.values is None or any(a.dtype != np.int64 for a in (*tr.vals, tr.values)):
+            tr = kt.trie(cols_at)
+            if tr.values is None or not _int64((*tr.vals, tr.values)):
                 return None
-            nodes = None
+            nodes = np.zeros(n, dtype=np.int64)
             if prefix:
                 nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
-            levels.append((tr.vals[-1], tr.starts[-1], tr.values,
-                           np.zeros(n, dtype=np.int64) if nodes is None else nodes))  # fmt: skip
+            levels.append((tr.vals[-1], tr.starts[-1], tr.values, nodes))
         else:
             levels.append(_no_level(n))
         corr = kt.correction()
@@ -239,10 +231,10 @@ def _one_level(
         if not corr.rows and (d is None or not d.rows):
             levels.append(_no_level(n))
             continue
-        cols = tuple(c(corr.cols[vs.index(v)]) for v in sub)
-        dcols = cols if d is None else tuple(c(d.cols[vs.index(v)]) for v in sub)
+        cols = tuple(c(corr.cols[k]) for k in cols_at)
+        dcols = cols if d is None else tuple(c(d.cols[k]) for k in cols_at)
         dvalues = _NONE if d is None else d.values
-        if any(a.dtype != np.int64 for a in (*cols, *dcols, corr.values, dvalues)):
+        if not _int64((*cols, *dcols, corr.values, dvalues)):
             return None
         if prefix:
             *level, biggest = compiled.near_level(cols, c(corr.values), dcols, c(dvalues), prefix)
@@ -251,11 +243,11 @@ def _one_level(
         if biggest >= _SAFE:
             return None
         levels.append(tuple(level))  # type: ignore[arg-type]
-    base, corr = levels[0::2], levels[1::2]
+    base, corr_levels = levels[0::2], levels[1::2]
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
     out, bound = compiled.seeded_sums(
         *(tuple(lv[k] for lv in base) for k in range(4)),
-        *(tuple(lv[k] for lv in corr) for k in range(4)),
+        *(tuple(lv[k] for lv in corr_levels) for k in range(4)),
         np.ascontiguousarray(w, dtype=np.int64),
     )
     if bound >= _SAFE:
@@ -266,6 +258,43 @@ def _one_level(
     keep = np.flatnonzero(out)
     cols = tuple(seed.col(v)[keep] for v in head)
     return [Table(head, cols, out[keep], unique=False)]
+
+
+@lru_cache(maxsize=256)
+def _arms(
+    atoms: tuple[tuple[str, tuple[str, ...]], ...],
+    i: int,
+    order: tuple[str, ...],
+    head: tuple[str, ...],
+    seed_vars: tuple[str, ...],
+) -> tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...] | None:
+    """What :func:`_one_level` reads of each atom but the seed's ``i``, worked out once per
+    rule and term, not per tick: its index, relation, columns in the term's order (the last
+    variable last) and the seed's columns of the other variables; None when the term does
+    not suit :func:`_one_level` (the seed does not bind all variables but the last, the
+    head is not among the seed's variables, or an atom lacks the last variable)."""
+    if len(order) != len(seed_vars) + 1 or not set(head) <= set(seed_vars):
+        return None
+    x = order[-1]
+    arms = []
+    for j, (r, vs) in enumerate(atoms):
+        if j == i:
+            continue
+        if x not in vs:
+            return None
+        sub = tuple(v for v in order if v in vs)  # x last
+        arms.append(
+            (j, r, tuple(vs.index(v) for v in sub), tuple(seed_vars.index(v) for v in sub[:-1]))
+        )
+    return tuple(arms)
+
+
+def _int64(arrays: Sequence[np.ndarray]) -> bool:
+    """Whether every array holds int64 (what the compiled kernels were built for)."""
+    return all(a.dtype == _I64 for a in arrays)
+
+
+_I64 = np.dtype(np.int64)
 
 
 _SAFE = 2.0**59
