@@ -145,7 +145,7 @@ def test_one_level_path_with_ternary_atoms_and_wide_keys(
     monkeypatch, first, changes, delta, scale, head
 ):
     """``R(a, b, c), S(a, b, x), T(c, x)``: a correction found by a prefix of two columns,
-    keys far apart (a scale of 2**40: no bitmap of the seeds' values, no single sort code),
+    keys far apart (a scale of 2**40: no dense array of the seeds' values, no single sort code),
     and the later term reading the earlier relation's new state."""
     atoms = [("R", ("a", "b", "c")), ("S", ("a", "b", "x")), ("T", ("c", "x"))]
 
@@ -243,7 +243,7 @@ def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide):
     """:func:`faq.kernel.compiled_seeded.near_level` against numpy: the rows whose prefix a
     seed holds, equal keys summed, zero sums dropped, sorted; each seed's group.  Few
     prefixes and many rows make long unsorted groups (its own merge sort); ``wide`` spreads
-    the prefixes 2**40 apart (no bitmap)."""
+    the prefixes 2**40 apart (no dense array of their values)."""
     from faq.kernel.compiled_seeded import near_level
 
     k = 2**40 if wide else 1
