@@ -264,21 +264,24 @@ def _run_spark_view(spark, ticks: int, at: tuple[int, ...]):
     return plans, cached, live
 
 
-def test_plans_and_cached_blocks_of_a_spark_view_stay_bounded_over_150_ticks(spark):
+def test_plans_and_cached_blocks_of_a_spark_view_stay_bounded_over_many_ticks(spark, use_settings):
     """Regression: cached blocks grew with every tick (14 at tick 10, 135 at 300: about
-    60 more by tick 150), and, waiting on Spark's cleaner with both collectors run every
-    10 ticks, still from 22 to 50 late in a full run.  The view now frees the
-    checkpoints a commit replaces.  (150 ticks: 12 rounds of garbage collection.)"""
-    plans, cached, live = _run_spark_view(spark, 150, (30, 150))
-    assert plans[30] == plans[150]  # the plans of the state do not grow with the ticks
-    assert "ExistingRDD" in plans[150][0]  # a scan of the checkpoint, no lineage
+    0.4 a tick), and, waiting on Spark's cleaner with both collectors run every 10
+    ticks, still from 22 to 50 late in a full run.  The view now frees the checkpoints
+    a commit replaces.  (75 ticks with the collectors run every 5: the 12 rounds of
+    garbage collection between the two looks that 150 ticks gave at the default, in
+    half the time; the old growth would add about 25 blocks between them.)"""
+    use_settings(gc_ticks=5)
+    plans, cached, live = _run_spark_view(spark, 75, (15, 75))
+    assert plans[15] == plans[75]  # the plans of the state do not grow with the ticks
+    assert "ExistingRDD" in plans[75][0]  # a scan of the checkpoint, no lineage
     blocks = {t: sum(c.values()) for t, c in cached.items()}
-    assert blocks[150] <= blocks[30] + 12, blocks
-    # sharper: of the RDDs cached since the view began, only the state of tick 150 is
-    # left, besides what result() and relation() handed out at tick 30 (those wait on
+    assert blocks[75] <= blocks[15] + 12, blocks
+    # sharper: of the RDDs cached since the view began, only the state of tick 75 is
+    # left, besides what result() and relation() handed out at tick 15 (those wait on
     # the cleaner: a caller may still hold them)
-    made = set(cached[150]) - set(cached[0]) - live[30]
-    assert made <= live[150], sorted(made - live[150])
+    made = set(cached[75]) - set(cached[0]) - live[15]
+    assert made <= live[75], sorted(made - live[75])
 
 
 def test_dataframes_handed_out_by_a_spark_view_stay_readable(spark):
