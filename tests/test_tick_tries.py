@@ -89,6 +89,64 @@ def test_keyed_table_reads_agree_with_a_model(use_settings, first, changes, prob
     assert as_dict(whole) == want
 
 
+weighted = st.lists(
+    st.tuples(
+        st.integers(0, 5),
+        st.integers(0, 5),
+        st.sampled_from([0.5, 1.0, 2.0, 7.5, float("inf")]),  # inf: min-plus's zero (gone)
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40)
+@given(first=weighted, changes=st.lists(weighted, max_size=5), probe=weighted, fold=st.booleans())
+def test_at_over_float_annotations_agrees_with_a_model_and_the_prefix_path(
+    use_settings, first, changes, probe, fold
+):
+    """``at`` of a keyed table with float annotations over integer keys (a shortest-paths
+    view's distances and edges) searches the base's trie and the overrides: after random
+    replacements, removals (min-plus's zero, inf) and folds, it gives the model's rows,
+    and the rows :meth:`KeyedTable.at_prefix`'s path (``_leading``) gives."""
+    use_settings(log_rows=3 if fold else 10_000, log_fraction=0.0)
+    ops = local_ops(semirings.MIN_PLUS)
+
+    def table(rows: list[tuple[int, int, float]]) -> Table:
+        last = {(u, v): w for u, v, w in rows}  # distinct keys: the last row of each wins
+        cols = tuple(np.asarray([k[i] for k in last], dtype=np.int64) for i in range(2))
+        return Table(("x0", "x1"), cols, np.asarray(list(last.values()), dtype=np.float64))
+
+    def rows_of(t: Table) -> dict[tuple[int, int], float]:
+        assert t.values is not None
+        return {(int(a), int(b)): float(w) for a, b, w in zip(*t.cols, t.values, strict=True)}
+
+    start = {k: w for k, w in rows_of(table(first)).items() if w != float("inf")}
+    kt = KeyedTable.of(
+        Table(
+            ("x0", "x1"),
+            tuple(np.asarray([k[i] for k in start], dtype=np.int64) for i in range(2)),
+            np.asarray(list(start.values()), dtype=np.float64),
+        ),
+        ops,
+    )
+    model = dict(start)
+    for ch in changes:
+        t = table(ch)
+        kt = kt.replace(t)
+        for k, w in rows_of(t).items():
+            if w == float("inf"):
+                model.pop(k, None)
+            else:
+                model[k] = w
+    keys = sorted({(u, v) for u, v, _ in probe})
+    if not keys:
+        return
+    cols = [np.asarray([k[i] for k in keys], dtype=np.int64) for i in range(2)]
+    want = {k: model[k] for k in keys if k in model}
+    assert rows_of(kt.at(cols)) == want
+    assert rows_of(kt._leading(cols)) == want
+
+
 wide = st.lists(
     st.tuples(
         st.sampled_from([-3, 0, 2, 7, 2**40, -(2**41)]),

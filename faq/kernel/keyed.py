@@ -95,13 +95,18 @@ class KeyedTable:
     def at(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose whole key is one of ``keys`` (one array per column).
 
-        Integer annotations are found by binary searches in tries of the base and of
-        the overrides (:meth:`_at_integer`); others as :meth:`at_prefix` finds them.
+        Integer annotations, or integer keys, are found by binary searches in the trie
+        of the base and in the overrides (:meth:`_at_searched`); others as
+        :meth:`at_prefix` finds them.  (A shortest-paths view reads its distances,
+        float annotations over integer keys, some 24 times a tick: 0.28 ms a read of
+        134 keys by :meth:`at_prefix`'s path.)
         """
         if not self.vars:
             return self.table()
-        if np.dtype(self.ops.dtype).kind in "iu":
-            return self._at_integer(keys)
+        if np.dtype(self.ops.dtype).kind in "iu" or all(
+            c.dtype.kind in "iu" for c in self.base.cols
+        ):
+            return self._at_searched(keys)
         return self._leading(keys)
 
     def at_prefix(self, keys: Sequence[np.ndarray]) -> Table:
@@ -142,9 +147,9 @@ class KeyedTable:
             self._index[-1] = whole_key_index(self.base.cols)  # type: ignore[assignment]
         return self._index[-1]  # type: ignore[return-value]
 
-    def _at_integer(self, keys: Sequence[np.ndarray]) -> Table:
-        """:meth:`at` for integer annotations (an incremental view's counts): binary
-        searches in the trie of the base and in the overrides."""
+    def _at_searched(self, keys: Sequence[np.ndarray]) -> Table:
+        """:meth:`at` by binary searches in the trie of the base and in the overrides
+        (integer annotations, such as an incremental view's counts, or integer keys)."""
         keys = [np.asarray(c) for c in keys]
         if len(keys[0]) > 1:
             perm, starts = group_starts(keys)
@@ -155,9 +160,10 @@ class KeyedTable:
     def _current(
         self, keys: Sequence[np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For each of ``keys`` (distinct, integer annotations): the base's annotation (zero:
-        none), its row in the overrides (-1: none), the current annotation, and the
-        positions of the keys present now."""
+        """For each of ``keys`` (distinct): the base's annotation (zero: none; a 0 of the
+        annotations' dtype where that is not the semiring's zero), its row in the
+        overrides (-1: none), the current annotation, and the positions of the keys
+        present now (held by the base or the overrides, with a nonzero annotation)."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
