@@ -95,17 +95,18 @@ class KeyedTable:
     def at(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose whole key is one of ``keys`` (one array per column).
 
-        Integer annotations, or integer keys, are found by binary searches in the trie
-        of the base and in the overrides (:meth:`_at_searched`); others as
-        :meth:`at_prefix` finds them.  (A shortest-paths view reads its distances,
-        float annotations over integer keys, some 24 times a tick: 0.28 ms a read of
-        134 keys by :meth:`at_prefix`'s path.)
+        Integer annotations, or boolean and float ones over integer keys, are found by
+        binary searches in the trie of the base and in the overrides
+        (:meth:`_at_searched`); others (object annotations of user semirings and
+        provenance, keys of other types) as :meth:`at_prefix` finds them.  (A
+        shortest-paths view reads its distances, float annotations over integer keys,
+        some 24 times a tick: about 0.3 ms a read of 134 keys by :meth:`at_prefix`'s
+        path, 0.2 ms by the searches.)
         """
         if not self.vars:
             return self.table()
-        if np.dtype(self.ops.dtype).kind in "iu" or all(
-            c.dtype.kind in "iu" for c in self.base.cols
-        ):
+        kind = np.dtype(self.ops.dtype).kind
+        if kind in "iu" or (kind in "bf" and all(c.dtype.kind in "iu" for c in self.base.cols)):
             return self._at_searched(keys)
         return self._leading(keys)
 
@@ -149,7 +150,8 @@ class KeyedTable:
 
     def _at_searched(self, keys: Sequence[np.ndarray]) -> Table:
         """:meth:`at` by binary searches in the trie of the base and in the overrides
-        (integer annotations, such as an incremental view's counts, or integer keys)."""
+        (integer annotations, such as an incremental view's counts, or boolean and float
+        ones over integer keys)."""
         keys = [np.asarray(c) for c in keys]
         if len(keys[0]) > 1:
             perm, starts = group_starts(keys)
