@@ -93,16 +93,10 @@ class KeyedTable:
         return Table(self.vars, *_cat(kept, _drop_zeros(self.over, self.ops)))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
-        """The current rows whose whole key is one of ``keys`` (one array per column).
-
-        Integer annotations, or boolean and float ones over integer keys, are found by
-        binary searches in the trie of the base and in the overrides
-        (:meth:`_at_searched`); others (object annotations of user semirings and
-        provenance, keys of other types) as :meth:`at_prefix` finds them.  (A
-        shortest-paths view reads its distances, float annotations over integer keys,
-        some 24 times a tick: about 0.3 ms a read of 134 keys by :meth:`at_prefix`'s
-        path, 0.2 ms by the searches.)
-        """
+        """The current rows whose whole key is one of ``keys`` (one array per column):
+        by binary searches in the base's trie and the overrides (:meth:`_at_searched`)
+        for integer annotations, or boolean and float ones over integer keys (a
+        shortest-paths view's distances); as :meth:`at_prefix` finds them otherwise."""
         if not self.vars:
             return self.table()
         kind = np.dtype(self.ops.dtype).kind
@@ -162,10 +156,9 @@ class KeyedTable:
     def _current(
         self, keys: Sequence[np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For each of ``keys`` (distinct): the base's annotation (zero: none; a 0 of the
-        annotations' dtype where that is not the semiring's zero), its row in the
-        overrides (-1: none), the current annotation, and the positions of the keys
-        present now (held by the base or the overrides, with a nonzero annotation)."""
+        """For each of ``keys`` (distinct): the base's annotation (0 of its dtype: none),
+        its row in the overrides (-1: none), the current annotation, and the positions
+        of the keys present now (in the base or the overrides, nonzero)."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
