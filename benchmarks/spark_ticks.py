@@ -69,7 +69,9 @@ class _Fetches(logging.Handler):
         self.kept += getattr(record, "kept_rows", 0)
 
 
-def _ticks(spark: Any, view: Any, frames: list[Any]) -> tuple[list[float], list[int], list]:
+def _ticks(
+    spark: Any, view: Any, frames: list[Any]
+) -> tuple[list[float], list[int], list[tuple[int, int]]]:
     """Seconds, Spark jobs and ``(rows fetched, rows kept)`` of ``view.step(E=f)`` for
     each frame."""
     sc = spark.sparkContext
@@ -159,7 +161,7 @@ def bench_graph(spark: Any, q: Any, g: Any, args: argparse.Namespace) -> dict[st
                 "t": t_sp,
                 "jobs": j_sp,
                 "rows": r_sp,
-            },  # fmt: skip
+            },
             {
                 "delta": d,
                 "state": "spark",

@@ -220,9 +220,10 @@ def _one_level(
             tr = kt.trie(cols_at)
             if tr.values is None or not _int64((*tr.vals, tr.values)):
                 return None
-            nodes = np.zeros(n, dtype=np.int64)
             if prefix:
                 nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
+            else:  # an atom of x alone: every seed row reaches the root
+                nodes = np.zeros(n, dtype=np.int64)
             levels.append((tr.vals[-1], tr.starts[-1], tr.values, nodes))
         else:
             levels.append(_no_level(n))

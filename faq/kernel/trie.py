@@ -43,6 +43,7 @@ class Trie:
     values: np.ndarray | None
     rows: int
     _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _first: list[tuple[int, np.ndarray]] = field(default_factory=list)  # first_index, once
 
     @property
     def depth(self) -> int:
@@ -64,18 +65,16 @@ class Trie:
         ``at[v - low]`` is the node of value ``v`` (-1: absent), computed once per trie;
         ``(0, empty)`` when the values are not integers or span more than four times
         their number (plus 65,536), where a binary search is the cheaper index."""
-        hit = self._composite.get(-1)
-        if hit is None:
+        if not self._first:
             first = self.vals[0] if self.vals else np.zeros(0, dtype=np.int64)
-            at = np.zeros(0, dtype=np.int32)
-            low = 0
+            low, at = 0, np.zeros(0, dtype=np.int32)
             if len(first) and first.dtype == np.int64:
                 low, high = int(first[0]), int(first[-1])  # sorted: the root's children
                 if high - low < 4 * len(first) + (1 << 16):
                     at = np.full(high - low + 1, -1, dtype=np.int32)
                     at[first - low] = np.arange(len(first), dtype=np.int32)
-            hit = self._composite[-1] = (np.array([low]), at)
-        return int(hit[0][0]), hit[1]
+            self._first.append((low, at))
+        return self._first[0]
 
     def lookup(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
         """The child of each node (depth ``d``) whose value is ``x``, or -1 where none is."""
