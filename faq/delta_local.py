@@ -25,6 +25,7 @@ from faq.executor import Data, Executor, Options
 from faq.factor import Factor
 from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
+from faq.kernel.paired import paired_delta
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
 from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
@@ -140,18 +141,27 @@ def split_rule(rule: Rule) -> tuple[Rule, tuple[str, ...]]:
 
 
 class Touched(Mapping[str, Factor]):
-    """:attr:`DeltaResult.touched` of changes ``deltas`` of keyed relations ``keyed``: each
-    changed relation's rows at its change's keys, read (binary searches) at first use."""
+    """:attr:`DeltaResult.touched` of changes ``deltas``: each changed relation's rows at
+    its change's keys, those of keyed relations ``keyed`` read (binary searches) at first
+    use, the others given (``read``: found by the lookups that answered the terms)."""
 
     def __init__(
-        self, keyed: Mapping[str, KeyedTable], deltas: Mapping[str, Table], S: Semiring
+        self,
+        keyed: Mapping[str, KeyedTable],
+        deltas: Mapping[str, Table],
+        S: Semiring,
+        read: Mapping[str, Table] | None = None,
     ) -> None:
         self._keyed, self._deltas, self._S = keyed, deltas, S
+        self._given = dict(read or {})
         self._read: dict[str, Factor] | None = None
 
     def _rows(self) -> dict[str, Factor]:
         if self._read is None:
-            at = {n: self._keyed[n].at(d.cols) for n, d in self._deltas.items()}
+            at = {
+                n: self._given[n] if n in self._given else self._keyed[n].at(d.cols)
+                for n, d in self._deltas.items()
+            }
             self._read = {n: Factor.from_table(t, self._S, n) for n, t in at.items()}
         return self._read
 
@@ -201,7 +211,7 @@ class LocalDelta:
         self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
 
     def run(self) -> DeltaResult:
-        fast = self._on_tries()
+        fast = self._on_tries() or self._on_pair()
         if fast is not None:
             return fast
         terms = []
@@ -235,7 +245,7 @@ class LocalDelta:
             Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
             "driver",
             tuple(sorted(report, key=lambda r: r.atom)),
-            {n: Factor.from_table(tab, self.S, n) for n, tab in touched.items()},
+            Touched(self.keyed, self.deltas, self.S, touched),  # keyed ones read when asked
         )
 
     def _on_tries(self) -> DeltaResult | None:
@@ -265,6 +275,30 @@ class LocalDelta:
             Touched(self.keyed, self.deltas, self.S),  # read when asked: a view never asks
         )
 
+    def _on_pair(self) -> DeltaResult | None:
+        """A rule of two atoms with one relation changed, as one lookup of the other
+        atom's keyed rows and one pair join (:func:`faq.kernel.paired.paired_delta`): no
+        hop plan, no narrowing, no probe of the changed relation; or None where that does
+        not apply (what :meth:`_pair_term` declines, and a relation not keyed)."""
+        if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
+            return None
+        if any(a.consts for a in self.rule.atoms):
+            return None
+        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
+        got = paired_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
+        if got is None:
+            return None
+        change, i, order = got
+        term = TermReport(i, skipped=True)
+        if not self._empty_other(i):
+            term = TermReport(i, False, "driver", order, ("pair",))
+        return DeltaResult(
+            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
+            "driver",
+            (term,),
+            Touched(self.keyed, self.deltas, self.S),
+        )
+
     def _empty_other(self, i: int) -> bool:
         """Whether term ``i`` reads an empty relation (nothing to join)."""
         return any(
@@ -281,7 +315,8 @@ class LocalDelta:
     def _rounds(self, terms: list[_Term]) -> dict[str, Table]:
         """Fetch, hop by hop (:func:`faq.plan.reach.hops`), every atom's rows that can join
         with the term's change, each hop one read per relation for all terms; also each
-        changed relation's rows at its change's keys, in the first read."""
+        changed relation's rows at its change's keys, in the first read, for those not
+        keyed (a keyed one's are read only if asked: :class:`Touched`)."""
         plans = {t.atom: hops(self.rule, t.atom) for t in terms}
         if not all(p.complete for p in plans.values()):
             raise NeedsSpark("an atom shares no variable with what the change reaches")
@@ -310,8 +345,8 @@ class LocalDelta:
         requests: list[tuple[_Term, int, dict[int, np.ndarray]]],
         probes: Mapping[str, Table],
     ) -> tuple[list[Table], dict[str, Table]]:
-        """Answer ``requests`` (one read per relation) and read each probed relation at
-        its change's keys."""
+        """Answer ``requests`` (one read per relation) and read each probed relation that
+        is not keyed at its change's keys."""
         by_rel: dict[str, list[int]] = {}
         for n, (_, j, _) in enumerate(requests):
             by_rel.setdefault(self.rule.atoms[j].relation, []).append(n)
@@ -324,9 +359,7 @@ class LocalDelta:
             if keyed is not None:  # binary searches per request: no scan, no filtering
                 for n in idx:
                     answers[n] = matching_rows(keyed, [requests[n][2]])
-                if name in probes:
-                    touched[name] = keyed.at(probes[name].cols)
-                continue
+                continue  # its rows at the change's keys: read if asked (Touched)
             conds = [requests[n][2] for n in idx]
             probe = probes.get(name)
             if probe is not None:

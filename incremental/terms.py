@@ -16,12 +16,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import semirings
-from faq import Atom, Factor, Query, Rule, solve_delta
+from faq import Atom, Factor, Query, Rule, TermReport, solve_delta
 from faq.kernel import Table
+from faq.kernel.paired import paired_at
 from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
 from semirings import Semiring
-from semirings.local import local_ops
+from semirings.local import LocalOps, local_ops
 
 __all__ = ["GROUPS", "Outcome", "affected_groups", "delta_rule", "recompute_groups", "solve"]
 
@@ -107,6 +108,9 @@ def recompute_groups(
     relations = {n: r.factor(S, n) for n, r in rels.items()}
     if not rule.head:
         return Outcome(solve(rule, S, relations, how), (), "recompute")
+    paired = _paired_at(rule, o, relations, groups, how)
+    if paired is not None:
+        return paired
     name = GROUPS
     while name in rule.relations:
         name = f"_{name}"
@@ -115,6 +119,28 @@ def recompute_groups(
     empty = Table(rule.head, tuple(c[:0] for c in groups.cols), g.values[:0])  # type: ignore[index]
     relations[name] = Factor.from_table(empty, S, name)
     return _terms(restricted, S, relations, {name: g}, how)
+
+
+def _paired_at(
+    rule: Rule, o: LocalOps, relations: Mapping[str, Factor], groups: Table, how: How
+) -> Outcome | None:
+    """:func:`recompute_groups` of a rule of two keyed atoms as lookups and one pair join
+    (:func:`faq.kernel.paired.paired_at`: a rederive step of a shortest-paths view), or
+    None where that does not apply (Spark asked for, a variable order or join method asked
+    for, a constant, what ``paired_at`` declines)."""
+    if not how.local or how.order != "auto" or how.join == "binary":
+        return None
+    if any(a.consts for a in rule.atoms):
+        return None
+    keyed = {n: f.source.keyed for n, f in relations.items()}
+    if any(k is None for k in keyed.values()):
+        return None
+    atoms = [(a.relation, a.vars) for a in rule.atoms]
+    got = paired_at(atoms, rule.head, o, keyed, groups.cols)  # type: ignore[arg-type]
+    if got is None:
+        return None
+    term = TermReport(0, False, "driver", got[1], ("pair",))
+    return Outcome(got[0], (term,), "driver")
 
 
 def solve(rule: Rule, S: Semiring, relations: Mapping[str, Factor], how: How) -> Table:

@@ -120,6 +120,38 @@ def test_touched_rows_of_a_keyed_relation_are_read_when_asked():
     assert res.change.to_dict() == {(): 2}  # 1·3·1 before; 1·4·1 + 1 (the loop 7, 7, 7) after
 
 
+def test_touched_rows_are_read_when_asked_on_the_general_path_too(monkeypatch):
+    """The general driver path (min-plus: no seeded tries) reads a keyed relation's rows at
+    its change's keys only when ``touched`` is read, and then gives the rows before the
+    change; a relation that is not keyed gives them from the lookups' own read."""
+    from faq import Factor, query, solve_delta
+
+    mp = semirings.MIN_PLUS
+    ops = local_ops(mp)
+    e = Table(("x0", "x1"), (np.array([1, 2, 2]), np.array([2, 3, 4])), np.array([1.0, 4.0, 2.0]))
+    d = Table(("x0",), (np.array([1, 2, 9]),), np.array([0.0, 5.0, 1.0]))
+    kt = KeyedTable.of(d, ops).replace(Table(("x0",), (np.array([2]),), np.array([3.0])))
+    q = query("Q(y) :- D(x), E(x, y)", semiring="min-plus")
+    reads = []
+    real_at = KeyedTable.at
+    monkeypatch.setattr(
+        KeyedTable, "at", lambda self, k: reads.append(len(k[0])) or real_at(self, k)
+    )
+    change = Factor.from_table(Table(("x0",), (np.array([2, 7]),), np.array([1.0, 1.0])), mp, "dD")
+    edges = Factor.from_table(e, mp, "E")
+    res = solve_delta(q, {"D": Factor.keyed(kt, mp, "D"), "E": edges}, {"D": change})
+    assert res.change.to_dict() == {(3,): 5.0, (4,): 3.0}
+    assert reads == []  # the change's answer needs no read of D
+    assert list(res.touched) == ["D"] and res.touched["D"].to_dict() == {(2,): 3.0}
+    assert reads == [2]
+    de = Table(("x0", "x1"), (np.array([2, 5]), np.array([3, 6])), np.array([1.0, 1.0]))
+    res = solve_delta(
+        q, {"D": Factor.keyed(kt, mp, "D"), "E": edges}, {"E": Factor.from_table(de, mp, "dE")}
+    )
+    assert res.change.to_dict() == {(3,): 4.0}
+    assert res.touched["E"].to_dict() == {(2, 3): 4.0}
+
+
 rows3 = st.lists(
     st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4), st.integers(-3, 3)),
     max_size=25,

@@ -1,0 +1,147 @@
+"""Rules of two atoms over keyed tables, by lookups and one pair join: no plan, no trie.
+
+A recursive rule such as ``D(y) :- D(x), E(x, y)`` (shortest paths, reachability)
+is, at each round of a maintained fixpoint, a semiring vector-times-matrix step:
+the rows of ``D`` that changed, joined with the rows of ``E`` they reach.  Here that
+step is what it is: one lookup of the other atom's rows in its
+:class:`faq.kernel.KeyedTable` (binary searches, no scan) and one
+:func:`faq.kernel.join.pair_join`.  :func:`paired_delta` is the delta rule's term
+(one relation changed); :func:`paired_at` is the rule's output at some keys of its
+head (the *rederive* step of delete-and-rederive).
+
+Both return exactly what the general path returns (:func:`faq.solve_delta`'s
+:meth:`~faq.delta_local.LocalDelta._pair_term`, which joins the same rows the same
+way), and decline (None) where they do not apply: not two atoms, a relation that
+appears twice, an atom that repeats a variable, a ⊕ that is not idempotent (the
+general kernel's sums run in another order, which floats and overflow checks can
+tell apart), or a join that :func:`~faq.kernel.join.pair_join` declines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from faq.kernel.join import pair_join
+from faq.kernel.keyed import KeyedTable
+from faq.kernel.merge import match_keys
+from faq.kernel.table import Table
+from semirings.local import LocalOps, distinct
+
+__all__ = ["paired_at", "paired_delta"]
+
+Atoms = Sequence[tuple[str, tuple[str, ...]]]
+
+
+def paired_delta(
+    atoms: Atoms,
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+) -> tuple[Table, int, tuple[str, ...]] | None:
+    """ΔQ of a rule of two atoms when one relation's change ``deltas`` is ⊕-ed in: the
+    change joined with the other atom's current rows that share its values, ⊗-multiplied
+    and ⊕-reduced onto ``head`` (no zeros); with the index of the changed atom and the
+    variables joined on, then the others.  None where it does not apply (see the module
+    docstring, and: not exactly one relation changed, the other one not keyed).
+
+    Parameters
+    ----------
+    atoms : sequence of (relation, variables)
+        The rule's two atoms (no constants).
+    head : tuple of str
+        The output variables.
+    ops : LocalOps
+        The semiring's operations (an idempotent ⊕).
+    keyed : mapping of str to KeyedTable
+        The relations before the change (the unchanged one at least).
+    deltas : mapping of str to Table
+        The consolidated change of one relation (columns by position).
+    """
+    pair = _pair(atoms, ops)
+    if pair is None or len(deltas) != 1:
+        return None
+    (ra, va), (rb, vb) = pair
+    if rb in deltas:
+        i, (ra, va), (rb, vb) = 1, (rb, vb), (ra, va)
+    else:
+        i = 0
+    if ra not in deltas or rb not in keyed:
+        return None
+    change = Table(va, deltas[ra].cols, deltas[ra].values)
+    shared = [v for v in va if v in vb]
+    if not shared:
+        return None
+    rows = keyed[rb].lookup([{vb.index(v): distinct(change.col(v)) for v in shared}])
+    other = Table(vb, rows.cols, rows.values)
+    left, right = (change, other) if i == 0 else (other, change)
+    got = pair_join(left, right, head, ops)
+    if got is None:
+        return None
+    rest = [v for v in (*left.vars, *right.vars) if v not in shared]
+    return got, i, (*shared, *dict.fromkeys(rest))
+
+
+def paired_at(
+    atoms: Atoms,
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    groups: Sequence[np.ndarray],
+) -> tuple[Table, tuple[str, ...]] | None:
+    """The output of a rule of two atoms at the keys ``groups`` of its head (one array per
+    head variable, distinct rows): the rows of an atom that holds every head variable at
+    those keys, joined with the other atom's rows that share their values; with the
+    variables joined on, then the others.  None where it does not apply (see the module
+    docstring, and: no head, no atom holding the whole head, a relation not keyed).
+
+    Parameters
+    ----------
+    atoms : sequence of (relation, variables)
+        The rule's two atoms (no constants).
+    head : tuple of str
+        The output variables (at least one).
+    ops : LocalOps
+        The semiring's operations (an idempotent ⊕).
+    keyed : mapping of str to KeyedTable
+        Both relations.
+    groups : sequence of numpy arrays
+        The head keys to compute.
+    """
+    pair = _pair(atoms, ops)
+    if pair is None or not head or any(rel not in keyed for rel, _ in pair):
+        return None
+    at = next((i for i, (_, vs) in enumerate(pair) if set(head) <= set(vs)), None)
+    if at is None:
+        return None
+    (ra, va), (rb, vb) = pair[at], pair[1 - at]
+    shared = [v for v in va if v in vb]
+    if not shared:
+        return None
+    rows = keyed[ra].lookup([{va.index(v): distinct(c) for v, c in zip(head, groups, strict=True)}])
+    mine = Table(va, rows.cols, rows.values)
+    if len(head) > 1:  # each column matched one of its values: keep the whole keys asked
+        hit, _ = match_keys(tuple(mine.col(v) for v in head), groups)
+        mine = mine.take(np.flatnonzero(hit))
+    found = keyed[rb].lookup([{vb.index(v): distinct(mine.col(v)) for v in shared}])
+    other = Table(vb, found.cols, found.values)
+    left, right = (mine, other) if at == 0 else (other, mine)
+    got = pair_join(left, right, head, ops)
+    if got is None:
+        return None
+    rest = [v for v in (*left.vars, *right.vars) if v not in shared]
+    return got, (*shared, *dict.fromkeys(rest))
+
+
+def _pair(
+    atoms: Atoms, ops: LocalOps
+) -> tuple[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] | None:
+    """The two atoms, or None where the module's functions do not apply."""
+    if len(atoms) != 2 or not ops.semiring.idempotent:
+        return None
+    (ra, va), (rb, vb) = ((rel, tuple(vs)) for rel, vs in atoms)
+    if ra == rb or len(set(va)) != len(va) or len(set(vb)) != len(vb):
+        return None
+    return (ra, va), (rb, vb)
