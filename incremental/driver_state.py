@@ -133,8 +133,13 @@ class LocalKeyed:
         return self._then(new, after), before, after
 
     def replace(self, new: Table, old: Table | None = None) -> LocalKeyed:
-        """``new``'s annotation at each of its keys (zero: removed)."""
-        return self._then(self.kt.replace(new), Table(self.vars, new.cols, new.values))
+        """``new``'s annotation at each of its keys (zero: removed); ``old``, the rows held
+        before at (at least) those keys, spares a search of the keyed table."""
+        present = None
+        if old is not None and new.rows:
+            present = int(match_keys(old.cols, new.cols)[0].sum()) if self.vars else old.rows
+        kt = self.kt.replace(new, present)
+        return self._then(kt, Table(self.vars, new.cols, new.values))
 
     def emptied(self, like: Sequence[np.ndarray]) -> LocalKeyed:
         """An empty relation with the key types of ``like``."""

@@ -202,7 +202,7 @@ class Fixpoint:
         for n in g.names:
             gone = marked[n]
             zeros = np.full(gone.rows, self.W.zero, dtype=self.o.dtype)
-            rest[n] = _replace(old[n], Table(gone.vars, gone.cols, zeros), self.o)
+            rest[n] = _replace(old[n], Table(gone.vars, gone.cols, zeros), gone)
         seeds: dict[str, list[Table]] = {n: [self.empty(n)] for n in g.names}
         for i in (*g.base, *g.recursive):
             r = self.p.rules[i]
@@ -469,8 +469,9 @@ def _put(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
     return kt.replace(t)
 
 
-def _replace(kt: LocalKeyed, t: Table, o: Any) -> LocalKeyed:
-    """``kt`` with ``t``'s annotation at each of its keys (zero: removed)."""
+def _replace(kt: LocalKeyed, t: Table, held: Table) -> LocalKeyed:
+    """``kt`` with ``t``'s annotation at each of its keys (zero: removed); ``held``: its
+    rows at those keys now."""
     if not t.rows or not kt.rows:
         return kt
-    return kt.replace(t)
+    return kt.replace(t, held)

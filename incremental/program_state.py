@@ -399,8 +399,9 @@ class ProgramState:
             refuse_negative(name, after, S.name)
             assert after.values is not None
             now = Table(keys, after.cols, after.values > 0)
-            new, old = changed_rows(rel.at(after.cols), now, o)
-            return rel.replace(new) if new.rows else rel, new_rows, Diff(old, new)
+            held = rel.at(after.cols)
+            new, old = changed_rows(held, now, o)
+            return rel.replace(new, held) if new.rows else rel, new_rows, Diff(old, new)
         ms = row_counts(name, keys, d, o)
         with multiplicities(name):
             new_rows, _, counts = rows.plus(ms)
@@ -410,8 +411,9 @@ class ProgramState:
         assert found.values is not None
         per_key = Table(keys, found.cols[:-1], found.cols[-1])
         now = at_groups(repeat_reduce(per_key, found.values, keys, o), Table(keys, at, None), o)
-        new, old = changed_rows(rel.at(at), now, o)
-        return rel.replace(new) if new.rows else rel, new_rows, Diff(old, new)
+        held = rel.at(at)
+        new, old = changed_rows(held, now, o)
+        return rel.replace(new, held) if new.rows else rel, new_rows, Diff(old, new)
 
 
 def _round_counts(rels: Any) -> np.ndarray:

@@ -125,3 +125,27 @@ def test_paired_functions_decline_what_they_do_not_cover():
     assert paired_at(atoms, ("x", "z"), mp, e, [np.array([1]), np.array([3])]) is None
     got = paired_delta(atoms, ("x", "z"), mp, e, {"E": d})
     assert got is not None and got[1:] == (0, ("y", "x", "z"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_replace_told_the_rows_held_keeps_the_same_contents_and_count(data):
+    """``LocalKeyed.replace(new, old)`` (the rows held at those keys read already, and
+    maybe more) gives the relation and row count of ``replace(new)``, which searches."""
+    S = data.draw(st.sampled_from(SEMIRINGS))
+    rel = LocalKeyed(_keyed(data.draw, S, 2))
+    new = _rows(data.draw, S, 2, 8)
+    if new.rows:
+        gone = np.array([data.draw(st.booleans()) for _ in range(new.rows)], dtype=bool)
+        vals = new.values.copy()
+        vals[gone] = S.zero
+        new = Table(new.vars, new.cols, vals)
+    extra = _rows(data.draw, S, 2, 4)
+    both = [np.concatenate([a, b]) for a, b in zip(new.cols, extra.cols, strict=True)]
+    held = rel.at(both) if len(both[0]) else rel.at(new.cols)
+    told, searched = rel.replace(new, held), rel.replace(new)
+    assert told.rows == searched.rows == told.table().rows
+    assert (
+        Factor.from_table(told.table(), S, "R").to_dict()
+        == Factor.from_table(searched.table(), S, "R").to_dict()
+    )

@@ -398,24 +398,26 @@ class KeyedTable:
             return self
         return KeyedTable.of(self.table(), self.ops)
 
-    def replace(self, new: Table) -> KeyedTable:
+    def replace(self, new: Table, present: int | None = None) -> KeyedTable:
         """A keyed table whose annotation at each key of ``new`` is ``new``'s (zero: removed).
 
-        ``new`` has distinct keys.  Other keys keep their annotations.
+        ``new`` has distinct keys.  Other keys keep their annotations.  ``present``: how
+        many keys of ``new`` the table holds now, when the caller has read them already
+        (else they are searched for).
         """
         new = _with_values(Table(self.vars, new.cols, new.values), self.ops)
         if new.rows == 0:
             return self
-        return self._replaced(new, self.at(new.cols))
+        return self._replaced(new, self.at(new.cols).rows if present is None else present)
 
     def _replaced(
-        self, new: Table, old: Table, known: tuple[np.ndarray, np.ndarray] | None = None
+        self, new: Table, present: int, known: tuple[np.ndarray, np.ndarray] | None = None
     ) -> KeyedTable:
-        """:meth:`replace` by ``new`` (distinct keys, annotations present, rows), whose
-        keys hold the rows ``old`` now; ``known``: for each key of ``new``, its row in the
+        """:meth:`replace` by ``new`` (distinct keys, annotations present, rows), of whose
+        keys ``present`` are held now; ``known``: for each key of ``new``, its row in the
         overrides (-1: none) and the base's annotation (zero: none), when the caller has
         searched for them already."""
-        rows = self.rows - old.rows + int(self.ops.nonzero(new.values).sum())
+        rows = self.rows - present + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
         stale = np.zeros(self.over.rows, dtype=bool)
@@ -533,7 +535,7 @@ class KeyedTable:
         else:
             both = concat([_with_values(old, self.ops), delta], self.ops)
             summed = sum_keeping_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
-        return self._replaced(summed, old), old, summed
+        return self._replaced(summed, old.rows), old, summed
 
     def _plus_integer(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """:meth:`plus` of a consolidated ``delta`` for integer annotations: each key searched
@@ -554,7 +556,7 @@ class KeyedTable:
         else:  # new keys only: the sums are the change
             sums = np.asarray(delta.values, dtype=self.ops.dtype)
         summed = Table(self.vars, delta.cols, sums)
-        return self._replaced(summed, old, (in_over, base_at)), old, summed
+        return self._replaced(summed, old.rows, (in_over, base_at)), old, summed
 
 
 @dataclass(frozen=True)
