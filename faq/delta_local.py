@@ -69,7 +69,8 @@ class TermReport:
         The variable order of the term's plan.
     methods : tuple of str
         Each step's join method (``"wcoj"`` or ``"binary"``; ``"pair"``: a term of two
-        atoms joined in one step by :func:`faq.kernel.join.pair_join`).
+        atoms joined in one step by :func:`faq.kernel.join.pair_join`; ``"lookup"``: a
+        rule of one atom read at the keys asked, :func:`faq.kernel.paired.paired_at`).
     purpose : str
         Empty for the change of the answer; a caller that runs the rule for
         something else says what (an incremental view's "affected groups").

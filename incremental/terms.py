@@ -124,8 +124,8 @@ def recompute_groups(
 def _paired_at(
     rule: Rule, o: LocalOps, relations: Mapping[str, Factor], groups: Table, how: How
 ) -> Outcome | None:
-    """:func:`recompute_groups` of a rule of two keyed atoms as lookups and one pair join
-    (:func:`faq.kernel.paired.paired_at`: a rederive step of a shortest-paths view), or
+    """:func:`recompute_groups` of a rule of one or two keyed atoms as lookups and one pair
+    join (:func:`faq.kernel.paired.paired_at`: a rederive step of a shortest-paths view), or
     None where that does not apply (Spark asked for, a variable order or join method asked
     for, a constant, what ``paired_at`` declines)."""
     if not how.local or how.order != "auto" or how.join == "binary":
@@ -139,7 +139,7 @@ def _paired_at(
     got = paired_at(atoms, rule.head, o, keyed, groups.cols)  # type: ignore[arg-type]
     if got is None:
         return None
-    term = TermReport(0, False, "driver", got[1], ("pair",))
+    term = TermReport(0, False, "driver", got[1], ("pair",) if len(atoms) == 2 else ("lookup",))
     return Outcome(got[0], (term,), "driver")
 
 

@@ -7,11 +7,13 @@ step is what it is: one lookup of the other atom's rows in its
 :class:`faq.kernel.KeyedTable` (binary searches, no scan) and one
 :func:`faq.kernel.join.pair_join`.  :func:`paired_delta` is the delta rule's term
 (one relation changed); :func:`paired_at` is the rule's output at some keys of its
-head (the *rederive* step of delete-and-rederive).
+head (the *rederive* step of delete-and-rederive), also for a rule of one atom
+(``D(x) :- S(x)``: the atom's rows at those keys).
 
 Both return exactly what the general path returns (:func:`faq.solve_delta`'s
 :meth:`~faq.delta_local.LocalDelta._pair_term`, which joins the same rows the same
-way), and decline (None) where they do not apply: not two atoms, a relation that
+way), and decline (None) where they do not apply: not two atoms (one or two for
+``paired_at``), a relation that
 appears twice, an atom that repeats a variable, a ⊕ that is not idempotent (the
 general kernel's sums run in another order, which floats and overflow checks can
 tell apart), or a join that :func:`~faq.kernel.join.pair_join` declines.
@@ -26,7 +28,7 @@ import numpy as np
 from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import match_keys
-from faq.kernel.table import Table
+from faq.kernel.table import Table, group_reduce
 from semirings.local import LocalOps, distinct
 
 __all__ = ["paired_at", "paired_delta"]
@@ -60,8 +62,8 @@ def paired_delta(
     deltas : mapping of str to Table
         The consolidated change of one relation (columns by position).
     """
-    pair = _pair(atoms, ops)
-    if pair is None or len(deltas) != 1:
+    pair = _atoms(atoms, ops)
+    if pair is None or len(pair) != 2 or len(deltas) != 1:
         return None
     (ra, va), (rb, vb) = pair
     if rb in deltas:
@@ -91,40 +93,45 @@ def paired_at(
     keyed: Mapping[str, KeyedTable],
     groups: Sequence[np.ndarray],
 ) -> tuple[Table, tuple[str, ...]] | None:
-    """The output of a rule of two atoms at the keys ``groups`` of its head (one array per
-    head variable, distinct rows): the rows of an atom that holds every head variable at
-    those keys, joined with the other atom's rows that share their values; with the
-    variables joined on, then the others.  None where it does not apply (see the module
-    docstring, and: no head, no atom holding the whole head, a relation not keyed).
+    """The output of a rule of one or two atoms at the keys ``groups`` of its head (one
+    array per head variable, distinct rows): the rows of an atom that holds every head
+    variable at those keys, joined with the other atom's rows that share their values (or
+    ⊕-reduced onto the head, for one atom); with the variables joined on, then the
+    others.  None where it does not apply (see the module docstring, and: no head, no
+    atom holding the whole head, a relation not keyed).
 
     Parameters
     ----------
     atoms : sequence of (relation, variables)
-        The rule's two atoms (no constants).
+        The rule's one or two atoms (no constants).
     head : tuple of str
         The output variables (at least one).
     ops : LocalOps
         The semiring's operations (an idempotent ⊕).
     keyed : mapping of str to KeyedTable
-        Both relations.
+        The relations.
     groups : sequence of numpy arrays
         The head keys to compute.
     """
-    pair = _pair(atoms, ops)
+    pair = _atoms(atoms, ops)
     if pair is None or not head or any(rel not in keyed for rel, _ in pair):
         return None
     at = next((i for i, (_, vs) in enumerate(pair) if set(head) <= set(vs)), None)
     if at is None:
         return None
-    (ra, va), (rb, vb) = pair[at], pair[1 - at]
-    shared = [v for v in va if v in vb]
-    if not shared:
-        return None
+    ra, va = pair[at]
     rows = keyed[ra].lookup([{va.index(v): distinct(c) for v, c in zip(head, groups, strict=True)}])
     mine = Table(va, rows.cols, rows.values)
     if len(head) > 1:  # each column matched one of its values: keep the whole keys asked
         hit, _ = match_keys(tuple(mine.col(v) for v in head), groups)
         mine = mine.take(np.flatnonzero(hit))
+    if len(pair) == 1:  # the atom's rows at those keys, ⊕-reduced onto the head
+        out = Table(head, tuple(mine.col(v) for v in head), mine.values, unique=False)
+        return group_reduce(out, head, ops), tuple(v for v in va if v not in head)
+    rb, vb = pair[1 - at]
+    shared = [v for v in va if v in vb]
+    if not shared:
+        return None
     found = keyed[rb].lookup([{vb.index(v): distinct(mine.col(v)) for v in shared}])
     other = Table(vb, found.cols, found.values)
     left, right = (mine, other) if at == 0 else (other, mine)
@@ -135,13 +142,11 @@ def paired_at(
     return got, (*shared, *dict.fromkeys(rest))
 
 
-def _pair(
-    atoms: Atoms, ops: LocalOps
-) -> tuple[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] | None:
-    """The two atoms, or None where the module's functions do not apply."""
-    if len(atoms) != 2 or not ops.semiring.idempotent:
+def _atoms(atoms: Atoms, ops: LocalOps) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """The one or two atoms, or None where the module's functions do not apply."""
+    out = tuple((rel, tuple(vs)) for rel, vs in atoms)
+    if len(out) not in (1, 2) or not ops.semiring.idempotent:
         return None
-    (ra, va), (rb, vb) = ((rel, tuple(vs)) for rel, vs in atoms)
-    if ra == rb or len(set(va)) != len(va) or len(set(vb)) != len(vb):
+    if len({rel for rel, _ in out}) != len(out) or any(len(set(vs)) != len(vs) for _, vs in out):
         return None
-    return (ra, va), (rb, vb)
+    return out
