@@ -119,6 +119,11 @@ class LocalKeyed:
         """The rows whose whole key is one of ``keys``."""
         return self.kt.at(keys)
 
+    def values_at(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """The annotation at each row of ``keys`` (zero where there is none; a key of at
+        least one column)."""
+        return self.kt.values_at(keys)
+
     def matching(self, keys: Sequence[np.ndarray]) -> Table:
         """The rows whose leading key columns are one of ``keys``."""
         if not keys:

@@ -241,9 +241,8 @@ class Fixpoint:
                 if not cand[n]:
                     continue
                 c = self.merge(cand[n])
-                keys = Table(c.vars, c.cols, None)
-                was = at_groups(old[n].at(c.cols), keys, self.o).values
-                assert was is not None and c.values is not None
+                was = self._values_at(old[n], c)
+                assert c.values is not None
                 hit = self.o.nonzero(was)
                 if tight:
                     hit &= _close(c.values, was)
@@ -397,8 +396,13 @@ class Fixpoint:
         """The rows of ``cand`` that improve ``state`` (idempotent ⊕), with the new values."""
         if not cand.rows or not state.rows:
             return cand
-        cur = state.at(cand.cols)
-        return changed_rows(cur, self.merge([cur, cand]), self.o)[0]
+        if not cand.vars:
+            cur = state.at(cand.cols)
+            return changed_rows(cur, self.merge([cur, cand]), self.o)[0]
+        was = state.values_at(cand.cols)  # cand has distinct keys (a merge's)
+        now = self._plus(was, cand.values)
+        keep = np.flatnonzero(~equal(now, was))
+        return Table(cand.vars, tuple(c[keep] for c in cand.cols), now[keep])
 
     def _plus(self, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
         """``a ⊕ b`` elementwise."""
@@ -431,9 +435,22 @@ class Fixpoint:
         # the distinct keys, whatever their values (a ⊕ of them could cancel to zero)
         cols = distinct_keys(concat(keys, self.o).cols)
         at = Table(before.vars, cols, None)
-        now = at_groups(after.at(cols), at, self.o)
-        new, was = changed_rows(before.at(cols), now, self.o)
-        return Diff(was, new)
+        if not at.vars:
+            now = at_groups(after.at(cols), at, self.o)
+            new, was = changed_rows(before.at(cols), now, self.o)
+            return Diff(was, new)
+        a, b = after.values_at(cols), before.values_at(cols)
+        pick = np.flatnonzero(~equal(a, b))
+        picked = tuple(c[pick] for c in cols)
+        return Diff(Table(at.vars, picked, b[pick]), Table(at.vars, picked, a[pick]))
+
+    def _values_at(self, rel: LocalKeyed, keys: Table) -> np.ndarray:
+        """``rel``'s annotation at each key of ``keys`` (zero where it has none)."""
+        if keys.vars:
+            return rel.values_at(keys.cols)
+        got = at_groups(rel.at(keys.cols), keys, self.o).values
+        assert got is not None
+        return got
 
     def merge(self, parts: list[Table]) -> Table:
         """The tables ⊕-combined (empty ones skipped: their key types may differ)."""

@@ -152,3 +152,22 @@ def test_a_replace_told_the_rows_held_keeps_the_same_contents_and_count(data):
         Factor.from_table(told.table(), S, "R").to_dict()
         == Factor.from_table(searched.table(), S, "R").to_dict()
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_values_at_gives_each_keys_annotation_or_zero(data):
+    """``KeyedTable.values_at``: the current annotation at each key asked (repeats and
+    absent keys included, zero there), by the searches or, for keys that are not integers,
+    through the prefix path."""
+    S = data.draw(st.sampled_from(SEMIRINGS))
+    kt = _keyed(data.draw, S, 2)
+    held = Factor.from_table(kt.table(), S, "R").to_dict()
+    keys = data.draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1))
+    cols = [np.array([k[i] for k in keys], dtype=np.int64) for i in range(2)]
+    got = kt.values_at(cols).tolist()
+    assert got == [held.get(k, S.zero) for k in keys]
+    words = [np.array([f"n{a}" for a in c]) for c in kt.table().cols]
+    named = KeyedTable.of(Table(("a", "b"), tuple(words), kt.table().values), kt.ops)
+    asked = [np.array([f"n{a}" for a in c]) for c in cols]
+    assert named.values_at(asked).tolist() == got

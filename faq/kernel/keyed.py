@@ -38,7 +38,7 @@ from faq.kernel.merge import (
     whole_key_index,
     whole_key_rows,
 )
-from faq.kernel.table import Table, concat, group_reduce, ranges, sum_keeping_zeros
+from faq.kernel.table import Table, concat, drop_zeros, group_reduce, ranges, sum_keeping_zeros
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
@@ -87,22 +87,34 @@ class KeyedTable:
         if self.over.rows == 0:
             return self.base
         if not self.vars:
-            return _drop_zeros(self.over, self.ops)
+            return drop_zeros(self.over, self.ops)
         in_over, _ = match_keys(self.base.cols, self.over.cols)
         kept = self.base.take(np.flatnonzero(~in_over))
-        return Table(self.vars, *_cat(kept, _drop_zeros(self.over, self.ops)))
+        return Table(self.vars, *_cat(kept, drop_zeros(self.over, self.ops)))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
-        """The current rows whose whole key is one of ``keys`` (one array per column):
-        by binary searches in the base's trie and the overrides (:meth:`_at_searched`)
-        for integer annotations, or boolean and float ones over integer keys (a
-        shortest-paths view's distances); as :meth:`at_prefix` finds them otherwise."""
+        """The current rows whose whole key is one of ``keys`` (one array per column): by
+        binary searches (:meth:`_at_searched`) where :meth:`_searched`, else by prefix."""
         if not self.vars:
             return self.table()
+        return self._at_searched(keys) if self._searched() else self._leading(keys)
+
+    def _searched(self) -> bool:  # integer annotations, or boolean and float ones over integers
         kind = np.dtype(self.ops.dtype).kind
-        if kind in "iu" or (kind in "bf" and all(c.dtype.kind in "iu" for c in self.base.cols)):
-            return self._at_searched(keys)
-        return self._leading(keys)
+        return kind in "iu" or (kind in "bf" and all(c.dtype.kind in "iu" for c in self.base.cols))
+
+    def values_at(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+        """The current annotation at each row of ``keys`` (one array per column, at least
+        one column; repeats allowed), the semiring's zero where there is none."""
+        out = np.repeat(np.asarray([self.ops.semiring.zero], dtype=self.ops.dtype), len(keys[0]))
+        if self.vars and self._searched():  # aligned by the searches themselves
+            _, _, current, present = self._current(keys)
+            out[present] = current[present]
+            return out
+        rows = self.at(keys)
+        found, at = match_keys(keys, rows.cols)
+        out[found] = rows.values[at[found]]  # type: ignore[index]
+        return out
 
     def at_prefix(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose leading ``len(keys)`` columns are one of ``keys`` (one
@@ -114,10 +126,11 @@ class KeyedTable:
     def _leading(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose leading columns are one of ``keys``.  A key of several
         columns is found by binary search in a sorted code of the whole key
-        (:meth:`_whole_key_rows`), built once per base: the column-by-column lookup would
-        read every row of a frequent value (a hub's edges) first."""
+        (:func:`faq.kernel.merge.whole_key_rows`), built once per base: the column-by-column
+        lookup would read every row of a frequent value (a hub's edges) first."""
         k = len(keys)
-        pos = self._whole_key_rows(keys) if len(self.vars) > 1 else None
+        idx = self._whole_key_index() if len(self.vars) > 1 else None
+        pos = None if idx is None else whole_key_rows(idx, keys)  # None: keys of another type
         if pos is None:
             rows = self.lookup([{i: distinct(c) for i, c in enumerate(keys)}])
             hit, _ = match_keys(rows.cols[:k], keys)
@@ -127,14 +140,7 @@ class KeyedTable:
             return base
         over = self._over_prefix(keys)
         base = base.take(np.flatnonzero(~self._in_over(base.cols)))
-        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
-
-    def _whole_key_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
-        """Sorted positions in ``base`` of the rows whose leading columns are one of
-        ``keys`` (:func:`faq.kernel.merge.whole_key_rows`), or None without a whole-key
-        code (see :meth:`_whole_key_index`)."""
-        idx = self._whole_key_index()
-        return None if idx is None else whole_key_rows(idx, keys)
+        return Table(self.vars, *_cat(base, drop_zeros(over, self.ops)))
 
     def _whole_key_index(self) -> WholeKeyIndex | None:
         """The base's :func:`faq.kernel.merge.whole_key_index`, built once per base."""
@@ -195,7 +201,7 @@ class KeyedTable:
             mask[self._over_meeting(c)] = True
         over = self.over.take(np.flatnonzero(mask))
         base = base.take(np.flatnonzero(~self._in_over(base.cols)))
-        return Table(self.vars, *_cat(base, _drop_zeros(over, self.ops)))
+        return Table(self.vars, *_cat(base, drop_zeros(over, self.ops)))
 
     def _in_over(self, keys: Sequence[np.ndarray]) -> np.ndarray:
         """For each row of whole ``keys``: whether the overrides hold it."""
@@ -588,13 +594,6 @@ def _cat(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
     assert a.values is not None and b.values is not None
     return cols, np.concatenate([a.values, b.values])
-
-
-def _drop_zeros(t: Table, ops: LocalOps) -> Table:
-    if t.values is None or t.rows == 0:
-        return t
-    keep = ops.nonzero(t.values)
-    return t if keep.all() else t.take(np.flatnonzero(keep))
 
 
 def _consolidated(t: Table, ops: LocalOps) -> Table:
