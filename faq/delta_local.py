@@ -36,7 +36,7 @@ from faq.rule import Atom, Rule
 from faq.spark.convert import arrow_to_table
 from faq.spark.reach import collect_bounded, matching
 from semirings import Semiring
-from semirings.local import count_distinct, distinct, local_ops
+from semirings.local import LocalOps, count_distinct, distinct, local_ops
 
 __all__ = [
     "DeltaResult",
@@ -45,6 +45,7 @@ __all__ = [
     "TermReport",
     "Touched",
     "empty_change",
+    "keyed_terms",
     "split_rule",
 ]
 
@@ -188,6 +189,53 @@ class _Term:
     skipped: bool = False
 
 
+def keyed_terms(
+    rule: Rule, ops: LocalOps, keyed: Mapping[str, KeyedTable], deltas: Mapping[str, Table]
+) -> tuple[Table, tuple[TermReport, ...]] | None:
+    """ΔQ of ``rule`` when ``deltas`` are ⊕-ed into relations all held as keyed tables, by
+    the runners made for them, and a report per term; None where none applies (the
+    general driver path runs then).
+
+    * Annotations in a ring of integers: every term as seeded joins on the relations'
+      tries (:func:`faq.kernel.seeded.seeded_delta`).
+    * A rule of two atoms with one relation changed, ⊕ idempotent: one lookup of the
+      other atom's rows and one pair join (:func:`faq.kernel.paired.paired_delta`).
+
+    ``deltas`` are consolidated and non-empty (columns by position); an atom with a
+    constant is declined (these runners read columns by position).
+    """
+    if any(a.consts for a in rule.atoms) or any(n not in keyed for n in rule.relations):
+        return None
+
+    def skipped(i: int) -> bool:  # another relation of term i is empty: nothing to join
+        return any(
+            j != i and keyed[b.relation].rows == 0 and not (j < i and b.relation in deltas)
+            for j, b in enumerate(rule.atoms)
+        )
+
+    atoms = [(a.relation, a.vars) for a in rule.atoms]
+    got = seeded_delta(atoms, rule.head, ops, keyed, deltas)
+    if got is not None:
+        change, plans = got
+        report = tuple(
+            TermReport(i, skipped=True)
+            if skipped(i)
+            else TermReport(i, False, "driver", o, ("wcoj",))
+            for i, o in plans
+        )
+        return change, report
+    paired = paired_delta(atoms, rule.head, ops, keyed, deltas)
+    if paired is None:
+        return None
+    change, i, order = paired
+    term = (
+        TermReport(i, skipped=True)
+        if skipped(i)
+        else TermReport(i, False, "driver", order, ("pair",))
+    )
+    return change, (term,)
+
+
 class LocalDelta:
     """The delta rule in the driver: rounds of lookups, then each term on the local kernel."""
 
@@ -212,7 +260,7 @@ class LocalDelta:
         self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
 
     def run(self) -> DeltaResult:
-        fast = self._on_tries() or self._on_pair()
+        fast = self._on_keyed()
         if fast is not None:
             return fast
         terms = []
@@ -249,55 +297,20 @@ class LocalDelta:
             Touched(self.keyed, self.deltas, self.S, touched),  # keyed ones read when asked
         )
 
-    def _on_tries(self) -> DeltaResult | None:
-        """Every term as seeded joins on the keyed relations' tries
-        (:func:`faq.kernel.seeded.seeded_delta`), or None where that does not apply: a
-        relation not keyed, annotations not in a ring of integers, a binary join or a
-        given variable order asked for, a repeated variable, a constant in an atom."""
+    def _on_keyed(self) -> DeltaResult | None:
+        """Every term by the runners made for keyed relations (:func:`keyed_terms`), or
+        None where they do not apply, or a relation is not keyed, or a binary join or a
+        variable order is asked for."""
         if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
             return None
-        if any(a.consts for a in self.rule.atoms):  # atoms read columns by position
-            return None
-        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
-        got = seeded_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
+        got = keyed_terms(self.rule, self.ops, self.keyed, self.deltas)
         if got is None:
             return None
-        change, plans = got
-        report = [
-            TermReport(i, skipped=True)
-            if self._empty_other(i)
-            else TermReport(i, False, "driver", order, ("wcoj",))
-            for i, order in plans
-        ]
         return DeltaResult(
-            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
+            Factor.from_table(got[0], self.S, f"Δ{self.rule.name}"),
             "driver",
-            tuple(report),
+            got[1],
             Touched(self.keyed, self.deltas, self.S),  # read when asked: a view never asks
-        )
-
-    def _on_pair(self) -> DeltaResult | None:
-        """A rule of two atoms with one relation changed, as one lookup of the other
-        atom's keyed rows and one pair join (:func:`faq.kernel.paired.paired_delta`): no
-        hop plan, no narrowing, no probe of the changed relation; or None where that does
-        not apply (what :meth:`_pair_term` declines, and a relation not keyed)."""
-        if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
-            return None
-        if any(a.consts for a in self.rule.atoms):
-            return None
-        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
-        got = paired_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
-        if got is None:
-            return None
-        change, i, order = got
-        term = TermReport(i, skipped=True)
-        if not self._empty_other(i):
-            term = TermReport(i, False, "driver", order, ("pair",))
-        return DeltaResult(
-            Factor.from_table(change, self.S, f"Δ{self.rule.name}"),
-            "driver",
-            (term,),
-            Touched(self.keyed, self.deltas, self.S),
         )
 
     def _empty_other(self, i: int) -> bool:

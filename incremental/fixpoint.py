@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from faq import Factor, Program, Query, solve_delta
+from faq.delta_local import keyed_terms
 from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
 from faq.plan import (
     idempotent_on,
@@ -68,6 +69,7 @@ from faq.plan import (
     outside_domain,
     overflowed,
 )
+from faq.plan.physical import delta_in_driver
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime, step_semiring
@@ -375,8 +377,24 @@ class Fixpoint:
 
     # -- helpers ------------------------------------------------------------------------------
     def delta(self, i: int, rels: Mapping[str, LocalKeyed], changes: dict[str, Table]) -> Table:
-        """The delta terms of rule ``i`` for ``changes`` ⊕-ed into ``rels``."""
+        """The delta terms of rule ``i`` for ``changes`` ⊕-ed into ``rels``: by the runners
+        made for keyed relations where they apply and the driver may run the step (what
+        :func:`faq.solve_delta` would choose, without building its factors), else by
+        ``solve_delta``."""
         r = self.p.rules[i]
+        live = {m: t for m, t in changes.items() if t.rows}
+        rows = max((t.rows for t in live.values()), default=0)
+        here = self.how.order == "auto" and self.how.join != "binary"
+        if live and here and delta_in_driver(rows, self.how.local)[0]:
+            keyed = {m: rels[m].kt for m in r.relations}
+            cons = {
+                m: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, self.o)
+                for m, t in live.items()
+            }
+            got = keyed_terms(r, self.o, keyed, cons)
+            if got is not None:
+                self.report(got[1], "driver")
+                return self.renamed(r.name, got[0])
         res = solve_delta(
             self.queries[i],
             {m: rels[m].factor(self.W, m) for m in r.relations},

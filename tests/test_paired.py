@@ -171,3 +171,23 @@ def test_values_at_gives_each_keys_annotation_or_zero(data):
     named = KeyedTable.of(Table(("a", "b"), tuple(words), kt.table().values), kt.ops)
     asked = [np.array([f"n{a}" for a in c]) for c in cols]
     assert named.values_at(asked).tolist() == got
+
+
+def test_a_shortest_paths_view_runs_its_dred_steps_paired():
+    """A tick of a maintained shortest-paths program runs its over-delete, rederive and
+    improving steps as lookups and pair joins in the driver (no plan), and its answer is
+    the batch solve's."""
+    import pandas as pd
+
+    from incremental import IncrementalView
+
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    edges = pd.DataFrame({"src": [0, 1, 0, 2], "dst": [1, 2, 2, 3], "value": [1.0, 1.0, 5.0, 1.0]})
+    view = IncrementalView(sp, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=edges)
+    gone = pd.DataFrame({"src": [1, 0], "dst": [2, 3], "value": [1.0, 9.0], "_weight": [-1, 1]})
+    view.step(E=gone)
+    step = view.last_step
+    assert step is not None and step.terms
+    assert {t.methods for t in step.terms} <= {("pair",), ("lookup",)}
+    assert {t.where for t in step.terms} == {"driver"}
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 5.0, (3,): 6.0}
