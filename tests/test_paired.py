@@ -191,3 +191,25 @@ def test_a_shortest_paths_view_runs_its_dred_steps_paired():
     assert {t.methods for t in step.terms} <= {("pair",), ("lookup",)}
     assert {t.where for t in step.terms} == {"driver"}
     assert view.result().to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 5.0, (3,): 6.0}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_at_prefix_one_column_short_reads_the_tries_children(data):
+    """``KeyedTable.at_prefix`` with integer keys one column short of the key (read as the
+    children of their nodes in the base's trie) gives every current row under those
+    prefixes (overrides and removals included, repeated prefixes read once), as a model
+    and the whole-key path over the same rows with string keys do."""
+    S = data.draw(st.sampled_from(SEMIRINGS))
+    kt = _keyed(data.draw, S, 3)
+    held = Factor.from_table(kt.table(), S, "R").to_dict()
+    asked = data.draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1))
+    cols = [np.array([k[i] for k in asked], dtype=np.int64) for i in range(2)]
+    got = kt.at_prefix(cols)
+    want = {k: v for k, v in held.items() if k[:2] in set(asked)}
+    assert got.rows == len(want)
+    assert Factor.from_table(got, S, "R").to_dict() == want
+    words = [np.array([f"n{a}" for a in c]) for c in kt.table().cols]
+    named = KeyedTable.of(Table(("a", "b", "c"), tuple(words), kt.table().values), kt.ops)
+    other = named.at_prefix([np.array([f"n{a}" for a in c]) for c in cols])
+    assert other.rows == len(want)

@@ -6,12 +6,10 @@ current annotation of the keys changed since the base was last rewritten (the
 semiring's zero for a key that is gone).  Reading the rows whose column ``k``
 takes one of a few values costs a binary search in a sorted copy of that column
 of the base (built once per rewrite) and a scan of the overrides; changing a
-few keys copies only the overrides.  Once the overrides outgrow the
-``log_rows`` and ``log_fraction`` settings (:mod:`faq.plan.settings`) of the
-base, they are folded into a new base: for integer annotations by merging them into the
-base's tries on a helper thread while ticks go on (:meth:`KeyedTable.replace`), so that no
-tick pays for the whole relation; otherwise at once (one sort, amortised over the changes
-that filled them).
+few keys copies only the overrides.  Past the ``log_rows`` and ``log_fraction`` settings
+(:mod:`faq.plan.settings`), the overrides are folded into a new base: for integer
+annotations merged into the base's tries on a helper thread while ticks go on
+(:meth:`KeyedTable.replace`: no tick pays for the whole relation); otherwise at once.
 
 The delta rule (:mod:`faq.delta`) reads a relation held this way
 (:meth:`faq.Factor.keyed`) by these lookups, so an incremental view whose state
@@ -31,6 +29,7 @@ import numpy as np
 from faq.kernel.merge import (
     WholeKeyIndex,
     changed_rows,
+    children_rows,
     mask_at,
     match_keys,
     merged_tries,
@@ -124,18 +123,22 @@ class KeyedTable:
         return self._leading(keys)
 
     def _leading(self, keys: Sequence[np.ndarray]) -> Table:
-        """The current rows whose leading columns are one of ``keys``.  A key of several
-        columns is found by binary search in a sorted code of the whole key
-        (:func:`faq.kernel.merge.whole_key_rows`), built once per base: the column-by-column
-        lookup would read every row of a frequent value (a hub's edges) first."""
+        """The current rows whose leading columns are one of ``keys``: integers one column
+        short of the key, as the children of their nodes in the base's trie; else by binary
+        search in a sorted code of the whole key (:func:`faq.kernel.merge.whole_key_rows`),
+        built once per base.  (Column by column, a hub's edges would all be read first.)"""
         k = len(keys)
-        idx = self._whole_key_index() if len(self.vars) > 1 else None
-        pos = None if idx is None else whole_key_rows(idx, keys)  # None: keys of another type
-        if pos is None:
-            rows = self.lookup([{i: distinct(c) for i, c in enumerate(keys)}])
-            hit, _ = match_keys(rows.cols[:k], keys)
-            return rows.take(np.flatnonzero(hit))
-        base = self.base.take(pos)
+        if k == len(self.vars) - 1 and all(c.dtype.kind in "iu" for c in (*keys, *self.base.cols)):
+            perm, starts = group_starts(keys)  # each node's children once
+            tr = self.trie(tuple(range(k + 1)))
+            base = Table(self.vars, *children_rows(tr, [c[perm[starts]] for c in keys]))
+        else:
+            idx = self._whole_key_index() if len(self.vars) > 1 else None
+            pos = None if idx is None else whole_key_rows(idx, keys)  # None: keys of other types
+            if pos is None:
+                rows = self.lookup([{i: distinct(c) for i, c in enumerate(keys)}])
+                return rows.take(np.flatnonzero(match_keys(rows.cols[:k], keys)[0]))
+            base = self.base.take(pos)
         if self.over.rows == 0:
             return base
         over = self._over_prefix(keys)
@@ -405,12 +408,9 @@ class KeyedTable:
         return KeyedTable.of(self.table(), self.ops)
 
     def replace(self, new: Table, present: int | None = None) -> KeyedTable:
-        """A keyed table whose annotation at each key of ``new`` is ``new``'s (zero: removed).
-
-        ``new`` has distinct keys.  Other keys keep their annotations.  ``present``: how
-        many keys of ``new`` the table holds now, when the caller has read them already
-        (else they are searched for).
-        """
+        """A keyed table whose annotation at each key of ``new`` (distinct keys) is ``new``'s
+        (zero: removed), the others kept.  ``present``: how many keys of ``new`` the table
+        holds now, when the caller has read them already (else they are searched for)."""
         new = _with_values(Table(self.vars, new.cols, new.values), self.ops)
         if new.rows == 0:
             return self

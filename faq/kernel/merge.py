@@ -33,6 +33,7 @@ from semirings.local import (
 )
 
 __all__ = [
+    "children_rows",
     "WholeKeyIndex",
     "changed_rows",
     "mask_at",
@@ -68,6 +69,22 @@ def search_trie(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.nd
     at = np.full(n, -1, dtype=np.int64)
     at[alive] = node
     return found, at
+
+
+def children_rows(
+    tr: Trie, keys: Sequence[np.ndarray]
+) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
+    """The rows of ``tr`` whose leading columns are one of ``keys`` (distinct rows, one
+    column fewer than ``tr`` has levels): each key's node found by :func:`search_trie`,
+    then its children read as one run (no sort, no scan).  Their columns and annotations
+    (None where ``tr`` has none)."""
+    found, node = search_trie(tr, keys)
+    d, at = len(keys), node[found]
+    lo = tr.starts[d][at]
+    count = tr.starts[d][at + 1] - lo
+    leaves = ranges(lo, count)
+    cols = tuple(np.repeat(np.asarray(c)[found], count) for c in keys)
+    return (*cols, tr.vals[d][leaves]), None if tr.values is None else tr.values[leaves]
 
 
 def match_keys(
