@@ -213,3 +213,7 @@ def test_at_prefix_one_column_short_reads_the_tries_children(data):
     named = KeyedTable.of(Table(("a", "b", "c"), tuple(words), kt.table().values), kt.ops)
     other = named.at_prefix([np.array([f"n{a}" for a in c]) for c in cols])
     assert other.rows == len(want)
+    a, b, c = kt.table().cols  # a last column of floats (weights kept as a key): the trie too
+    weighted = KeyedTable.of(Table(("a", "b", "c"), (a, b, c / 2.0), kt.table().values), kt.ops)
+    halved = Factor.from_table(weighted.at_prefix(cols), S, "R").to_dict()
+    assert halved == {(x, y, z / 2.0): v for (x, y, z), v in want.items()}

@@ -124,11 +124,11 @@ class KeyedTable:
 
     def _leading(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose leading columns are one of ``keys``: integers one column
-        short of the key, as the children of their nodes in the base's trie; else by binary
-        search in a sorted code of the whole key (:func:`faq.kernel.merge.whole_key_rows`),
-        built once per base.  (Column by column, a hub's edges would all be read first.)"""
-        k = len(keys)
-        if k == len(self.vars) - 1 and all(c.dtype.kind in "iu" for c in (*keys, *self.base.cols)):
+        short of the key as the children of their nodes in the base's trie; else by binary
+        search in a sorted code of the whole key (:func:`faq.kernel.merge.whole_key_rows`).
+        (Column by column, a hub's edges would all be read first.)"""
+        k, ints = len(keys), all(c.dtype.kind in "iu" for c in (*keys, *self.base.cols[:-1]))
+        if k == len(self.vars) - 1 and ints:  # the last column may be floats (weights)
             perm, starts = group_starts(keys)  # each node's children once
             tr = self.trie(tuple(range(k + 1)))
             base = Table(self.vars, *children_rows(tr, [c[perm[starts]] for c in keys]))
