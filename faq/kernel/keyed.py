@@ -33,6 +33,7 @@ from faq.kernel.merge import (
     mask_at,
     match_keys,
     merged_tries,
+    prefix_runs,
     search_trie,
     whole_key_index,
     whole_key_rows,
@@ -212,12 +213,16 @@ class KeyedTable:
         return at >= 0 if at is not None else match_keys(keys, self.over.cols)[0]
 
     def _over_prefix(self, keys: Sequence[np.ndarray]) -> Table:
-        """The overrides whose leading ``len(keys)`` columns are one of ``keys``."""
-        at = self._coded_rows(keys)
+        """The overrides whose leading ``len(keys)`` columns are one of ``keys``: by their
+        codes (a whole key, or runs of a key one column short), else by a match of all."""
+        at, coded = self._coded_rows(keys), self._over_codes()
         if at is not None:
             return self.over.take(np.unique(at[at >= 0]))
-        hit, _ = match_keys(self.over.cols[: len(keys)], keys)
-        return self.over.take(np.flatnonzero(hit))
+        short = coded is not None and len(keys) == len(self.vars) - 1
+        pos = prefix_runs(coded, keys) if short else None  # type: ignore[arg-type]
+        if pos is None:
+            pos = np.flatnonzero(match_keys(self.over.cols[: len(keys)], keys)[0])
+        return self.over.take(pos)
 
     def _over_meeting(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
         """Positions of the overrides meeting ``cond``: runs of the first column's values
@@ -257,13 +262,10 @@ class KeyedTable:
         return pos
 
     def _sorted(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        got = self._index.get(k)
-        if got is None:
-            col = self.base.cols[k]
-            order = np.argsort(col, kind="stable")
-            got = (order, col[order])
-            self._index[k] = got
-        return got
+        if k not in self._index:
+            order = np.argsort(self.base.cols[k], kind="stable")
+            self._index[k] = (order, self.base.cols[k][order])
+        return self._index[k]
 
     def trie(self, perm: Sequence[int]) -> Trie:
         """The base indexed by its columns in the order ``perm`` (levels named ``c0``,
@@ -281,12 +283,9 @@ class KeyedTable:
 
     def correction(self) -> Table:
         """What the overrides add to the base, key by key: the current annotation minus the
-        base's (the base's annotation negated for a removed key; keys where the two agree
-        left out), so that the contents are ``base ⊕ correction``.
-
-        Only for annotations in a ring of integers (``ops.dtype`` an integer type): the
-        difference needs ⊕-inverses and exact arithmetic.
-        """
+        base's (the base's negated for a removed key; keys where the two agree left out),
+        so that the contents are ``base ⊕ correction``.  Only for annotations in a ring of
+        integers (``ops.dtype`` an integer type): it needs inverses and exact arithmetic."""
         if np.dtype(self.ops.dtype).kind not in "iu":
             raise TypeError(f"correction() needs integer annotations, not {self.ops.dtype}")
         over = self.over

@@ -24,6 +24,7 @@ from faq.kernel.table import Table, ranges
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from semirings.local import (
     LocalOps,
+    complex_codes,
     distinct,
     equal,
     group_starts,
@@ -33,6 +34,7 @@ from semirings.local import (
 )
 
 __all__ = [
+    "prefix_runs",
     "children_rows",
     "WholeKeyIndex",
     "changed_rows",
@@ -85,6 +87,29 @@ def children_rows(
     leaves = ranges(lo, count)
     cols = tuple(np.repeat(np.asarray(c)[found], count) for c in keys)
     return (*cols, tr.vals[d][leaves]), None if tr.values is None else tr.values[leaves]
+
+
+def prefix_runs(
+    coded: tuple[list[int], list[int], np.ndarray], keys: Sequence[np.ndarray]
+) -> np.ndarray | None:
+    """Sorted positions of the rows whose leading columns are one of ``keys`` (integers, one
+    column short of the rows' key), among rows in the order of their codes ``coded`` (the
+    lowest values, spans and sorted codes of :func:`semirings.local.row_keys`): a prefix's
+    rows are one run of codes, found by two binary searches.  None for other keys."""
+    lows, spans, codes = coded
+    k = len(keys)
+    if any(np.asarray(c).dtype.kind not in "iu" for c in keys) or len(lows) < k:
+        return None
+    if len(lows) > k:  # integer codes: a prefix's run spans every value of the last column
+        code, ok = key_codes(keys, lows[:k], spans[:k])
+        lo = np.searchsorted(codes, code * spans[k])
+        hi = np.searchsorted(codes, (code + 1) * spans[k])
+    else:  # complex codes (a last column of floats): the prefix is the real part
+        code, ok = key_codes(keys, lows, spans)
+        edge = np.full(len(code), np.inf)
+        lo = np.searchsorted(codes, complex_codes(code, -edge))
+        hi = np.searchsorted(codes, complex_codes(code, edge), side="right")
+    return np.unique(ranges(lo[ok], (hi - lo)[ok]))
 
 
 def match_keys(
