@@ -5,10 +5,13 @@ is, at each round of a maintained fixpoint, a semiring vector-times-matrix step:
 the rows of ``D`` that changed, joined with the rows of ``E`` they reach.  Here that
 step is what it is: one lookup of the other atom's rows in its
 :class:`faq.kernel.KeyedTable` (binary searches, no scan) and one
-:func:`faq.kernel.join.pair_join`.  :func:`paired_delta` is the delta rule's term
-(one relation changed); :func:`paired_at` is the rule's output at some keys of its
-head (the *rederive* step of delete-and-rederive), also for a rule of one atom
-(``D(x) :- S(x)``: the atom's rows at those keys).
+:func:`faq.kernel.join.pair_join`; or, where the rows in hand bind the other atom's
+whole key (``D(x)`` read at the ``x`` of the edges), its annotations read at those keys
+(:meth:`~faq.kernel.KeyedTable.values_at`) and multiplied in, with no join.
+:func:`paired_delta` is the delta rule's term (one relation changed);
+:func:`paired_at` is the rule's output at some keys of its head (the *rederive* step of
+delete-and-rederive), also for a rule of one atom (``D(x) :- S(x)``: the atom's rows at
+those keys).
 
 Both return exactly what the general path returns (:func:`faq.solve_delta`'s
 :meth:`~faq.delta_local.LocalDelta._pair_term`, which joins the same rows the same
@@ -76,13 +79,15 @@ def paired_delta(
     shared = [v for v in va if v in vb]
     if not shared:
         return None
-    rows = keyed[rb].lookup([{vb.index(v): distinct(change.col(v)) for v in shared}])
-    other = Table(vb, rows.cols, rows.values)
-    left, right = (change, other) if i == 0 else (other, change)
-    got = pair_join(left, right, head, ops)
+    got = _at_whole_keys(change, i == 0, keyed[rb], vb, head, ops)
+    if got is None:
+        rows = keyed[rb].lookup([{vb.index(v): distinct(change.col(v)) for v in shared}])
+        other = Table(vb, rows.cols, rows.values)
+        left, right = (change, other) if i == 0 else (other, change)
+        got = pair_join(left, right, head, ops)
     if got is None:
         return None
-    rest = [v for v in (*left.vars, *right.vars) if v not in shared]
+    rest = [v for v in (*pair[0][1], *pair[1][1]) if v not in shared]
     return got, i, (*shared, *dict.fromkeys(rest))
 
 
@@ -132,14 +137,40 @@ def paired_at(
     shared = [v for v in va if v in vb]
     if not shared:
         return None
-    found = keyed[rb].lookup([{vb.index(v): distinct(mine.col(v)) for v in shared}])
-    other = Table(vb, found.cols, found.values)
-    left, right = (mine, other) if at == 0 else (other, mine)
-    got = pair_join(left, right, head, ops)
+    got = _at_whole_keys(mine, at == 0, keyed[rb], vb, head, ops)
+    if got is None:
+        found = keyed[rb].lookup([{vb.index(v): distinct(mine.col(v)) for v in shared}])
+        other = Table(vb, found.cols, found.values)
+        left, right = (mine, other) if at == 0 else (other, mine)
+        got = pair_join(left, right, head, ops)
     if got is None:
         return None
-    rest = [v for v in (*left.vars, *right.vars) if v not in shared]
+    rest = [v for v in (*pair[0][1], *pair[1][1]) if v not in shared]
     return got, (*shared, *dict.fromkeys(rest))
+
+
+def _at_whole_keys(
+    rows: Table,
+    first: bool,
+    other: KeyedTable,
+    vars_: tuple[str, ...],
+    head: tuple[str, ...],
+    ops: LocalOps,
+) -> Table | None:
+    """``rows`` ⊗ the other atom's annotation at each row's values of that atom's variables
+    ``vars_`` (all bound by ``rows``: its whole key), ``rows``' first where ``first``,
+    ⊕-reduced onto ``head``: the other relation read by :meth:`KeyedTable.values_at`, no
+    lookup of rows and no join.  None where that atom has a variable ``rows`` lacks, where
+    ``rows`` has no annotations, or where key kinds differ (the pair join decides those)."""
+    if rows.values is None or not set(vars_) <= set(rows.vars) or not vars_:
+        return None
+    keys = [rows.col(v) for v in vars_]
+    if any(k.dtype.kind != c.dtype.kind for k, c in zip(keys, other.base.cols, strict=True)):
+        return None
+    w = other.values_at(keys)
+    values = ops.mul(rows.values, w) if first else ops.mul(w, rows.values)
+    out = Table(head, tuple(rows.col(v) for v in head), values, unique=False)
+    return group_reduce(out, head, ops)
 
 
 def _atoms(atoms: Atoms, ops: LocalOps) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
