@@ -76,19 +76,8 @@ def paired_delta(
     if ra not in deltas or rb not in keyed:
         return None
     change = Table(va, deltas[ra].cols, deltas[ra].values)
-    shared = [v for v in va if v in vb]
-    if not shared:
-        return None
-    got = _at_whole_keys(change, i == 0, keyed[rb], vb, head, ops)
-    if got is None:
-        rows = keyed[rb].lookup([{vb.index(v): distinct(change.col(v)) for v in shared}])
-        other = Table(vb, rows.cols, rows.values)
-        left, right = (change, other) if i == 0 else (other, change)
-        got = pair_join(left, right, head, ops)
-    if got is None:
-        return None
-    rest = [v for v in (*pair[0][1], *pair[1][1]) if v not in shared]
-    return got, i, (*shared, *dict.fromkeys(rest))
+    got = _joined(change, i == 0, pair, keyed[rb], vb, head, ops)
+    return None if got is None else (got[0], i, got[1])
 
 
 def paired_at(
@@ -134,18 +123,33 @@ def paired_at(
         out = Table(head, tuple(mine.col(v) for v in head), mine.values, unique=False)
         return group_reduce(out, head, ops), tuple(v for v in va if v not in head)
     rb, vb = pair[1 - at]
-    shared = [v for v in va if v in vb]
+    return _joined(mine, at == 0, pair, keyed[rb], vb, head, ops)
+
+
+def _joined(
+    rows: Table,
+    first: bool,
+    atoms: Atoms,
+    other: KeyedTable,
+    vars_: tuple[str, ...],
+    head: tuple[str, ...],
+    ops: LocalOps,
+) -> tuple[Table, tuple[str, ...]] | None:
+    """``rows`` (of one atom of ``atoms``, the first where ``first``) joined with the other
+    atom's keyed relation ``other`` over its variables ``vars_``, ⊗-multiplied and
+    ⊕-reduced onto ``head``; with the variables joined on, then the others.  None where
+    they share no variable or :func:`~faq.kernel.join.pair_join` declines."""
+    shared = [v for v in rows.vars if v in vars_]
     if not shared:
         return None
-    got = _at_whole_keys(mine, at == 0, keyed[rb], vb, head, ops)
+    got = _at_whole_keys(rows, first, other, vars_, head, ops)
     if got is None:
-        found = keyed[rb].lookup([{vb.index(v): distinct(mine.col(v)) for v in shared}])
-        other = Table(vb, found.cols, found.values)
-        left, right = (mine, other) if at == 0 else (other, mine)
-        got = pair_join(left, right, head, ops)
+        found = other.lookup([{vars_.index(v): distinct(rows.col(v)) for v in shared}])
+        them = Table(vars_, found.cols, found.values)
+        got = pair_join(*((rows, them) if first else (them, rows)), head, ops)
     if got is None:
         return None
-    rest = [v for v in (*pair[0][1], *pair[1][1]) if v not in shared]
+    rest = [v for _, vs in atoms for v in vs if v not in shared]
     return got, (*shared, *dict.fromkeys(rest))
 
 
