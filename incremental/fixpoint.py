@@ -39,8 +39,11 @@ read no changed relation is left as it is.  Inside a group, by the semiring:
   ⊕ is not idempotent): the group is recomputed from its base rules, as a batch
   solve does, and compared with the old relations at every key either holds.
 
-Every round runs through the planner and executor (:func:`faq.solve_delta`,
-:meth:`faq.Query.solve`); the numpy work is the ⊕-merge of each round's rows.  A
+Every step runs on the runners made for keyed relations where they apply
+(:func:`faq.delta_local.keyed_terms`: a rule of two atoms is one lookup and one pair
+join, a ring of integers seeded joins on tries), else through the planner and executor
+(:func:`faq.solve_delta`, :meth:`faq.Query.solve`); the numpy work is the ⊕-merge of
+each round's rows.  A
 fixpoint that does not exist is refused with the batch's error
 (:class:`faq.plan.DivergenceError`) when the batch would refuse it: an idempotent
 group when a round proves an improving cycle (:func:`faq.plan.improving_cycle`: no
