@@ -25,9 +25,8 @@ from faq.executor import Data, Executor, Options
 from faq.factor import Factor
 from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
-from faq.kernel.paired import paired_delta
+from faq.kernel.paired import Term, keyed_delta
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
-from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.reach import bounds, hops
@@ -36,7 +35,7 @@ from faq.rule import Atom, Rule
 from faq.spark.convert import arrow_to_table
 from faq.spark.reach import collect_bounded, matching
 from semirings import Semiring
-from semirings.local import LocalOps, count_distinct, distinct, local_ops
+from semirings.local import count_distinct, distinct, local_ops
 
 __all__ = [
     "DeltaResult",
@@ -45,7 +44,6 @@ __all__ = [
     "TermReport",
     "Touched",
     "empty_change",
-    "keyed_terms",
     "split_rule",
 ]
 
@@ -83,6 +81,13 @@ class TermReport:
     order: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     purpose: str = ""
+
+    @classmethod
+    def keyed(cls, term: Term) -> TermReport:
+        """The report of a term run in the driver by a runner made for keyed relations
+        (:func:`faq.kernel.paired.keyed_delta`)."""
+        atom, order, method, skipped = term
+        return cls(atom, skipped=True) if skipped else cls(atom, False, "driver", order, (method,))
 
 
 @dataclass(frozen=True)
@@ -189,53 +194,6 @@ class _Term:
     skipped: bool = False
 
 
-def keyed_terms(
-    rule: Rule, ops: LocalOps, keyed: Mapping[str, KeyedTable], deltas: Mapping[str, Table]
-) -> tuple[Table, tuple[TermReport, ...]] | None:
-    """ΔQ of ``rule`` when ``deltas`` are ⊕-ed into relations all held as keyed tables, by
-    the runners made for them, and a report per term; None where none applies (the
-    general driver path runs then).
-
-    * Annotations in a ring of integers: every term as seeded joins on the relations'
-      tries (:func:`faq.kernel.seeded.seeded_delta`).
-    * A rule of two atoms with one relation changed, ⊕ idempotent: one lookup of the
-      other atom's rows and one pair join (:func:`faq.kernel.paired.paired_delta`).
-
-    ``deltas`` are consolidated and non-empty (columns by position); an atom with a
-    constant is declined (these runners read columns by position).
-    """
-    if any(a.consts for a in rule.atoms) or any(n not in keyed for n in rule.relations):
-        return None
-
-    def skipped(i: int) -> bool:  # another relation of term i is empty: nothing to join
-        return any(
-            j != i and keyed[b.relation].rows == 0 and not (j < i and b.relation in deltas)
-            for j, b in enumerate(rule.atoms)
-        )
-
-    atoms = [(a.relation, a.vars) for a in rule.atoms]
-    got = seeded_delta(atoms, rule.head, ops, keyed, deltas)
-    if got is not None:
-        change, plans = got
-        report = tuple(
-            TermReport(i, skipped=True)
-            if skipped(i)
-            else TermReport(i, False, "driver", o, ("wcoj",))
-            for i, o in plans
-        )
-        return change, report
-    paired = paired_delta(atoms, rule.head, ops, keyed, deltas)
-    if paired is None:
-        return None
-    change, i, order = paired
-    term = (
-        TermReport(i, skipped=True)
-        if skipped(i)
-        else TermReport(i, False, "driver", order, ("pair",))
-    )
-    return change, (term,)
-
-
 class LocalDelta:
     """The delta rule in the driver: rounds of lookups, then each term on the local kernel."""
 
@@ -298,18 +256,22 @@ class LocalDelta:
         )
 
     def _on_keyed(self) -> DeltaResult | None:
-        """Every term by the runners made for keyed relations (:func:`keyed_terms`), or
-        None where they do not apply, or a relation is not keyed, or a binary join or a
-        variable order is asked for."""
+        """Every term by the runners made for keyed relations
+        (:func:`faq.kernel.paired.keyed_delta`), or None where they do not apply, or a
+        relation is not keyed, an atom has a constant, or a binary join or a variable order
+        is asked for."""
         if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
             return None
-        got = keyed_terms(self.rule, self.ops, self.keyed, self.deltas)
+        if any(a.consts for a in self.rule.atoms):  # the runners read columns by position
+            return None
+        atoms = [(a.relation, a.vars) for a in self.rule.atoms]
+        got = keyed_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)
         if got is None:
             return None
         return DeltaResult(
             Factor.from_table(got[0], self.S, f"Δ{self.rule.name}"),
             "driver",
-            got[1],
+            tuple(TermReport.keyed(t) for t in got[1]),
             Touched(self.keyed, self.deltas, self.S),  # read when asked: a view never asks
         )
 

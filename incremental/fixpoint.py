@@ -40,7 +40,7 @@ read no changed relation is left as it is.  Inside a group, by the semiring:
   solve does, and compared with the old relations at every key either holds.
 
 Every step runs on the runners made for keyed relations where they apply
-(:func:`faq.delta_local.keyed_terms`: a rule of two atoms is one lookup and one pair
+(:func:`faq.kernel.paired.keyed_delta`: a rule of two atoms is one lookup and one pair
 join, a ring of integers seeded joins on tries), else through the planner and executor
 (:func:`faq.solve_delta`, :meth:`faq.Query.solve`); the numpy work is the ⊕-merge of
 each round's rows.  A
@@ -61,10 +61,10 @@ from typing import Any
 
 import numpy as np
 
-from faq import Factor, Program, Query, solve_delta
-from faq.delta_local import keyed_terms
-from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
+from faq import Factor, Program, Query, TermReport, solve_delta
+from faq.kernel import Table, changed_rows, concat, group_reduce, keyed_delta, match_keys
 from faq.plan import (
+    delta_in_driver,
     idempotent_on,
     improving_cycle,
     improving_cycle_error,
@@ -72,7 +72,6 @@ from faq.plan import (
     outside_domain,
     overflowed,
 )
-from faq.plan.physical import delta_in_driver
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime, step_semiring
@@ -388,15 +387,20 @@ class Fixpoint:
         live = {m: t for m, t in changes.items() if t.rows}
         rows = max((t.rows for t in live.values()), default=0)
         here = self.how.order == "auto" and self.how.join != "binary"
+        here = here and not any(a.consts for a in r.atoms)  # the runners read by position
         if live and here and delta_in_driver(rows, self.how.local)[0]:
-            keyed = {m: rels[m].kt for m in r.relations}
-            cons = {
-                m: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, self.o)
-                for m, t in live.items()
-            }
-            got = keyed_terms(r, self.o, keyed, cons)
+            got = keyed_delta(
+                [(a.relation, a.vars) for a in r.atoms],
+                r.head,
+                self.o,
+                {m: rels[m].kt for m in r.relations},
+                {
+                    m: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, self.o)
+                    for m, t in live.items()
+                },
+            )
             if got is not None:
-                self.report(got[1], "driver")
+                self.report(tuple(TermReport.keyed(t) for t in got[1]), "driver")
                 return self.renamed(r.name, got[0])
         res = solve_delta(
             self.queries[i],

@@ -17,8 +17,7 @@ import numpy as np
 
 import semirings
 from faq import Atom, Factor, Query, Rule, TermReport, solve_delta
-from faq.kernel import Table
-from faq.kernel.paired import paired_at
+from faq.kernel import Table, paired_at
 from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
 from semirings import Semiring

@@ -15,6 +15,8 @@ the driver and inside Spark tasks.
 * :mod:`faq.kernel.keyed`: KeyedTable, a table kept by key under ⊕-updates;
 * :mod:`faq.kernel.merge`: whole keys found in sorted rows and tries, rows merged into a trie;
 * :mod:`faq.kernel.seeded`: the delta rule over keyed tables of integer counts, as seeded joins;
+* :mod:`faq.kernel.paired`: rules of two atoms over keyed tables as one lookup and one pair
+  join, and the one choice among the runners made for keyed tables (``keyed_delta``);
 * :mod:`faq.kernel.stats`: exact row, distinct and pairwise-join counts;
 * :mod:`faq.kernel.values`: key and annotation arrays typed and checked for a semiring.
 """
@@ -22,6 +24,7 @@ the driver and inside Spark tasks.
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import changed_rows, match_keys
+from faq.kernel.paired import keyed_delta, paired_at, paired_delta
 from faq.kernel.reach import narrow
 from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
@@ -45,9 +48,12 @@ __all__ = [
     "generic_join_threads",
     "group_reduce",
     "index",
+    "keyed_delta",
     "match_keys",
     "narrow",
     "pair_join_size",
+    "paired_at",
+    "paired_delta",
     "ranges",
     "scalar_value",
     "seeded_delta",

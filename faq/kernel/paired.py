@@ -31,12 +31,51 @@ import numpy as np
 from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import match_keys
+from faq.kernel.seeded import seeded_delta
 from faq.kernel.table import Table, group_reduce
 from semirings.local import LocalOps, distinct
 
-__all__ = ["paired_at", "paired_delta"]
+__all__ = ["Term", "keyed_delta", "paired_at", "paired_delta"]
 
 Atoms = Sequence[tuple[str, tuple[str, ...]]]
+
+
+Term = tuple[int, tuple[str, ...], str, bool]
+"""How one term of :func:`keyed_delta` ran: the atom whose change it reads, its variable
+order, its method (``"wcoj"``: seeded joins; ``"pair"``), and whether it was skipped
+(another relation of it is empty: nothing to join)."""
+
+
+def keyed_delta(
+    atoms: Atoms,
+    head: tuple[str, ...],
+    ops: LocalOps,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+) -> tuple[Table, tuple[Term, ...]] | None:
+    """ΔQ when ``deltas`` are ⊕-ed into relations all held as keyed tables, by the runners
+    made for them, and how each term ran; None where none applies (the general driver
+    path runs then).  Annotations in a ring of integers: every term as seeded joins on the
+    relations' tries (:func:`faq.kernel.seeded.seeded_delta`); a rule of two atoms with one
+    relation changed and ⊕ idempotent: :func:`paired_delta`.  ``atoms`` have no constants;
+    ``deltas`` are consolidated and non-empty (columns by position)."""
+    if any(rel not in keyed for rel, _ in atoms):
+        return None
+
+    def skipped(i: int) -> bool:
+        return any(
+            j != i and keyed[rel].rows == 0 and not (j < i and rel in deltas)
+            for j, (rel, _) in enumerate(atoms)
+        )
+
+    got = seeded_delta(atoms, head, ops, keyed, deltas)
+    if got is not None:
+        return got[0], tuple((i, order, "wcoj", skipped(i)) for i, order in got[1])
+    paired = paired_delta(atoms, head, ops, keyed, deltas)
+    if paired is None:
+        return None
+    change, i, order = paired
+    return change, ((i, order, "pair", skipped(i)),)
 
 
 def paired_delta(

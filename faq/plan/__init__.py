@@ -21,11 +21,12 @@ from faq.plan.convergence import (
     outside_domain,
     overflowed,
 )
-from faq.plan.physical import BACKENDS, JOIN_METHODS
+from faq.plan.physical import BACKENDS, JOIN_METHODS, delta_in_driver
 from faq.plan.reach import Bounds, Hop, Reach, bounds, hops
 from faq.plan.settings import DEFAULTS, Settings, current
 
 __all__ = [
+    "delta_in_driver",
     "BACKENDS",
     "Bounds",
     "DEFAULTS",
