@@ -29,6 +29,7 @@ from faq.kernel.paired import Term, keyed_delta
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
 from faq.kernel.table import Table, concat, group_reduce
 from faq.plan.logical import AtomStats, make_plan
+from faq.plan.physical import keyed_runners
 from faq.plan.reach import bounds, hops
 from faq.query import Query
 from faq.rule import Atom, Rule
@@ -257,12 +258,11 @@ class LocalDelta:
 
     def _on_keyed(self) -> DeltaResult | None:
         """Every term by the runners made for keyed relations
-        (:func:`faq.kernel.paired.keyed_delta`), or None where they do not apply, or a
-        relation is not keyed, an atom has a constant, or a binary join or a variable order
-        is asked for."""
-        if len(self.keyed) != len(self.keys) or self.join == "binary" or self.order != "auto":
+        (:func:`faq.kernel.paired.keyed_delta`), or None where they do not apply, a
+        relation is not keyed, or :func:`faq.plan.physical.keyed_runners` says no."""
+        if len(self.keyed) != len(self.keys):
             return None
-        if any(a.consts for a in self.rule.atoms):  # the runners read columns by position
+        if not keyed_runners(self.order, self.join, self.rule.atoms):
             return None
         atoms = [(a.relation, a.vars) for a in self.rule.atoms]
         got = keyed_delta(atoms, self.rule.head, self.ops, self.keyed, self.deltas)

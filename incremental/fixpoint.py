@@ -68,6 +68,7 @@ from faq.plan import (
     idempotent_on,
     improving_cycle,
     improving_cycle_error,
+    keyed_runners,
     nonconvergence,
     outside_domain,
     overflowed,
@@ -386,8 +387,7 @@ class Fixpoint:
         r = self.p.rules[i]
         live = {m: t for m, t in changes.items() if t.rows}
         rows = max((t.rows for t in live.values()), default=0)
-        here = self.how.order == "auto" and self.how.join != "binary"
-        here = here and not any(a.consts for a in r.atoms)  # the runners read by position
+        here = keyed_runners(self.how.order, self.how.join, r.atoms)
         if live and here and delta_in_driver(rows, self.how.local)[0]:
             got = keyed_delta(
                 [(a.relation, a.vars) for a in r.atoms],

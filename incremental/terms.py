@@ -18,6 +18,7 @@ import numpy as np
 import semirings
 from faq import Atom, Factor, Query, Rule, TermReport, solve_delta
 from faq.kernel import Table, paired_at
+from faq.plan import delta_in_driver, keyed_runners
 from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
 from semirings import Semiring
@@ -125,11 +126,12 @@ def _paired_at(
 ) -> Outcome | None:
     """:func:`recompute_groups` of a rule of one or two keyed atoms as lookups and one pair
     join (:func:`faq.kernel.paired.paired_at`: a rederive step of a shortest-paths view), or
-    None where that does not apply (Spark asked for, a variable order or join method asked
-    for, a constant, what ``paired_at`` declines)."""
-    if not how.local or how.order != "auto" or how.join == "binary":
+    None where that does not apply: the step not in the driver
+    (:func:`faq.plan.delta_in_driver`, for as many rows as the keys asked, as the general
+    path decides), :func:`faq.plan.keyed_runners` says no, or ``paired_at`` declines."""
+    if not keyed_runners(how.order, how.join, rule.atoms):
         return None
-    if any(a.consts for a in rule.atoms):
+    if not delta_in_driver(groups.rows, how.local)[0]:
         return None
     keyed = {n: f.source.keyed for n, f in relations.items()}
     if any(k is None for k in keyed.values()):

@@ -223,3 +223,32 @@ def test_at_prefix_one_column_short_reads_the_tries_children(data):
         weighted = weighted.replace(rows.take(np.arange(half, rows.rows)))
     halved = Factor.from_table(weighted.at_prefix(cols), S, "R").to_dict()
     assert halved == {(x, y, z / 2.0): v for (x, y, z), v in want.items()}
+
+
+def test_a_restricted_recompute_past_local_delta_rows_is_not_paired():
+    """The rederive step takes the paired path only where the driver may run it: past the
+    ``local_delta_rows`` setting (as for every other delta step) it is left to the general
+    path, whatever the keyed runners could do; within it, it is paired."""
+    import faq
+    from faq.plan import keyed_runners
+
+    S = semirings.MIN_PLUS
+    o = local_ops(S)
+    q = query("Q(y) :- D(x), E(x, y)", semiring=S)
+    d = Table(("a",), (np.array([1, 2]),), np.array([0.0, 1.0]))
+    e = Table(("a", "b"), (np.array([1, 2, 2]), np.array([2, 3, 4])), np.array([1.0, 1.0, 5.0]))
+    rels = {"D": LocalKeyed(KeyedTable.of(d, o)), "E": LocalKeyed(KeyedTable.of(e, o))}
+    groups = Table(("y",), (np.array([3, 4]),), None)
+    auto = How("auto", "auto", True)
+    within = recompute_groups(q.rule, S, rels, groups, auto)
+    assert [t.methods for t in within.terms] == [("pair",)]
+    with faq.settings(local_delta_rows=1):
+        past = recompute_groups(q.rule, S, rels, groups, auto)
+    assert [t.methods for t in past.terms] != [("pair",)]
+    want = {(3,): 2.0, (4,): 6.0}
+    for got in (within, past):
+        assert Factor.from_table(got.table, S, "Q").to_dict() == want
+    assert keyed_runners("auto", "auto", q.rule.atoms)
+    assert not keyed_runners(["x"], "auto", q.rule.atoms)
+    assert not keyed_runners("auto", "binary", q.rule.atoms)
+    assert not keyed_runners("auto", "auto", query("Q(y) :- E(1, y)", semiring=S).rule.atoms)

@@ -34,14 +34,14 @@ from semirings.local import (
 )
 
 __all__ = [
-    "prefix_runs",
-    "children_rows",
     "WholeKeyIndex",
     "changed_rows",
+    "children_rows",
     "mask_at",
     "match_keys",
     "merge_into",
     "merged_tries",
+    "prefix_runs",
     "search_trie",
     "whole_key_index",
     "whole_key_rows",

@@ -16,10 +16,10 @@ those keys).
 Both return exactly what the general path returns (:func:`faq.solve_delta`'s
 :meth:`~faq.delta_local.LocalDelta._pair_term`, which joins the same rows the same
 way), and decline (None) where they do not apply: not two atoms (one or two for
-``paired_at``), a relation that
-appears twice, an atom that repeats a variable, a ⊕ that is not idempotent (the
-general kernel's sums run in another order, which floats and overflow checks can
-tell apart), or a join that :func:`~faq.kernel.join.pair_join` declines.
+``paired_at``), a relation that appears twice, an atom that repeats a variable, a ⊕
+that is not idempotent (the general kernel's sums run in another order, which floats
+and overflow checks can tell apart), or a join that :func:`~faq.kernel.join.pair_join`
+declines.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def _at_whole_keys(
     ⊕-reduced onto ``head``: the other relation read by :meth:`KeyedTable.values_at`, no
     lookup of rows and no join.  None where that atom has a variable ``rows`` lacks, where
     ``rows`` has no annotations, or where key kinds differ (the pair join decides those)."""
-    if rows.values is None or not set(vars_) <= set(rows.vars) or not vars_:
+    if rows.values is None or not set(vars_) <= set(rows.vars):
         return None
     keys = [rows.col(v) for v in vars_]
     if any(k.dtype.kind != c.dtype.kind for k, c in zip(keys, other.base.cols, strict=True)):

@@ -21,12 +21,13 @@ from faq.plan.convergence import (
     outside_domain,
     overflowed,
 )
-from faq.plan.physical import BACKENDS, JOIN_METHODS, delta_in_driver
+from faq.plan.physical import BACKENDS, JOIN_METHODS, delta_in_driver, keyed_runners
 from faq.plan.reach import Bounds, Hop, Reach, bounds, hops
 from faq.plan.settings import DEFAULTS, Settings, current
 
 __all__ = [
     "delta_in_driver",
+    "keyed_runners",
     "BACKENDS",
     "Bounds",
     "DEFAULTS",

@@ -59,6 +59,7 @@ __all__ = [
     "choose",
     "choose_runner",
     "delta_in_driver",
+    "keyed_runners",
     "delta_in_one_task",
     "fixpoint_in_spark",
     "join_order",
@@ -446,6 +447,15 @@ def delta_in_driver(rows: int, local: bool, st: Settings | None = None) -> tuple
     if rows > most:
         return False, f"a change holds {rows:,} rows > local_delta_rows={most:,}"
     return True, f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}"
+
+
+def keyed_runners(order: Any, join: str, atoms: Sequence[Any]) -> bool:
+    """Whether a delta step over relations held as keyed tables in the driver may run on the
+    runners made for them (:func:`faq.kernel.paired.keyed_delta`,
+    :func:`faq.kernel.paired.paired_at`): the planner left to choose (``order`` "auto",
+    ``join`` not "binary") and no constant in an atom (those runners read columns by
+    position).  Where the step runs is :func:`delta_in_driver`'s to say."""
+    return order == "auto" and join != "binary" and not any(a.consts for a in atoms)
 
 
 def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) -> str:
