@@ -61,14 +61,12 @@ from typing import Any
 
 import numpy as np
 
-from faq import Factor, Program, Query, TermReport, solve_delta
-from faq.kernel import Table, changed_rows, concat, group_reduce, keyed_delta, match_keys
+from faq import Factor, Program, Query, solve_delta
+from faq.kernel import Table, changed_rows, concat, group_reduce, match_keys
 from faq.plan import (
-    delta_in_driver,
     idempotent_on,
     improving_cycle,
     improving_cycle_error,
-    keyed_runners,
     nonconvergence,
     outside_domain,
     overflowed,
@@ -77,7 +75,7 @@ from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
 from incremental.regimes import regime, step_semiring
 from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table, negated
-from incremental.terms import recompute_groups, solve
+from incremental.terms import keyed_terms, recompute_groups, solve
 from incremental.traced import Rounds, maintain, plus_at
 from semirings import Semiring
 from semirings.local import equal, local_ops
@@ -385,23 +383,10 @@ class Fixpoint:
         :func:`faq.solve_delta` would choose, without building its factors), else by
         ``solve_delta``."""
         r = self.p.rules[i]
-        live = {m: t for m, t in changes.items() if t.rows}
-        rows = max((t.rows for t in live.values()), default=0)
-        here = keyed_runners(self.how.order, self.how.join, r.atoms)
-        if live and here and delta_in_driver(rows, self.how.local)[0]:
-            got = keyed_delta(
-                [(a.relation, a.vars) for a in r.atoms],
-                r.head,
-                self.o,
-                {m: rels[m].kt for m in r.relations},
-                {
-                    m: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, self.o)
-                    for m, t in live.items()
-                },
-            )
-            if got is not None:
-                self.report(tuple(TermReport.keyed(t) for t in got[1]), "driver")
-                return self.renamed(r.name, got[0])
+        got = keyed_terms(r, self.o, {m: rels[m].kt for m in r.relations}, changes, self.how)
+        if got is not None:
+            self.report(got.terms, got.where)
+            return self.renamed(r.name, got.table)
         res = solve_delta(
             self.queries[i],
             {m: rels[m].factor(self.W, m) for m in r.relations},

@@ -17,14 +17,22 @@ import numpy as np
 
 import semirings
 from faq import Atom, Factor, Query, Rule, TermReport, solve_delta
-from faq.kernel import Table, paired_at
+from faq.kernel import KeyedTable, Table, group_reduce, keyed_delta, paired_at
 from faq.plan import delta_in_driver, keyed_runners
 from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
 from semirings import Semiring
 from semirings.local import LocalOps, local_ops
 
-__all__ = ["GROUPS", "Outcome", "affected_groups", "delta_rule", "recompute_groups", "solve"]
+__all__ = [
+    "GROUPS",
+    "Outcome",
+    "affected_groups",
+    "delta_rule",
+    "keyed_terms",
+    "recompute_groups",
+    "solve",
+]
 
 GROUPS = "__groups__"
 """The relation name of the affected groups in a restricted recompute."""
@@ -66,15 +74,57 @@ def _terms(
         o = local_ops(S)
         empty = Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype))
         return Outcome(empty, (), "nothing to do")
+    keyed = {n: f.source.keyed for n, f in relations.items()}
+    fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
+    if fast is not None:
+        return fast
     q = Query(rule, S)
     try:
         res = solve_delta(q, relations, changes, order=how.order, join=how.join, local=how.local)
     except OverflowError as exc:
-        raise OverflowError(
-            f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers in a delta "
-            "term; use the 'real' semiring for an approximate answer"
-        ) from exc
+        raise _overflow(rule, S) from exc
     return Outcome(res.change.to_table(), tuple(res.terms), res.where)
+
+
+def keyed_terms(
+    rule: Rule,
+    o: LocalOps,
+    keyed: Mapping[str, KeyedTable | None],
+    deltas: Mapping[str, Table],
+    how: How,
+) -> Outcome | None:
+    """ΔQ of ``rule`` when ``deltas`` are ⊕-ed into the keyed tables ``keyed`` (every relation
+    of the rule, held in the driver), by the runners made for them
+    (:func:`faq.kernel.keyed_delta`): what :func:`faq.solve_delta` would run, without its
+    query, factors and plan.  None where it would not: a relation not keyed (None),
+    :func:`faq.plan.keyed_runners` says no, a change has more rows than
+    :func:`faq.plan.delta_in_driver` allows, or ``keyed_delta`` declines."""
+    live = {n: t for n, t in deltas.items() if t.rows}
+    rows = max((t.rows for t in live.values()), default=0)
+    if not live or any(keyed.get(n) is None for n in rule.relations):
+        return None
+    if not keyed_runners(how.order, how.join, rule.atoms):
+        return None
+    if not delta_in_driver(rows, how.local)[0]:
+        return None
+    atoms = [(a.relation, a.vars) for a in rule.atoms]
+    changes = {
+        n: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, o) for n, t in live.items()
+    }
+    try:
+        got = keyed_delta(atoms, rule.head, o, keyed, changes)  # type: ignore[arg-type]
+    except OverflowError as exc:
+        raise _overflow(rule, o.semiring) from exc
+    if got is None:
+        return None
+    return Outcome(got[0], tuple(TermReport.keyed(t) for t in got[1]), "driver")
+
+
+def _overflow(rule: Rule, S: Semiring) -> OverflowError:
+    return OverflowError(
+        f"query {rule}: a {S.name!r} annotation overflowed 64-bit integers in a delta "
+        "term; use the 'real' semiring for an approximate answer"
+    )
 
 
 def affected_groups(

@@ -252,3 +252,41 @@ def test_a_restricted_recompute_past_local_delta_rows_is_not_paired():
     assert not keyed_runners(["x"], "auto", q.rule.atoms)
     assert not keyed_runners("auto", "binary", q.rule.atoms)
     assert not keyed_runners("auto", "auto", query("Q(y) :- E(1, y)", semiring=S).rule.atoms)
+
+
+def test_a_driver_views_delta_terms_skip_solve_delta_where_the_keyed_runners_apply(monkeypatch):
+    """A tick of a view kept in the driver runs its delta terms on the keyed runners
+    directly (``incremental.terms.keyed_terms``: no query, factors or plan built), with the
+    same terms, answer and reports as :func:`faq.solve_delta` gives; with ``join="binary"``
+    the planner chooses, and ``solve_delta`` runs."""
+    import pandas as pd
+
+    import incremental.terms as terms
+    from incremental import IncrementalView
+
+    calls = []
+    real = terms.solve_delta
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].rule.name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(terms, "solve_delta", counted)
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    edges = pd.DataFrame({"src": [0, 0, 1, 1, 2], "dst": [1, 2, 2, 3, 3]})
+    change = pd.DataFrame({"src": [0, 1], "dst": [3, 2], "_weight": [1, -1]})
+    want = {(): 2}  # (0, 1, 3) and (0, 2, 3) after the change: (0, 1, 2) and (1, 2, 3) lost 1-2
+    for join, runs in (("auto", False), ("binary", True)):
+        view = IncrementalView(tri, E=edges, join=join)
+        view.step(E=change)
+        assert view.result().to_dict() == want
+        assert bool(calls) == runs, join
+        step = view.last_step
+        assert step is not None and {t.where for t in step.terms} == {"driver"}
+        calls.clear()
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    roads = pd.DataFrame({"src": [0, 1, 0, 2], "dst": [1, 2, 2, 3], "value": [1.0, 1.0, 5.0, 1.0]})
+    view = IncrementalView(sp, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=roads)
+    view.step(E=pd.DataFrame({"src": [2], "dst": [4], "value": [2.0]}))
+    assert calls == []
+    assert view.result().to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 2.0, (3,): 3.0, (4,): 4.0}
