@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import faq.kernel.seeded as seeded
 import semirings
 from faq import Factor, query, reference_solve, solve_delta
 from faq.kernel import KeyedTable, Table, build_trie, group_reduce
@@ -192,8 +193,11 @@ def _cat(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
 @settings(max_examples=25)
 @given(data=st.data())
 def test_seeded_terms_agree_with_the_general_path(spark, use_settings, text, data):
-    """ΔQ on keyed relations (with overrides) equals ΔQ on the same relations as tables."""
-    use_settings(log_rows=10_000, log_fraction=0.0)
+    """ΔQ on keyed relations (with overrides) equals ΔQ on the same relations as tables,
+    with the compiled sums on one thread or split over three (a seed row of two or more)."""
+    use_settings(
+        log_rows=10_000, log_fraction=0.0, delta_thread_rows=data.draw(st.sampled_from([2, 512]))
+    )
     q = query(text, semiring="integer")
     keyed, plain, deltas = {}, {}, {}
     for name, arity in q.rule.relations.items():
@@ -213,7 +217,12 @@ def test_seeded_terms_agree_with_the_general_path(spark, use_settings, text, dat
     kts = {n: f.source.keyed for n, f in keyed.items()}
     tables = {n: f.to_table() for n, f in deltas.items()}
     assert seeded_delta(atoms, q.rule.head, OPS, kts, tables) is not None  # the path runs
-    fast = solve_delta(q, keyed, deltas)
+    cores = seeded._CORES
+    seeded._CORES = 3  # whatever the machine has: three threads, seed rows taken in turn
+    try:
+        fast = solve_delta(q, keyed, deltas)
+    finally:
+        seeded._CORES = cores
     slow = solve_delta(q, plain, deltas)
     assert fast.change.to_dict() == slow.change.to_dict()
     assert fast.where == slow.where == "driver"

@@ -20,7 +20,9 @@ searches its change makes, not the rows it reaches.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache
 from itertools import product
@@ -32,6 +34,7 @@ from faq.kernel.join import generic_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.table import Table, concat, group_reduce
 from faq.kernel.trie import NUMBA, Trie, build_trie
+from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, member
 
 __all__ = ["MAX_CHOICES", "seeded_delta", "trie_orders"]
@@ -246,9 +249,9 @@ def _one_level(
         levels.append(tuple(level))  # type: ignore[arg-type]
     base, corr_levels = levels[0::2], levels[1::2]
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
-    out, bound = compiled.seeded_sums(
-        *(tuple(lv[k] for lv in base) for k in range(4)),
-        *(tuple(lv[k] for lv in corr_levels) for k in range(4)),
+    out, bound = _sums(
+        [tuple(lv[k] for lv in base) for k in range(4)],
+        [tuple(lv[k] for lv in corr_levels) for k in range(4)],
         np.ascontiguousarray(w, dtype=np.int64),
     )
     if bound >= _SAFE:
@@ -259,6 +262,39 @@ def _one_level(
     keep = np.flatnonzero(out)
     cols = tuple(seed.col(v)[keep] for v in head)
     return [Table(head, cols, out[keep], unique=False)]
+
+
+def _sums(
+    base: list[tuple[np.ndarray, ...]], corr: list[tuple[np.ndarray, ...]], w: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """:func:`faq.kernel.compiled.seeded_sums` of the levels ``base`` and ``corr`` (values,
+    offsets, annotations, and the node each seed row reaches), on all the driver's
+    cores when the seed holds at least ``delta_thread_rows`` rows: seed row ``r`` goes
+    to thread ``r mod T`` (a hub's rows, adjacent in the seed's key order, spread
+    over the threads), whose sums are put back in place and bounds added."""
+    n = len(w)
+    T = _CORES if n >= max(2, current().delta_thread_rows) else 1
+    if T == 1:
+        return compiled.seeded_sums(*base, *corr, w)  # type: ignore[no-any-return]
+
+    def part(t: int) -> tuple[np.ndarray, float]:
+        def rows(nodes: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+            return tuple(np.ascontiguousarray(a[t::T]) for a in nodes)
+
+        b, c = (*base[:3], rows(base[3])), (*corr[:3], rows(corr[3]))
+        return compiled.seeded_sums(*b, *c, np.ascontiguousarray(w[t::T]))  # type: ignore[no-any-return]
+
+    out = np.empty(n, dtype=np.int64)
+    bound = 0.0
+    for t, (got, b) in enumerate(_POOL.map(part, range(T))):
+        out[t::T] = got
+        bound += b
+    return out, bound
+
+
+_CORES = max(1, os.cpu_count() or 1)
+_POOL = ThreadPoolExecutor(max_workers=_CORES, thread_name_prefix="faq-delta")
+"""The threads a large change's compiled sums run on (the kernel releases the GIL)."""
 
 
 @lru_cache(maxsize=256)

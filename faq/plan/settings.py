@@ -107,6 +107,10 @@ class Settings:
         Delta placement: a delta query whose changed relation has at most this
         many rows runs in the driver, reading only the rows of the other
         relations that match it.
+    delta_thread_rows : int
+        A delta rule over a view's keyed state in the driver runs its terms (one per
+        changed atom) on the driver's cores at once when its changes hold at least
+        this many rows; fewer run on one thread (a thread's start would cost more).
     max_fetch_rows : int
         ... as long as those matching rows are at most this many.  Also the rows a
         Spark-resident view's tick brings into the driver (:mod:`incremental.reach`);
@@ -185,6 +189,7 @@ class Settings:
     broadcast_rows: int = 2_000_000
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000
+    delta_thread_rows: int = 4096
     max_fetch_rows: int = 2_000_000
     max_literals: int = 200_000
     log_rows: int = 50_000
