@@ -6,15 +6,12 @@ current annotation of the keys changed since the base was last rewritten (the
 semiring's zero for a key that is gone).  Reading the rows whose column ``k``
 takes one of a few values costs a binary search in a sorted copy of that column
 of the base (built once per rewrite) and a scan of the overrides; changing a
-few keys copies only the overrides.  Past the ``log_rows`` and ``log_fraction`` settings
-(:mod:`faq.plan.settings`), the overrides are folded into a new base: for integer
+few keys patches the overrides (kept in key order).  Past the ``log_rows`` and
+``log_fraction`` settings, the overrides are folded into a new base: for integer
 annotations merged into the base's tries on a helper thread while ticks go on
-(:meth:`KeyedTable.replace`: no tick pays for the whole relation); otherwise at once.
-
-The delta rule (:mod:`faq.delta`) reads a relation held this way
-(:meth:`faq.Factor.keyed`) by these lookups, so an incremental view whose state
-lives in the driver answers a tick in time proportional to the rows the change
-reaches, not to the relation.
+(:meth:`KeyedTable.replace`); otherwise at once.  The delta rule reads a relation held
+this way (:meth:`faq.Factor.keyed`) by these lookups: a view's tick costs what its change
+reaches, not the relation.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+import faq.kernel.table as tb
 from faq.kernel.merge import (
     WholeKeyIndex,
     changed_rows,
@@ -33,12 +31,13 @@ from faq.kernel.merge import (
     mask_at,
     match_keys,
     merged_tries,
+    patched,
     prefix_runs,
     search_trie,
     whole_key_index,
     whole_key_rows,
 )
-from faq.kernel.table import Table, concat, drop_zeros, group_reduce, ranges, sum_keeping_zeros
+from faq.kernel.table import Table, concat, drop_zeros, ranges, sum_keeping_zeros
 from faq.kernel.trie import Trie, build_trie, trie_rows
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
@@ -73,8 +72,8 @@ class KeyedTable:
     @classmethod
     def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
         """A keyed table holding ``table`` (consolidated, no zeros)."""
-        base = _with_values(table, ops)
-        return cls(base, _empty(base.vars, base.cols, ops), ops, base.rows)
+        base = tb.with_values(table, ops)
+        return cls(base, tb.empty_table(base.vars, base.cols, ops), ops, base.rows)
 
     @property
     def vars(self) -> tuple[str, ...]:
@@ -90,7 +89,7 @@ class KeyedTable:
             return drop_zeros(self.over, self.ops)
         in_over, _ = match_keys(self.base.cols, self.over.cols)
         kept = self.base.take(np.flatnonzero(~in_over))
-        return Table(self.vars, *_cat(kept, drop_zeros(self.over, self.ops)))
+        return Table(self.vars, *tb.cat_rows(kept, drop_zeros(self.over, self.ops)))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
         """The current rows whose whole key is one of ``keys`` (one array per column): by
@@ -144,7 +143,7 @@ class KeyedTable:
             return base
         over = self._over_prefix(keys)
         base = base.take(np.flatnonzero(~self._in_over(base.cols)))
-        return Table(self.vars, *_cat(base, drop_zeros(over, self.ops)))
+        return Table(self.vars, *tb.cat_rows(base, drop_zeros(over, self.ops)))
 
     def _whole_key_index(self) -> WholeKeyIndex | None:
         """The base's :func:`faq.kernel.merge.whole_key_index`, built once per base."""
@@ -205,7 +204,7 @@ class KeyedTable:
             mask[self._over_meeting(c)] = True
         over = self.over.take(np.flatnonzero(mask))
         base = base.take(np.flatnonzero(~self._in_over(base.cols)))
-        return Table(self.vars, *_cat(base, drop_zeros(over, self.ops)))
+        return Table(self.vars, *tb.cat_rows(base, drop_zeros(over, self.ops)))
 
     def _in_over(self, keys: Sequence[np.ndarray]) -> np.ndarray:
         """For each row of whole ``keys``: whether the overrides hold it."""
@@ -410,7 +409,7 @@ class KeyedTable:
         """A keyed table whose annotation at each key of ``new`` (distinct keys) is ``new``'s
         (zero: removed), the others kept.  ``present``: how many keys of ``new`` the table
         holds now, when the caller has read them already (else they are searched for)."""
-        new = _with_values(Table(self.vars, new.cols, new.values), self.ops)
+        new = tb.with_values(Table(self.vars, new.cols, new.values), self.ops)
         if new.rows == 0:
             return self
         return self._replaced(new, self.at(new.cols).rows if present is None else present)
@@ -425,30 +424,31 @@ class KeyedTable:
         rows = self.rows - present + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
-        stale = np.zeros(self.over.rows, dtype=bool)
-        if self.over.rows and (
-            self._over_codes() is not None or np.dtype(self.ops.dtype).kind in "iu"
-        ):
+        integer = np.dtype(self.ops.dtype).kind in "iu"
+        stale, hit = np.zeros(self.over.rows, dtype=bool), None
+        if self.over.rows and (self._over_codes() is not None or integer):
             hit = self._over_rows(new.cols) if known is None else known[0]
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
         order = codes = None
         over = new
-        if self.over.rows:
+        at_new = None if not integer else self._base_at(new.cols) if known is None else known[1]
+        patch = None if hit is None else self._patch(new, hit, at_new)
+        if patch is not None:  # the log's rows patched in place: no sort, no gather
+            over, codes, before = patch
+        elif self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
-            over = Table(self.vars, *_cat(kept, new))
+            over = Table(self.vars, *tb.cat_rows(kept, new))
             if self._codable(new.cols):  # the codes carried: none computed over the log
                 lows, spans, was = self._over_codes()  # type: ignore[misc]
                 code, ok = key_codes(new.cols, lows, spans)
                 if ok.all():
                     codes = (lows, spans, np.concatenate([was[~stale], code]))
         kinds = [c.dtype.kind for c in over.cols]
-        if codes is not None or (all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf"):
-            # the overrides stay sorted by key (what row_keys codes): two sorted runs
-            # merge in linear time (a stable sort), so each tick's search of them
-            # (_over_rows) sorts nothing; sorted from scratch, a 44,000-row log cost
-            # 4.4 ms a tick, merged 0.08 ms
+        if patch is None and (
+            codes is not None or (all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf")
+        ):  # the overrides kept sorted by key (what row_keys codes): two sorted runs merged
             order = sort_rows(over.cols) if codes is None else np.argsort(codes[2], kind="stable")
             over = over.take(order)
         st = current()
@@ -464,17 +464,40 @@ class KeyedTable:
         if fold is None and over.rows > limit:
             merging = None if declined else self._merging(over, rows)
             if merging is None:  # not integers, or no trie to merge into: at once
-                folded = KeyedTable(self.base, over, self.ops, rows).table()
-                return KeyedTable(folded, _empty(self.vars, folded.cols, self.ops), self.ops, rows)
+                t = KeyedTable(self.base, over, self.ops, rows).table()
+                return KeyedTable(t, tb.empty_table(self.vars, t.cols, self.ops), self.ops, rows)
             fold = Fold(_FOLDER.submit(merging), ())
-        if codes is not None and order is not None:
+        if patch is not None:
+            self._remember("over-codes", (True, *codes), over)
+            if integer:
+                self._remember("before", before, over)
+        elif codes is not None and order is not None:
             self._remember("over-codes", (True, codes[0], codes[1], codes[2][order]), over)
-        if np.dtype(self.ops.dtype).kind in "iu":
+        if patch is None and integer:
             # the base's annotations under the overrides (for correction()): carried
-            at_new = self._base_at(new.cols) if known is None else known[1]
             before = np.concatenate([self._before()[~stale], at_new])
             self._remember("before", before if order is None else before[order], over)
         return KeyedTable(self.base, over, self.ops, rows, self._index, fold)
+
+    def _patch(
+        self, new: Table, hit: np.ndarray, at_new: np.ndarray | None
+    ) -> tuple[Table, tuple[list[int], list[int], np.ndarray], np.ndarray | None] | None:
+        """The overrides, codes (and base values: ``at_new``) with ``new`` patched in."""
+        if not self.over.rows or not self._codable(new.cols):
+            return None
+        lows, spans, was = self._over_codes()  # type: ignore[misc]
+        code, ok = key_codes(new.cols, lows, spans)
+        old = [*self.over.cols, self.over.values]
+        add = [*new.cols, new.values]
+        if at_new is not None:
+            old.append(self._before())
+            add.append(at_new)
+        if not ok.all() or any(a.dtype != b.dtype for a, b in zip(old, add, strict=True)):
+            return None
+        codes, out = patched(was, old, hit, code, add)  # type: ignore[arg-type]
+        k = len(self.vars)
+        over = Table(self.vars, tuple(out[:k]), out[k])
+        return over, (lows, spans, codes), out[k + 1] if at_new is not None else None
 
     def overridden(
         self, over: Table, touched: Sequence[Sequence[np.ndarray]], rows: int
@@ -516,9 +539,9 @@ class KeyedTable:
             return None
         new = tries[ident]
         assert new.values is not None
-        base = Table(self.vars, tuple(trie_rows(new)), new.values)
-        index = {("trie", perm): (base.values, t) for perm, t in tries.items()}
-        return KeyedTable(base, _empty(self.vars, base.cols, self.ops), self.ops, rows, index)
+        b = Table(self.vars, tuple(trie_rows(new)), new.values)
+        index = {("trie", perm): (b.values, t) for perm, t in tries.items()}
+        return KeyedTable(b, tb.empty_table(self.vars, b.cols, self.ops), self.ops, rows, index)
 
     def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """``self ⊕ delta`` and, at ``delta``'s keys, the rows before and after.
@@ -526,19 +549,19 @@ class KeyedTable:
         Returns the new keyed table, the old rows at the keys (no zeros) and the new
         annotation of every key of ``delta`` (zero where ⊕ cancelled it).
         """
-        delta = _consolidated(delta, self.ops)
+        delta = tb.consolidated(delta, self.ops)
         if delta.rows == 0:
-            empty = _empty(self.vars, delta.cols, self.ops)
+            empty = tb.empty_table(self.vars, delta.cols, self.ops)
             return self, empty, empty
         if self.vars and np.dtype(self.ops.dtype).kind in "iu":
             return self._plus_integer(delta)
         old = self.at(delta.cols)
-        delta = _with_values(Table(self.vars, delta.cols, delta.values), self.ops)
+        delta = tb.with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         if old.rows == 0:  # new keys only: the sums are the change
             assert delta.values is not None
             summed = Table(self.vars, delta.cols, np.asarray(delta.values, dtype=self.ops.dtype))
         else:
-            both = concat([_with_values(old, self.ops), delta], self.ops)
+            both = concat([tb.with_values(old, self.ops), delta], self.ops)
             summed = sum_keeping_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
         return self._replaced(summed, old.rows), old, summed
 
@@ -546,7 +569,7 @@ class KeyedTable:
         """:meth:`plus` of a consolidated ``delta`` for integer annotations: each key searched
         once in the base's trie and once in the overrides, and the searches reused by
         :meth:`_replaced` (what :meth:`at` and :meth:`_replaced` would each search again)."""
-        delta = _with_values(Table(self.vars, delta.cols, delta.values), self.ops)
+        delta = tb.with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         assert delta.values is not None
         base_at, in_over, current, present = self._current(delta.cols)
         old = Table(self.vars, tuple(c[present] for c in delta.cols), current[present])
@@ -575,25 +598,3 @@ class Fold:
 
 _FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
 """The helper thread folds run on, one at a time (numpy releases the GIL in their merges)."""
-
-
-# -- helpers ------------------------------------------------------------------------------------
-def _with_values(t: Table, ops: LocalOps) -> Table:
-    if t.values is not None:
-        return t
-    return Table(t.vars, t.cols, ops.ones(np.ones(t.rows, dtype=np.int64)), t.unique)
-
-
-def _empty(vars_: tuple[str, ...], like: Sequence[np.ndarray], ops: LocalOps) -> Table:
-    cols = tuple(c[:0] for c in like) if like else tuple(np.empty(0, np.int64) for _ in vars_)
-    return Table(vars_, cols, np.empty(0, dtype=ops.dtype))
-
-
-def _cat(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
-    assert a.values is not None and b.values is not None
-    return cols, np.concatenate([a.values, b.values])
-
-
-def _consolidated(t: Table, ops: LocalOps) -> Table:
-    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)

@@ -19,12 +19,16 @@ from semirings.local import LocalOps, group_starts, run_starts
 
 __all__ = [
     "Table",
+    "cat_rows",
     "concat",
+    "consolidated",
     "drop_zeros",
+    "empty_table",
     "group_reduce",
     "ranges",
     "sum_keeping_zeros",
     "values_of",
+    "with_values",
 ]
 
 
@@ -151,3 +155,28 @@ def sum_keeping_zeros(t: Table, ops: LocalOps) -> Table:
     sums = ops.reduceat(t.values[perm], starts)
     first = perm[starts]
     return Table(t.vars, tuple(c[first] for c in t.cols), sums)
+
+
+def with_values(t: Table, ops: LocalOps) -> Table:
+    """``t`` with its annotations given: ones where it has none."""
+    if t.values is not None:
+        return t
+    return Table(t.vars, t.cols, ops.ones(np.ones(t.rows, dtype=np.int64)), t.unique)
+
+
+def empty_table(vars_: tuple[str, ...], like: Sequence[np.ndarray], ops: LocalOps) -> Table:
+    """A table of no rows over ``vars_``, its columns of the kinds of ``like``."""
+    cols = tuple(c[:0] for c in like) if like else tuple(np.empty(0, np.int64) for _ in vars_)
+    return Table(vars_, cols, np.empty(0, dtype=ops.dtype))
+
+
+def cat_rows(a: Table, b: Table) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The columns and annotations of ``a``'s rows then ``b``'s, their types kept."""
+    cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
+    assert a.values is not None and b.values is not None
+    return cols, np.concatenate([a.values, b.values])
+
+
+def consolidated(t: Table, ops: LocalOps) -> Table:
+    """``t`` ⊕-grouped by its whole key (its rows may repeat a key), no zeros."""
+    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
