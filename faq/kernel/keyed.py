@@ -17,20 +17,19 @@ reaches, not the relation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 import faq.kernel.table as tb
+from faq.kernel.fold import Fold, begin, since
 from faq.kernel.merge import (
     WholeKeyIndex,
     changed_rows,
     children_rows,
     mask_at,
     match_keys,
-    merged_tries,
     patched,
     prefix_runs,
     search_trie,
@@ -38,7 +37,7 @@ from faq.kernel.merge import (
     whole_key_rows,
 )
 from faq.kernel.table import Table, concat, drop_zeros, ranges, sum_keeping_zeros
-from faq.kernel.trie import Trie, build_trie, trie_rows
+from faq.kernel.trie import Trie, build_trie
 from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
 
@@ -459,14 +458,14 @@ class KeyedTable:
             if fold.job.done() or over.rows > 4 * limit:  # done, or waited for
                 merged = fold.job.result()
                 if merged is not None:
-                    return merged.overridden(over, fold.touched, rows)
+                    b, index = merged
+                    return KeyedTable(b, since(over, fold.touched), self.ops, rows, index)
                 fold, declined = None, True  # the merge did not apply: fold at once
         if fold is None and over.rows > limit:
-            merging = None if declined else self._merging(over, rows)
-            if merging is None:  # not integers, or no trie to merge into: at once
+            fold = None if declined else begin(self.base, over, self.ops, self._index)
+            if fold is None:  # not integers, or no trie to merge into: at once
                 t = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(t, tb.empty_table(self.vars, t.cols, self.ops), self.ops, rows)
-            fold = Fold(_FOLDER.submit(merging), ())
         if patch is not None:
             self._remember("over-codes", (True, *codes), over)
             if integer:
@@ -498,50 +497,6 @@ class KeyedTable:
         k = len(self.vars)
         over = Table(self.vars, tuple(out[:k]), out[k])
         return over, (lows, spans, codes), out[k + 1] if at_new is not None else None
-
-    def overridden(
-        self, over: Table, touched: Sequence[Sequence[np.ndarray]], rows: int
-    ) -> KeyedTable:
-        """This (folded) base under the rows of ``over`` whose keys are among ``touched``
-        (the keys changed since the fold began): what a fold begun on the base and the
-        overrides of then gives once it is done."""
-        keys = [np.concatenate(cs) for cs in zip(*touched, strict=True)]
-        hit, _ = match_keys(over.cols, keys)
-        since = over.take(np.flatnonzero(hit))
-        return KeyedTable(self.base, since, self.ops, rows, self._index)
-
-    def _merging(self, over: Table, rows: int) -> Any:
-        """A call that returns :meth:`_merged` of ``over`` (run on the helper thread: it
-        reads only what is taken here), or None where merging does not apply."""
-        if np.dtype(self.ops.dtype).kind not in "iu" or not self.vars:
-            return None
-        if any(c.dtype.kind not in "iu" for c in over.cols):  # no 64-bit sort key to merge by
-            return None
-        built = {
-            k[1]: got[1]
-            for k, got in list(self._index.items())
-            if isinstance(k, tuple) and k[0] == "trie" and got[0] is self.base.values
-        }
-        if tuple(range(len(self.vars))) not in built:
-            return None
-        snapshot = KeyedTable(self.base, self.over, self.ops, rows, {})
-        return lambda: snapshot._merged(over, rows, built)
-
-    def _merged(
-        self, over: Table, rows: int, built: Mapping[tuple[int, ...], Trie]
-    ) -> KeyedTable | None:
-        """The base with ``over`` folded in, its tries made by merging ``over`` into the
-        sorted rows of the tries ``built`` so far (no sort of the relation); None where
-        that does not apply (keys too wide for one 64-bit sort key)."""
-        ident = tuple(range(len(self.vars)))
-        tries = merged_tries(built, over, self.ops) if ident in built else None
-        if tries is None:
-            return None
-        new = tries[ident]
-        assert new.values is not None
-        b = Table(self.vars, tuple(trie_rows(new)), new.values)
-        index = {("trie", perm): (b.values, t) for perm, t in tries.items()}
-        return KeyedTable(b, tb.empty_table(self.vars, b.cols, self.ops), self.ops, rows, index)
 
     def plus(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """``self ⊕ delta`` and, at ``delta``'s keys, the rows before and after.
@@ -585,16 +540,3 @@ class KeyedTable:
             sums = np.asarray(delta.values, dtype=self.ops.dtype)
         summed = Table(self.vars, delta.cols, sums)
         return self._replaced(summed, old.rows, (in_over, base_at)), old, summed
-
-
-@dataclass(frozen=True)
-class Fold:
-    """A fold under way: the merged keyed table to come (``job``, None when merging turned
-    out not to apply) and the keys changed since it began (one tuple of columns each)."""
-
-    job: Future[KeyedTable | None]
-    touched: tuple[Sequence[np.ndarray], ...]
-
-
-_FOLDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="faq-fold")
-"""The helper thread folds run on, one at a time (numpy releases the GIL in their merges)."""
