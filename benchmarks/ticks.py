@@ -26,7 +26,10 @@ Deltas
     are drawn in proportion to the current degrees (``--inserts degree``: the endpoints
     of uniformly chosen edges, the graph keeps its shape) or uniformly over the
     vertices (``--inserts uniform``).  The delta sizes run one after another on the same
-    view (all one-edge ticks, then the 1,000-change ticks, …).  Every tick's delta is
+    view (all one-edge ticks, then the 1,000-change ticks, …), then (``--after``) the
+    one-edge ticks again, once the larger ticks' changes fill the relation's log (the
+    row ``1 after the larger``: what a one-edge tick costs in a mixed stream).  Every
+    tick's delta is
     made before any is timed, and the script's objects are then frozen out of the
     garbage collector (``gc.freeze``).  Before the first graph one small view takes a
     few ticks, untimed, so that compiled kernels are not charged to the first graph.
@@ -311,6 +314,11 @@ class Cell:
 
     size: int
     ticks: list[float] = field(default_factory=list)
+    after: bool = False  # one-edge ticks run after the larger ones (their log in place)
+
+    @property
+    def label(self) -> str:
+        return f"{self.size:,} after the larger" if self.after else f"{self.size:,}"
 
     @property
     def p50(self) -> float:
@@ -373,10 +381,13 @@ def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
 
     rng = np.random.default_rng(args.seed)
     pool = EdgePool(g.edges, g.n_nodes)
+    cells = {size: Cell(size) for size in args.deltas}
+    if args.after:  # one edge again, once the larger ticks' changes fill the log
+        cells[-1] = Cell(1, after=True)
     seq: list[tuple[int, Any]] = []
-    for size in args.deltas:
-        for _ in range(ticks_for(args, size)):
-            seq.append((size, delta_frame(make_delta(pool, size, rng, args.inserts))))
+    for key, cell in cells.items():
+        for _ in range(args.after if cell.after else ticks_for(args, cell.size)):
+            seq.append((key, delta_frame(make_delta(pool, cell.size, rng, args.inserts))))
     final_edges = pool.current()
     del pool
     graph = pd.DataFrame({"src": g.edges[:, 0], "dst": g.edges[:, 1]})
@@ -387,11 +398,10 @@ def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
     view = IncrementalView(q, E=graph)
     build = time.perf_counter() - t0
     reset = peak_rss_reset()
-    cells = {size: Cell(size) for size in args.deltas}
-    for size, frame in seq:
+    for key, frame in seq:
         t0 = time.perf_counter()
         view.step(E=frame)
-        cells[size].ticks.append(time.perf_counter() - t0)
+        cells[key].ticks.append(time.perf_counter() - t0)
     peak = peak_rss_mb(reset)
     load_ticks = load()
     got = int(view.result().scalar())
@@ -471,11 +481,11 @@ def print_graph(row: dict[str, Any], args: argparse.Namespace) -> None:
         rule += "---:|"
     print(head)
     print(rule)
-    for size, c in row["cells"].items():
+    for c in row["cells"].values():
         ratio = local / c.p50
         line = (
-            f"| {size:,} | {len(c.ticks)} | {fmt_ms(c.p50)} | {fmt_ms(c.p99)} | "
-            f"{fmt_ms(max(c.ticks))} | {c.spikes} | {ratio:,.0f}× | {verdict(size, ratio)} |"
+            f"| {c.label} | {len(c.ticks)} | {fmt_ms(c.p50)} | {fmt_ms(c.p99)} | "
+            f"{fmt_ms(max(c.ticks))} | {c.spikes} | {ratio:,.0f}× | {verdict(c.size, ratio)} |"
         )
         if spark:
             line += f" {spark / c.p50:,.0f}× |"
@@ -511,10 +521,12 @@ def results_of(rows: list[dict[str, Any]]) -> list[Result]:
                     extra=common,
                 )
             )
-        for size, c in row["cells"].items():
+        for c in row["cells"].values():
             ratio = local / c.p50
+            size = c.size
             extra = {
                 "delta": size,
+                "after_larger": c.after,
                 "p50_s": c.p50,
                 "p99_s": c.p99,
                 "max_s": max(c.ticks),
@@ -527,7 +539,7 @@ def results_of(rows: list[dict[str, Any]]) -> list[Result]:
             }
             r = Result(
                 g.label,
-                f"tick Δ={size}",
+                f"tick Δ={size}" + (" after the larger" if c.after else ""),
                 row["edges"],
                 times=c.ticks,
                 count=row["triangles"],
@@ -553,6 +565,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark", action="store_true", help="also recompute from a Spark DataFrame")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="20,000 edges, few ticks")
+    p.add_argument(
+        "--after", type=int, default=None,
+        help="one-edge ticks run again after the larger ones, their changes in the log "
+        "(default: as many as the first one-edge ticks; 0: none)",
+    )  # fmt: skip
     add_out_argument(p)
     args = p.parse_args(argv)
     if args.edges is None:
@@ -563,6 +580,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--deltas: distinct positive sizes")
     if args.ticks and len(args.ticks) not in (1, len(args.deltas)):
         p.error("--ticks: one count, or one per --deltas size")
+    if args.after is None:
+        larger = 1 in args.deltas and max(args.deltas) > 1
+        args.after = ticks_for(args, 1) if larger else 0
     if args.paths:  # edge lists given: generated graphs only when asked for
         args.exponents = args.exponents if "--exponents" in (argv or sys.argv) else []
     return args

@@ -338,7 +338,8 @@ def test_ticks_graphs_and_deltas():
 
 
 def test_ticks_script_quick(tmp_path):
-    """``python benchmarks/ticks.py --quick``: tables, a checked count, the result files."""
+    """``python benchmarks/ticks.py --quick``: tables, a checked count, the result files, and
+    the one-edge ticks run again after the larger ones (``--after``, on by default)."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "ticks.py"), "--quick", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -353,7 +354,11 @@ def test_ticks_script_quick(tmp_path):
         "recompute (local factor)",
         "tick Δ=1",
         "tick Δ=1000",
+        "tick Δ=1 after the larger",
     }
+    after = [r for r in rows if r["contender"] == "tick Δ=1 after the larger"]
+    assert len(after) == 3 and all(r["runs"] == 20 and r["after_larger"] for r in after)
+    assert "| 1 after the larger | 20 |" in proc.stdout
 
 
 def test_spark_ticks_script_quick(spark, tmp_path, capsys):
