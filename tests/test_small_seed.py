@@ -270,13 +270,18 @@ prefix_rows = st.lists(
     delta=prefix_rows,
     seeds=st.lists(st.integers(0, 5), min_size=1, max_size=8),
     wide=st.booleans(),
+    csorted=st.booleans(),
 )
-def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide):
+def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide, csorted):
     """:func:`faq.kernel.compiled_seeded.near_level` against numpy: the rows whose prefix a
     seed holds, equal keys summed, zero sums dropped, sorted; each seed's group.  Few
     prefixes and many rows make long unsorted groups (its own merge sort); ``wide`` spreads
-    the prefixes 2**40 apart (no dense array of their values)."""
+    the prefixes 2**40 apart (no dense array of their values); ``csorted``: the first rows
+    sorted by prefix (a log in key order), found by binary searches instead of a pass."""
     from faq.kernel.compiled_seeded import near_level
+
+    if csorted:
+        corr = sorted(corr, key=lambda r: r[0])  # by prefix only: ties keep their order
 
     k = 2**40 if wide else 1
 
@@ -290,7 +295,7 @@ def test_near_level_is_the_level_numpy_gives(corr, delta, seeds, wide):
 
     seed = np.asarray(seeds, np.int64) * k
     vals, starts, sums, node, biggest = near_level(
-        cols(corr), values(corr), cols(delta), values(delta), (seed,)
+        cols(corr), values(corr), cols(delta), values(delta), (seed,), csorted
     )
     want: dict[tuple[int, int], int] = {}
     for p, x, v in corr + delta:

@@ -211,7 +211,7 @@ def _run_searches(k: int) -> None:
     seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
     if k == 2:  # the one-level seeded path over binary relations
         descend(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
-        near_level(vals[:2], w, vals[:2], w, vals[:1])
+        near_level(vals[:2], w, vals[:2], w, vals[:1], True)
 
 
 def warm_up() -> Warmed | None:

@@ -299,7 +299,7 @@ def _bucketed(keys, rank, g):  # pragma: no cover - compiled
 
 
 @jit(nogil=True)
-def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - compiled
+def near_level(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no cover - compiled
     """The last level of a trie of the rows ``ccols``/``cvalues`` plus ``dcols``/``dvalues``
     (columns in trie order, the last one the level's values; equal keys summed, zero
     sums dropped) over only the rows whose other columns are some seed row's
@@ -307,7 +307,9 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - com
     (group of rows) each seed row reaches (-1: none), and the largest sum of
     ``|annotation|`` over a key (a float: the caller checks it against int64).
     What ``build_trie`` of those rows and a descent of the seed rows give, with no
-    trie of the rest built."""
+    trie of the rest built.  ``csorted``: the rows ``ccols`` are sorted by their first
+    column (a keyed table's log in key order), found by two binary searches per
+    distinct first value of the seeds instead of a pass over them."""
     p = len(seeds)
     n = len(seeds[0])
     nc = len(cvalues)
@@ -341,7 +343,17 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds):  # pragma: no cover - com
     cand = np.empty(nc + nd, np.int64)
     rank = np.empty(nc + nd, np.int64)  # of each candidate's first value among first
     m = 0
-    for t in range(nc + nd):
+    start = 0
+    if csorted:  # each first value's run of rows, in row order as the pass finds them
+        for i in range(len(first)):
+            t = lower_bound(c0, 0, nc, first[i])
+            while t < nc and c0[t] == first[i]:
+                cand[m] = t
+                rank[m] = i
+                m += 1
+                t += 1
+        start = nc
+    for t in range(start, nc + nd):
         v = c0[t] if t < nc else d0[t - nc]
         if v < low or v > high:
             continue

@@ -365,6 +365,11 @@ class KeyedTable:
         pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
         return np.where(ok & (codes[pos] == code), pos, -1)
 
+    def in_key_order(self) -> bool:
+        """Whether the overrides, and so :meth:`correction`, are sorted by key: where their
+        codes are kept (:meth:`_over_codes`, checked when made, carried by each change)."""
+        return self._over_codes() is not None
+
     def _codable(self, keys: Sequence[np.ndarray]) -> bool:
         """Whether whole ``keys`` can be found in :meth:`_over_codes` (kinds alike)."""
         coded = self._over_codes()

@@ -241,7 +241,10 @@ def _one_level(
         if not _int64((*cols, *dcols, corr.values, dvalues)):
             return None
         if prefix:
-            *level, biggest = compiled.near_level(cols, c(corr.values), dcols, c(dvalues), prefix)
+            in_order = cols_at == tuple(range(len(cols_at))) and kt.in_key_order()
+            *level, biggest = compiled.near_level(
+                cols, c(corr.values), dcols, c(dvalues), prefix, in_order
+            )
         else:  # an atom of x alone: one node, which every seed row reaches
             *level, biggest = _flat_level(cols[0], corr.values, dcols[0], dvalues, n)
         if biggest >= _SAFE:
