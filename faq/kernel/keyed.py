@@ -281,18 +281,19 @@ class KeyedTable:
 
     def correction(self) -> Table:
         """What the overrides add to the base, key by key: the current annotation minus the
-        base's (the base's negated for a removed key; keys where the two agree left out),
-        so that the contents are ``base ⊕ correction``.  Only for annotations in a ring of
-        integers (``ops.dtype`` an integer type): it needs inverses and exact arithmetic."""
+        base's (the base's negated for a removed key; zero where the two agree), so that
+        the contents are ``base ⊕ correction``: the overrides' keys, in their order, with
+        no row left out (a pass to drop the zeros would cost more than the readers'
+        skipping them: their products and sums are zero).  Only for annotations in a ring
+        of integers (``ops.dtype`` an integer type): it needs inverses and exact
+        arithmetic."""
         if np.dtype(self.ops.dtype).kind not in "iu":
             raise TypeError(f"correction() needs integer annotations, not {self.ops.dtype}")
         over = self.over
         got = self._memo("correction")
         if got is None:
             assert over.values is not None
-            diff = over.values - self._before()
-            keep = np.flatnonzero(diff != 0)
-            got = Table(self.vars, tuple(c[keep] for c in over.cols), diff[keep])
+            got = Table(self.vars, over.cols, over.values - self._before())
             self._remember("correction", got)
         return got
 
