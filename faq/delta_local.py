@@ -27,7 +27,7 @@ from faq.kernel.join import pair_join
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.paired import Term, keyed_delta
 from faq.kernel.reach import at_keys, filtered, matching_rows, narrow
-from faq.kernel.table import Table, concat, group_reduce
+from faq.kernel.table import Table, concat, consolidated, group_reduce
 from faq.plan.logical import AtomStats, make_plan
 from faq.plan.physical import keyed_runners
 from faq.plan.reach import bounds, hops
@@ -213,7 +213,7 @@ class LocalDelta:
         self.relations = relations
         self.order = order
         self.join = join
-        self.deltas = {n: _consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
+        self.deltas = {n: consolidated(d.to_table(), self.ops) for n, d in deltas.items()}
         self.keys = {n: relations[n].vars for n in self.rule.relations}
         self.keyed = {n: f.source.keyed for n, f in relations.items() if f.source.keyed is not None}
         self.local = {n: f.local_table() for n, f in relations.items() if n not in self.keyed}
@@ -311,7 +311,7 @@ class LocalDelta:
                 b = self.rule.atoms[j]
                 if j < t.atom and b.relation in self.deltas:  # R' = R ⊕ ΔR at these keys
                     d = filtered(self.deltas[b.relation], _conds(b, t.known))
-                    rows = _consolidated(concat([rows, d], self.ops), self.ops)
+                    rows = consolidated(concat([rows, d], self.ops), self.ops)
                 t.fetched[j] = rows
                 narrow(t.known, b.vars, rows.cols)
         return touched
@@ -412,10 +412,6 @@ class LocalDelta:
 
 
 # -- helpers ------------------------------------------------------------------------------
-def _consolidated(t: Table, ops: Any) -> Table:
-    return group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, ops)
-
-
 def _values(delta: Table, keys: tuple[str, ...], atom: Atom) -> dict[str, np.ndarray]:
     """The values each variable of ``atom`` takes in the change (agreeing repeated columns)."""
     d = _through(delta, atom)

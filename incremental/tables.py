@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import semirings
-from faq.kernel import Table, group_reduce, match_keys
+from faq.kernel import Table, cat_rows, empty_table, group_reduce, match_keys, with_values
 from incremental.deltas import Rows
 from semirings import Semiring
 from semirings.local import LocalOps, group_starts, local_ops
@@ -50,14 +50,6 @@ def int_cols(vars_: Sequence[str]) -> tuple[np.ndarray, ...]:
     return tuple(np.empty(0, np.int64) for _ in vars_)
 
 
-def empty_table(
-    vars_: tuple[str, ...], ops: LocalOps, like: Sequence[np.ndarray] | None = None
-) -> Table:
-    """An empty table over ``vars_`` (key types those of ``like``, else int64)."""
-    cols = tuple(c[:0] for c in like) if like is not None else int_cols(vars_)
-    return Table(vars_, cols, np.empty(0, dtype=ops.dtype))
-
-
 def kind(c: np.ndarray) -> str:
     """``"int"``, ``"float"`` or ``"str"``: the kind of a key column."""
     return "int" if c.dtype.kind in "iu" else ("float" if c.dtype.kind == "f" else "str")
@@ -66,13 +58,6 @@ def kind(c: np.ndarray) -> str:
 def kind_name(k: str) -> str:
     """A key kind as messages name it."""
     return {"int": "integer", "float": "floating-point", "str": "string"}[k]
-
-
-def with_values(t: Table, o: LocalOps) -> Table:
-    """``t`` with explicit annotations (one where it has none)."""
-    if t.values is not None:
-        return t
-    return Table(t.vars, t.cols, o.ones(np.ones(t.rows, dtype=np.int64)))
 
 
 def negated(t: Table, W: Semiring, o: LocalOps) -> Table:
@@ -102,8 +87,7 @@ def present(vars_: tuple[str, ...], cols: Sequence[np.ndarray], values: np.ndarr
 def concat(a: Table, b: Table) -> Table:
     """The rows of ``a`` then those of ``b`` (same variables; both with annotations)."""
     assert a.values is not None and b.values is not None
-    cols = tuple(np.concatenate([x, y]) for x, y in zip(a.cols, b.cols, strict=True))
-    values = np.concatenate([a.values, b.values])
+    cols, values = cat_rows(a, b)
     if a.values.dtype == object or b.values.dtype == object:
         values = np.asarray(list(a.values) + list(b.values), dtype=object)
     return Table(a.vars, cols, values, unique=False)

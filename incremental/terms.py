@@ -17,7 +17,7 @@ import numpy as np
 
 import semirings
 from faq import Atom, Factor, Query, Rule, TermReport, solve_delta
-from faq.kernel import KeyedTable, Table, group_reduce, keyed_delta, paired_at
+from faq.kernel import KeyedTable, Table, consolidated, keyed_delta, paired_at
 from faq.plan import delta_in_driver, keyed_runners
 from incremental.protocol import How, Keyed
 from incremental.tables import int_cols
@@ -108,9 +108,7 @@ def keyed_terms(
     if not delta_in_driver(rows, how.local)[0]:
         return None
     atoms = [(a.relation, a.vars) for a in rule.atoms]
-    changes = {
-        n: group_reduce(Table(t.vars, t.cols, t.values, False), t.vars, o) for n, t in live.items()
-    }
+    changes = {n: consolidated(t, o) for n, t in live.items()}
     try:
         got = keyed_delta(atoms, rule.head, o, keyed, changes)  # type: ignore[arg-type]
     except OverflowError as exc:

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from faq import Atom, Factor, Query, Rule, solve_delta
-from faq.kernel import Table, group_reduce
+from faq.kernel import Table, consolidated
 from faq.plan import nonconvergence
 from incremental.driver_state import LocalKeyed
 from incremental.protocol import How
@@ -276,7 +276,7 @@ def plus_at(kt: LocalKeyed, t: Table, o: LocalOps) -> tuple[LocalKeyed, Table, T
     if not t.rows:
         return kt, t, t
     if not kt.rows:
-        cons = group_reduce(Table(t.vars, t.cols, t.values, unique=False), t.vars, o)
+        cons = consolidated(t, o)
         empty = cons.take(np.empty(0, dtype=np.int64))
         return LocalKeyed.of(drop_zeros(cons, o), o), empty, with_values(cons, o)
     return kt.plus(t)

@@ -28,7 +28,16 @@ from faq.kernel.paired import keyed_delta, paired_at, paired_delta
 from faq.kernel.reach import narrow
 from faq.kernel.seeded import seeded_delta, trie_orders
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
-from faq.kernel.table import Table, concat, group_reduce, ranges
+from faq.kernel.table import (
+    Table,
+    cat_rows,
+    concat,
+    consolidated,
+    empty_table,
+    group_reduce,
+    ranges,
+    with_values,
+)
 from faq.kernel.trie import NUMBA, Trie, build_trie
 from faq.kernel.values import check_annotations, scalar_value, spark_type, typed_values
 
@@ -41,9 +50,12 @@ __all__ = [
     "Table",
     "Trie",
     "build_trie",
+    "cat_rows",
     "changed_rows",
     "check_annotations",
     "concat",
+    "consolidated",
+    "empty_table",
     "generic_join",
     "generic_join_threads",
     "group_reduce",
@@ -61,4 +73,5 @@ __all__ = [
     "table_stats",
     "trie_orders",
     "typed_values",
+    "with_values",
 ]

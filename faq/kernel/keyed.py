@@ -72,7 +72,7 @@ class KeyedTable:
     def of(cls, table: Table, ops: LocalOps) -> KeyedTable:
         """A keyed table holding ``table`` (consolidated, no zeros)."""
         base = tb.with_values(table, ops)
-        return cls(base, tb.empty_table(base.vars, base.cols, ops), ops, base.rows)
+        return cls(base, tb.empty_table(base.vars, ops, base.cols), ops, base.rows)
 
     @property
     def vars(self) -> tuple[str, ...]:
@@ -471,7 +471,7 @@ class KeyedTable:
             fold = None if declined else begin(self.base, over, self.ops, self._index)
             if fold is None:  # not integers, or no trie to merge into: at once
                 t = KeyedTable(self.base, over, self.ops, rows).table()
-                return KeyedTable(t, tb.empty_table(self.vars, t.cols, self.ops), self.ops, rows)
+                return KeyedTable(t, tb.empty_table(self.vars, self.ops, t.cols), self.ops, rows)
         if patch is not None:
             self._remember("over-codes", (True, *codes), over)
             if integer:
@@ -512,7 +512,7 @@ class KeyedTable:
         """
         delta = tb.consolidated(delta, self.ops)
         if delta.rows == 0:
-            empty = tb.empty_table(self.vars, delta.cols, self.ops)
+            empty = tb.empty_table(self.vars, self.ops, delta.cols)
             return self, empty, empty
         if self.vars and np.dtype(self.ops.dtype).kind in "iu":
             return self._plus_integer(delta)

@@ -164,8 +164,11 @@ def with_values(t: Table, ops: LocalOps) -> Table:
     return Table(t.vars, t.cols, ops.ones(np.ones(t.rows, dtype=np.int64)), t.unique)
 
 
-def empty_table(vars_: tuple[str, ...], like: Sequence[np.ndarray], ops: LocalOps) -> Table:
-    """A table of no rows over ``vars_``, its columns of the kinds of ``like``."""
+def empty_table(
+    vars_: tuple[str, ...], ops: LocalOps, like: Sequence[np.ndarray] | None = None
+) -> Table:
+    """A table of no rows over ``vars_``, its key columns of the kinds of ``like`` (else
+    int64), its annotations of ``ops``' type."""
     cols = tuple(c[:0] for c in like) if like else tuple(np.empty(0, np.int64) for _ in vars_)
     return Table(vars_, cols, np.empty(0, dtype=ops.dtype))
 
