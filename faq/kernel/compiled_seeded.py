@@ -308,8 +308,8 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no co
     ``|annotation|`` over a key (a float: the caller checks it against int64).
     What ``build_trie`` of those rows and a descent of the seed rows give, with no
     trie of the rest built.  ``csorted``: the rows ``ccols`` are sorted by their first
-    column (a keyed table's log in key order), found by two binary searches per
-    distinct first value of the seeds instead of a pass over them."""
+    column (a keyed table's log in key order), found by one binary search per
+    distinct first value of the seeds and a walk along its run, not a pass over them."""
     p = len(seeds)
     n = len(seeds[0])
     nc = len(cvalues)

@@ -436,26 +436,8 @@ class KeyedTable:
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
-        order = codes = None
-        over = new
         at_new = None if not integer else self._base_at(new.cols) if known is None else known[1]
-        patch = None if hit is None else self._patch(new, hit, at_new)
-        if patch is not None:  # the log's rows patched in place: no sort, no gather
-            over, codes, before = patch
-        elif self.over.rows:
-            kept = self.over.take(np.flatnonzero(~stale))
-            over = Table(self.vars, *tb.cat_rows(kept, new))
-            if self._codable(new.cols):  # the codes carried: none computed over the log
-                lows, spans, was = self._over_codes()  # type: ignore[misc]
-                code, ok = key_codes(new.cols, lows, spans)
-                if ok.all():
-                    codes = (lows, spans, np.concatenate([was[~stale], code]))
-        kinds = [c.dtype.kind for c in over.cols]
-        if patch is None and (
-            codes is not None or (all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf")
-        ):  # the overrides kept sorted by key (what row_keys codes): two sorted runs merged
-            order = sort_rows(over.cols) if codes is None else np.argsort(codes[2], kind="stable")
-            over = over.take(order)
+        over, codes, before = self._logged(new, stale, hit, at_new)
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
         fold, declined = self.fold, False
@@ -472,17 +454,41 @@ class KeyedTable:
             if fold is None:  # not integers, or no trie to merge into: at once
                 t = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(t, tb.empty_table(self.vars, self.ops, t.cols), self.ops, rows)
-        if patch is not None:
+        if codes is not None:  # carried, so that no tick codes or searches the whole log
             self._remember("over-codes", (True, *codes), over)
-            if integer:
-                self._remember("before", before, over)
-        elif codes is not None and order is not None:
-            self._remember("over-codes", (True, codes[0], codes[1], codes[2][order]), over)
-        if patch is None and integer:
-            # the base's annotations under the overrides (for correction()): carried
-            before = np.concatenate([self._before()[~stale], at_new])
-            self._remember("before", before if order is None else before[order], over)
+        if before is not None:  # the base's annotations under the overrides (correction())
+            self._remember("before", before, over)
         return KeyedTable(self.base, over, self.ops, rows, self._index, fold)
+
+    def _logged(
+        self, new: Table, stale: np.ndarray, hit: np.ndarray | None, at_new: np.ndarray | None
+    ) -> tuple[Table, tuple[list[int], list[int], np.ndarray] | None, np.ndarray | None]:
+        """The overrides with ``new`` written in (``stale``: the rows it replaces; ``hit``:
+        their rows per key of ``new``, where searched), kept in key order where their keys
+        are integers (the last column may be floats), with their codes where those are
+        kept and the base's annotations under them (``at_new`` at ``new``'s keys, for
+        integer annotations): patched in place (:meth:`_patch`) where that applies, else
+        the kept rows and ``new`` concatenated and sorted (two sorted runs merged)."""
+        patch = None if hit is None else self._patch(new, hit, at_new)
+        if patch is not None:
+            return patch
+        over, codes = new, None
+        if self.over.rows:
+            kept = self.over.take(np.flatnonzero(~stale))
+            over = Table(self.vars, *tb.cat_rows(kept, new))
+            if self._codable(new.cols):  # the codes carried: none computed over the log
+                lows, spans, was = self._over_codes()  # type: ignore[misc]
+                code, ok = key_codes(new.cols, lows, spans)
+                if ok.all():
+                    codes = (lows, spans, np.concatenate([was[~stale], code]))
+        before = None if at_new is None else np.concatenate([self._before()[~stale], at_new])
+        kinds = [c.dtype.kind for c in over.cols]
+        if codes is not None or (all(k in "iu" for k in kinds[:-1]) and kinds[-1] in "iuf"):
+            order = sort_rows(over.cols) if codes is None else np.argsort(codes[2], kind="stable")
+            over = over.take(order)
+            codes = None if codes is None else (codes[0], codes[1], codes[2][order])
+            before = None if before is None else before[order]
+        return over, codes, before
 
     def _patch(
         self, new: Table, hit: np.ndarray, at_new: np.ndarray | None

@@ -108,9 +108,10 @@ class Settings:
         many rows runs in the driver, reading only the rows of the other
         relations that match it.
     delta_thread_rows : int
-        A delta rule over a view's keyed state in the driver runs its terms (one per
-        changed atom) on the driver's cores at once when its changes hold at least
-        this many rows; fewer run on one thread (a thread's start would cost more).
+        A term of a delta rule over a view's keyed state in the driver whose change
+        holds at least this many rows splits its compiled sums over the driver's cores
+        (its rows taken in turn by each thread); a smaller one runs on one thread
+        (handing it to threads would cost more than it saves).
     max_fetch_rows : int
         ... as long as those matching rows are at most this many.  Also the rows a
         Spark-resident view's tick brings into the driver (:mod:`incremental.reach`);
