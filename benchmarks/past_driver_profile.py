@@ -12,22 +12,25 @@ step kept in Spark (``faq.settings(local_rows=0)``)::
     Q() :- E(a, b), E(b, c), E(a, c)
 
 The engine runs it as one partitioned step: a HyperCube shuffle that sends every edge to
-the cells that need it (``faq.spark.partitioned.route_once``: the relation the three atoms
-read goes once to each cell, with the atoms it serves there), then the step's runner in each
-cell (``CellKernel``, in a Python worker), then the cells' partial counts ⊕-combined.
+the cells that need it (``faq.spark.routing.route``: the tasks that read the edges compute
+each edge's cells and pack each cell's rows as Arrow IPC, the relation the three atoms read
+going once to each cell with the atoms it serves there; the packs are shuffled by cell),
+then the step's runner in each cell (``CellKernel``, in a Python worker, over its unpacked
+rows), then the cells' partial counts ⊕-combined.
 Each row below measures one part of that on its own, from the same Parquet-backed,
 checkpointed DataFrame, in one ``local[2]`` session:
 
 * ``engine``: the whole solve; ``engine: checks + plan`` is its time outside its step
   (the statistics job that gives the planner its row and distinct counts, and planning),
   ``engine: step`` the step as the run's trace times it;
-* ``route + shuffle``: the routed rows counted per cell in Spark, no Python worker: what
-  the shuffle costs (its rows are the ``routed`` column);
-* ``route + shuffle + Arrow``: the same rows handed to a Python worker per cell as Arrow
-  batches that are only counted (no kernel): adds the JVM-to-Python transfer;
-* ``cells' kernel (one thread)``: the routed rows collected once, then every cell's work
-  run in this process, one thread (tables from Arrow, the runner, the output batch): the
-  CPU the cells spend (two task slots share it);
+* ``pack + shuffle``: the edges read into the packing tasks (Python workers), packed, and
+  the packs shuffled and counted per cell in Spark, no Python worker after the shuffle;
+* ``pack + shuffle + unpack``: the same packs handed to a Python worker per cell and
+  unpacked, their rows only counted (no kernel): the rows each cell receives are the
+  ``routed`` column;
+* ``cells' kernel (one thread)``: the packs collected once, then every cell's work run in
+  this process, one thread (tables from the packs, the runner, the output batch): the CPU
+  the cells spend (two task slots share it);
 * ``floor``: one job that reads the edges into one Python task and joins nothing;
 * ``spark sql``: ``count(*)`` of the three-way self-join of the edges.
 
@@ -60,14 +63,24 @@ import numpy as np
 import faq
 import semirings
 from benchmarks._common import Result, add_out_argument, fmt_s, run_info, write_results
-from benchmarks.beyond_driver import count_batches, floor_job
+from benchmarks.beyond_driver import floor_job
 from benchmarks.triangles import SQL
 from faq.rule import VALUE
-from faq.spark.partitioned import CellKernel, Routed, Source, route, route_once
+from faq.spark.partitioned import CellKernel, Source, route
+from faq.spark.routing import CELL, unpacked
 from faq.testing import NAMED_RULES, power_law_graph
 
 KERNEL_ROWS = 30_000_000
 """Routed rows above which the cells' kernel is not run in this process (memory)."""
+
+
+def count_unpacked(batches: Any) -> Any:
+    """A ``mapInArrow`` function (schema ``n long``) that unpacks a cell's packs and only
+    counts their rows."""
+    import pyarrow as pa
+
+    n = sum(t.num_rows for by in unpacked(batches).values() for t in by.values())
+    yield pa.RecordBatch.from_pydict({"n": [n]})
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
@@ -127,19 +140,14 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
     ]
     # as the engine routes them: the relation once per cell, with the atoms it serves there
     source = Source(df, ("src", "dst"), ("src", "dst"))
-    how = route_once(frames, shares, "bigint", [source] * 3)
-    if how is None:  # heavy values split: atom by atom
-        by_atom, types = route(frames, shares, "bigint")
-        how = Routed(by_atom, types, tuple(v for v, _ in frames), masked=False)
+    how = route(frames, shares, "bigint", [source] * 3)
     routed = how.rows
-    t, per_cell = timed(lambda: routed.groupBy("__cell").count().collect(), args.repeat)
-    n_routed = sum(r["count"] for r in per_cell)
-    rows.append(("route + shuffle", t, None, f"{n_routed:,} routed rows ({n_routed / m:.1f}×)"))
-    t, _ = timed(
-        lambda: routed.mapInArrow(count_batches, "n long").groupBy().sum("n").collect(),
-        args.repeat,
-    )
-    rows.append(("route + shuffle + Arrow", t, None, "rows to Python workers, counted"))
+    t, _ = timed(lambda: routed.groupBy(CELL).count().collect(), args.repeat)
+    rows.append(("pack + shuffle", t, None, "edges packed in Python, packs shuffled"))
+    t, per_cell = timed(lambda: routed.mapInArrow(count_unpacked, "n long").collect(), args.repeat)
+    n_routed = sum(r["n"] for r in per_cell)
+    note = f"{n_routed:,} routed rows ({n_routed / m:.1f}×), unpacked in the cells"
+    rows.append(("pack + shuffle + unpack", t, None, note))
     if n_routed <= KERNEL_ROWS:
         at = routed.toArrow()
         cell = CellKernel(
@@ -150,17 +158,16 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
             "bigint",
             runner=choice.runner,
             shape=choice.shape,
-            columns=how.columns,
-            masked=how.masked,
-        )
+        ).reading(how.groups)
         batches = at.to_batches()
         t, out = timed(lambda: list(cell(iter(batches))), args.repeat)
         got = sum(int(b.column(VALUE)[0].as_py()) for b in out)
         rows.append(("cells' kernel (one thread)", t, got, f"{choice.runner} in each cell"))
     t, _ = timed(lambda: floor_job(df), 1)
     rows.append(("floor", t, None, "edges read into one Python task"))
-    t, got = timed(lambda: int(spark.sql(SQL["triangle"]).collect()[0][0]), args.repeat)
-    rows.append(("spark sql", t, got, "three-way self-join"))
+    if args.sql:
+        t, got = timed(lambda: int(spark.sql(SQL["triangle"]).collect()[0][0]), args.repeat)
+        rows.append(("spark sql", t, got, "three-way self-join"))
     out = []
     for contender, seconds, got, note in rows:
         mismatch = got is not None and got != count
@@ -186,6 +193,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--power-edges", type=int, nargs="*", default=[], help="power-law graphs")
     p.add_argument("--repeat", type=int, default=2, help="timed runs per part (2)")
     p.add_argument("--quick", action="store_true", help="one 20,000-edge power-law graph")
+    p.add_argument(
+        "--no-sql", dest="sql", action="store_false",
+        help="leave Spark SQL's self-join out (minutes on a skewed graph of millions of edges)",
+    )  # fmt: skip
     add_out_argument(p)
     args = p.parse_args(argv)
     if args.quick and not args.power_edges and not args.paths:

@@ -822,15 +822,16 @@ def test_past_driver_profile_measures_every_part(spark, tmp_path, capsys):
     argv = ["--repeat", "1", "--out", str(tmp_path), str(KARATE)]
     assert past_driver_profile.main(argv) == 0
     out = capsys.readouterr().out
-    assert "| route + shuffle + Arrow |" in out and "share of the engine's" in out
+    assert "| pack + shuffle + unpack |" in out and "share of the engine's" in out
     with (tmp_path / "past_driver_profile.csv").open(encoding="utf-8") as fh:
         rows = {(r["workload"], r["contender"]): r for r in csv.DictReader(fh)}
     parts = {c for _, c in rows}
-    assert {"engine", "engine: step", "route + shuffle", "floor", "spark sql"} <= parts
+    assert {"engine", "engine: step", "pack + shuffle", "floor", "spark sql"} <= parts
     assert "cells' kernel (one thread)" in parts
     karate = {c: r for (w, c), r in rows.items() if w == "karate"}
     assert karate["engine"]["count"] == karate["spark sql"]["count"] == "45"
     assert karate["cells' kernel (one thread)"]["count"] == "45"
+    assert "routed rows" in karate["pack + shuffle + unpack"]["note"]
     assert all(r["status"] == "ok" and float(r["median_s"]) > 0 for r in rows.values())
 
 

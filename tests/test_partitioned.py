@@ -27,7 +27,7 @@ from faq.rule import parse_rule
 from faq.spark.partitioned import murmur3_int, routing_keys, run_partitioned
 from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
 from semirings import Semiring
-from tests.helpers import spark_jobs
+from tests.helpers import packed_rows, spark_jobs
 
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
@@ -219,8 +219,9 @@ def test_each_hub_gets_cells_of_its_own_and_the_answers_agree(spark):
     ]
 
     def heaviest(grid):
-        rows, _ = route(frames, grid, "bigint")
-        return rows.groupBy("__cell").count().agg(F.max("count")).first()[0]
+        return max(
+            Counter(c for c, *_ in packed_rows(route(frames, grid, "bigint"), grid.total)).values()
+        )
 
     assert heaviest(shares) < heaviest(replace(shares, heavy=shares.heavy[:1]))
 
@@ -242,11 +243,11 @@ def test_string_heavy_values_are_routed_to_their_own_grid(spark):
         (("a", "b"), df.selectExpr("src AS a", "dst AS b", "1L AS value")),
         (("b", "c"), df.selectExpr("dst AS b", "src AS c", "1L AS value")),
     ]
-    routed, _ = route(frames, shares, "bigint")
-    placed = routed.select("b", F.spark_partition_id().alias("cell")).collect()
-    assert {r.b for r in placed} == {hub, "q", "o'k"}
-    for r in placed:
-        assert (r.cell >= shares.cells) == (r.b == hub), (r.b, r.cell)
+    placed = packed_rows(route(frames, shares, "bigint"), shares.total)
+    b_of = [vs.index("b") for vs, _ in frames]
+    assert {keys[b_of[i]] for _, i, keys, _ in placed} == {hub, "q", "o'k"}
+    for cell, i, keys, _ in placed:
+        assert (cell >= shares.cells) == (keys[b_of[i]] == hub), (keys, cell)
 
 
 def test_heavy_values_split_over_cells_give_the_same_answers(spark):
@@ -275,16 +276,16 @@ def test_heavy_values_split_over_cells_give_the_same_answers(spark):
         assert run.result.to_dict() == q.solve(E=local).to_dict(), rule
 
 
-def test_variables_named_like_the_routing_lambda_are_routed_by_their_own_values(spark):
-    """A row's cells are one SQL ``explode(transform(...))`` whose lambda variable is
-    ``__offset``.  Queries reach :func:`run_partitioned` with private names (``v0``, ...),
-    but a caller of it with a variable of that name must not have its column hidden by
-    the lambda, or rows would go to the wrong cells and triangles be lost."""
+def test_variables_named_like_the_packs_columns_are_routed_by_their_own_values(spark):
+    """A step's rows are packed under columns of their own (``__k0``, ``__h0``, ``__cell``,
+    ``__rel``...).  Queries reach :func:`run_partitioned` with private names (``v0``, ...),
+    but a caller of it with variables of those names must have its rows routed by their
+    own values, or rows would go to the wrong cells and triangles be lost."""
     e = power_law_graph(300, 2_000, seed=5)
     df = _edges_df(spark, e)
     want = triangle_count_numpy(e)
     S = semirings.get("counting")
-    for a, b, c in (("__offset", "o", "x"), ("o", "__offset_", "__offset")):
+    for a, b, c in (("__k1", "__cell", "__k0"), ("__rel", "__h0", "__k2"), ("__g", "o", "__pack")):
         bag = [((a, b), 2e3), ((b, c), 2e3), ((a, c), 2e3)]
         shares = choose_shares(bag, (), tasks=2, cell_rows=2e3)
         assert all(s > 1 for _, s in shares.shares)  # every input is spread over a share
@@ -695,14 +696,16 @@ def test_fixed_plans_nest_and_give_the_session_its_setting_back_after_an_error(s
     assert spark.conf.get(key) == before
 
 
-def test_a_relation_read_by_several_atoms_is_routed_once_per_cell(spark):
-    """A self-join's relation is routed once per cell it goes to, with the mask of the
-    atoms it serves there (route_once): every cell gets exactly the (atom, key, value)
-    rows that routing each atom on its own gives it, in fewer rows; a query routed so
-    gives the driver's answers."""
+def test_a_relation_read_by_several_atoms_is_packed_once_per_cell(spark):
+    """A self-join's relation is read and packed once: each of its rows goes once to each
+    cell any of its atoms sends it to, with the mask of the atoms it serves there.  Every
+    row reaches exactly the cells HyperCube gives it (its hash on each cut variable it
+    has, every coordinate of the others), so every combination of rows that joins meets
+    in exactly one cell; a query routed so gives the driver's answers."""
     import pandas as pd
 
-    from faq.spark.partitioned import Source, route, route_once
+    from faq.kernel.route import key_hash
+    from faq.spark.partitioned import Source, route
 
     rng = np.random.default_rng(5)
     edges = pd.DataFrame(rng.integers(0, 40, size=(300, 2)), columns=["src", "dst"])
@@ -716,27 +719,55 @@ def test_a_relation_read_by_several_atoms_is_routed_once_per_cell(spark):
     shares = choose_shares([(vs, 300.0) for vs, _ in frames], (), tasks=8, cell_rows=100)
     assert shares.total > 1 and not shares.heavy, shares.describe()
 
-    old, _ = route(frames, shares, "bigint")
+    routed = route(frames, shares, "bigint", sources)
+    assert [g.inputs for g in routed.groups] == [(0, 1, 2), (3,)]
+    got = Counter(packed_rows(routed, shares.total))
+
+    def cells(vs, keys):  # the model: HyperCube's cells of one row of an atom over vs
+        out = [0]
+        for v, s in shares.shares:
+            if v in vs:
+                h = int(key_hash(np.array([keys[vs.index(v)]]))[0] % np.uint64(s))
+                out = [c * s + h for c in out]
+            else:
+                out = [c * s + x for c in out for x in range(s)]
+        return out
+
+    rows = [(vs, i, df.collect()) for i, (vs, df) in enumerate(frames)]
     want = Counter(
-        (r["__cell"], r["__rel"], tuple(r[v] for v in frames[r["__rel"]][0]), r["value"])
-        for r in old.collect()
-    )
-    routed = route_once(frames, shares, "bigint", sources)
-    assert routed is not None and routed.masked
-    rows = routed.rows.collect()
-    got = Counter(
-        (r["__cell"], i, tuple(r[c] for c in routed.columns[i]), r["value"])
-        for r in rows
-        for i in range(len(frames))
-        if r["__rel"] >> i & 1
+        (c, i, tuple(r[v] for v in vs), r["value"])
+        for vs, i, rs in rows
+        for r in rs
+        for c in cells(vs, tuple(r[v] for v in vs))
     )
     assert got == want
-    assert len(rows) < old.count()
-    # no two inputs share a source, or their keys differ in type: routed atom by atom
-    assert route_once(frames, shares, "bigint", [None] * 4) is None
-    S = E.selectExpr("CAST(src AS STRING) AS src", "dst", "value")
-    mixed = [Source(S, ("src", "dst"), ("src", "dst")), *sources[1:]]
-    assert route_once(frames, shares, "bigint", mixed) is None
+    # packed once: a cell holds an edge once, whatever atoms it serves there
+    packs = routed.rows.toArrow()
+    from faq.spark.routing import unpacked
+
+    e_rows = sum(t[0].num_rows for t in unpacked(iter(packs.to_batches())).values() if 0 in t)
+    assert e_rows < sum(n for (_, i, _, _), n in want.items() if i < 3)
+    # every joining combination meets in exactly one cell
+    by_cell: dict = {}
+    for (c, i, keys, _), n in got.items():
+        by_cell.setdefault(c, {}).setdefault(i, Counter())[keys] += n
+    met = Counter()
+    for atoms in by_cell.values():
+        for (a, b), n1 in atoms.get(0, {}).items():
+            for (b2, c), n2 in atoms.get(1, {}).items():
+                if b2 == b and (a, c) in atoms.get(2, {}) and (b,) in atoms.get(3, {}):
+                    met[(a, b, c)] += n1 * n2 * atoms[2][(a, c)] * atoms[3][(b,)]
+    E_ = Counter(map(tuple, edges[["src", "dst"]].to_numpy().tolist()))
+    N_ = set(other["x"])
+    full = Counter(
+        {
+            (a, b, c): n1 * n2 * E_[(a, c)]
+            for (a, b), n1 in E_.items()
+            for (b2, c), n2 in E_.items()
+            if b2 == b and (a, c) in E_ and b in N_
+        }
+    )
+    assert met == full
 
     for name in ("counting", "max-plus"):
         q = query("Q(a, c) :- E(a, b), E(b, c), E(a, c)", semiring=name)
@@ -745,3 +776,20 @@ def test_a_relation_read_by_several_atoms_is_routed_once_per_cell(spark):
         assert any(t.choice.shares is not None for t in run.trace.steps), q.explain(run)
         local = q.solve(E=Factor.from_pandas(edges, semiring=name)).to_pandas()
         assert run.result.to_pandas().equals(local), name
+
+
+def test_annotations_of_one_are_left_out_in_the_cells_but_not_a_scalars(spark):
+    """A cell's rows whose annotations are all the semiring's one reach the kernel without
+    them (it counts instead of multiplying), with the same answer; a factor with no key
+    column keeps its one, which is its only row (dropped, the cell's join came out empty)."""
+    import pandas as pd
+
+    from faq.plan.shares import Shares
+
+    S = semirings.get("integer")
+    r = spark.createDataFrame(pd.DataFrame({"x": [1, 2, 3, 3], "value": [1, 1, 1, 1]}))
+    for one in (1, -1):
+        scalar = spark.createDataFrame(pd.DataFrame({"value": [one]}))
+        shares = Shares((("x", 2),), 2, 2.0, 6.0, True)
+        out = run_partitioned([(("x",), r), ((), scalar)], shares, ("x",), (), S).collect()
+        assert sum(row.value for row in out) == 4 * one
