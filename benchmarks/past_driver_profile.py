@@ -79,7 +79,7 @@ def count_unpacked(batches: Any) -> Any:
     counts their rows."""
     import pyarrow as pa
 
-    n = sum(t.num_rows for by in unpacked(batches).values() for t in by.values())
+    n = sum(t.num_rows for by in unpacked(batches).values() for ts in by.values() for t in ts)
     yield pa.RecordBatch.from_pydict({"n": [n]})
 
 

@@ -66,22 +66,28 @@ def frames_at(path: Path) -> list[tuple[int, int, int]]:
     return out
 
 
-def packed_rows(routed: Any, cells: int) -> list[tuple[int, int, tuple[Any, ...], Any]]:
+def packed_rows(
+    routed: Any, cells: int, one: Any = 1
+) -> list[tuple[int, int, tuple[Any, ...], Any]]:
     """Every row a partitioned step's packs hold (:func:`faq.spark.routing.route`),
     collected and unpacked: ``(cell, input, keys, value)`` once per input the row serves
-    in that cell (``cells``: the step's cells, whose routing keys the packs carry)."""
+    in that cell (``cells``: the step's cells, whose routing keys the packs carry;
+    ``one``: the value of a pack that carries none)."""
     from faq.spark.partitioned import routing_keys
     from faq.spark.routing import MASK, unpacked
 
     cell_of = {k: c for c, k in enumerate(routing_keys(cells))}
     out = []
     for key, by_group in unpacked(iter(routed.rows.toArrow().to_batches())).items():
-        for g, t in by_group.items():
+        for g, ts in by_group.items():
             group = routed.groups[g]
-            mask, values = t.column(MASK).to_pylist(), t.column("value").to_pylist()
-            for k, i in enumerate(group.inputs):
-                cols = [t.column(c).to_pylist() for c in group.columns(k)]
-                for r in range(t.num_rows):
-                    if mask[r] >> k & 1:
-                        out.append((cell_of[key], i, tuple(c[r] for c in cols), values[r]))
+            for t in ts:
+                mask = t.column(MASK).to_pylist()
+                valued = "value" in t.column_names
+                values = t.column("value").to_pylist() if valued else [one] * t.num_rows
+                for k, i in enumerate(group.inputs):
+                    cols = [t.column(c).to_pylist() for c in group.columns(k)]
+                    for r in range(t.num_rows):
+                        if mask[r] >> k & 1:
+                            out.append((cell_of[key], i, tuple(c[r] for c in cols), values[r]))
     return out

@@ -44,7 +44,7 @@ import numpy as np
 
 from faq.kernel.pointers import back_pointers
 from faq.kernel.runners import GENERIC_JOIN, Params, run
-from faq.kernel.table import Table
+from faq.kernel.table import Table, concat, empty_table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
 from faq.spark.ops import sql_name
@@ -175,7 +175,8 @@ def _in_cells(
     """The inputs routed to their cells and the kernel run in each (lazy): ``out`` columns
     and ``value`` (see :class:`CellKernel` for ``pointers``)."""
     vtype = sops.ops(S).type
-    routed = route(frames, shares, vtype, sources)
+    plain = vtype in ("bigint", "double")
+    routed = route(frames, shares, vtype, sources, one=S.one if plain else None)
     types = routed.types
     schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
     relations = tuple(vars_ for vars_, _ in frames)
@@ -244,15 +245,18 @@ class CellKernel:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ops = local_ops(self.S)
         for _, packs in sorted(unpacked(batches).items()):
-            masks = {g: t.column(MASK).to_numpy() for g, t in packs.items()}
             try:
                 tables = []
                 for vars_, (g, bit, cols) in zip(self.relations, self.held, strict=True):
-                    if g not in packs:
-                        break
-                    idx = np.flatnonzero(masks[g] & bit)
-                    tables.append(kernel_table(packs[g], idx, vars_, self.vtype, ops, columns=cols))
-                if len(tables) < len(self.relations) or any(t.rows == 0 for t in tables):
+                    parts = [
+                        kernel_table(
+                            t, np.flatnonzero(t.column(MASK).to_numpy() & bit), vars_,
+                            self.vtype, ops, columns=cols,
+                        )
+                        for t in packs.get(g, ())
+                    ]  # fmt: skip
+                    tables.append(_joined(parts, vars_, ops))
+                if any(t.rows == 0 for t in tables):
                     continue
                 out = run(self.runner, tables, self.order, self.keep, ops, self.params).table
                 if self.pointers is not None:
@@ -262,6 +266,19 @@ class CellKernel:
                 raise marked(exc) from exc
             if out.rows:
                 yield table_batch(out, ops, self.value_type)
+
+
+def _joined(parts: list[Table], vars_: tuple[str, ...], ops: LocalOps) -> Table:
+    """One input's rows of a cell from its packs' tables (none: an empty table); without
+    annotations when no pack has any."""
+    if not parts:
+        return empty_table(vars_, ops)
+    if len(parts) == 1:
+        return parts[0]
+    if any(t.values is not None for t in parts):
+        return concat(parts, ops)
+    cols = tuple(np.concatenate([t.cols[i] for t in parts]) for i in range(len(vars_)))
+    return Table(vars_, cols, None, unique=False)
 
 
 def kernel_table(
@@ -282,11 +299,14 @@ def kernel_table(
     then counts intersections instead of multiplying annotations, several times faster
     on a triangle.  Nothing here needs a Spark session: it runs in a task."""
     names = list(columns if columns is not None else vars_)
-    part = rows.select([*dict.fromkeys(names), VALUE]).take(idx)
+    valued = VALUE in rows.column_names  # a pack of annotations all one carries none
+    part = rows.select([*dict.fromkeys(names), *([VALUE] if valued else [])]).take(idx)
     cols = []
     for v in names:
         a = part.column(v).to_numpy(zero_copy_only=False)
         cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+    if not valued:
+        return Table(vars_, tuple(cols), None, unique=False)
     raw = part.column(VALUE).to_numpy(zero_copy_only=False)
     values: np.ndarray | None
     if ops.dtype is object:

@@ -161,6 +161,7 @@ def route(
     vtype: str,
     sources: Sequence[Source | None] | None = None,
     routing: Sequence[int] | None = None,
+    one: Any = None,
 ) -> Routed:
     """The step's inputs packed for their cells and shuffled by cell (lazy).
 
@@ -177,7 +178,10 @@ def route(
         reading of its key types) are packed together.
     routing : sequence of int, optional
         Per cell, the value ``repartition`` sends to its own partition (by default
-        :func:`faq.spark.partitioned.routing_keys`).
+        :func:`routing_keys`).
+    one : object, optional
+        The semiring's one, when its values are plain numbers (``bigint``, ``double``):
+        a pack whose annotations are all one carries no ``value`` column.
     """
     types = variable_types(frames)
     keys = tuple(routing) if routing is not None else routing_keys(shares.total)
@@ -198,6 +202,7 @@ def route(
             tuple(grids(shares)),
             shares.total,
             keys,
+            one,
         )
         parts.append(
             df.selectExpr(*cols, f"{value} AS {VALUE}")
@@ -270,6 +275,9 @@ class Packer:
         Every grid's cells together.
     routing : tuple of int
         Per cell, the routing key that sends it to its own partition.
+    one : object, optional
+        The semiring's one when its values are plain numbers: a pack whose annotations
+        are all one leaves its ``value`` column out.
     """
 
     def __init__(
@@ -280,8 +288,10 @@ class Packer:
         grids: tuple[tuple[Shares, int, tuple[Cond, ...]], ...],
         cells: int,
         routing: tuple[int, ...],
+        one: Any = None,
     ) -> None:
         self.index = index
+        self.one = one
         self.group = group
         self.variables = variables
         self.grids = grids
@@ -338,13 +348,14 @@ class Packer:
                 offsets = np.array(sorted(sum(c) for c in itertools.product(*spread)))
                 routes.append(Route(1 << k, base, offsets))
         row, mask, starts = placed(n, routes, self.cells)
-        data = t.select([*keys, VALUE])
+        data = _narrow(t, keys, self.one)
+        bits = _mask_type(len(self.variables))
         cells, packs = [], []
         for c in np.flatnonzero(np.diff(starts)):
             for lo in range(int(starts[c]), int(starts[c + 1]), PACK_ROWS):
                 hi = min(lo + PACK_ROWS, int(starts[c + 1]))
                 part = data.take(row[lo:hi])
-                part = part.add_column(0, MASK, pa.array(mask[lo:hi]))
+                part = part.add_column(0, MASK, pa.array(mask[lo:hi].astype(bits)))
                 cells.append(self.routing[c])
                 packs.append(_ipc(part))
         if cells:
@@ -356,6 +367,42 @@ class Packer:
                 ],
                 names=[CELL, GROUP, PACK],
             )
+
+
+def _narrow(t: pa.Table, keys: list[str], one: Any) -> pa.Table:
+    """The columns a pack carries, as few bytes as they take: integer keys within 32 bits
+    as ``int32``, and no ``value`` column when every annotation is the semiring's ``one``
+    (and there is a key column: a pack of no keys keeps its values, its rows' count)."""
+    import pyarrow as pa
+
+    cols, names = [], []
+    for k in keys:
+        c = t.column(k)
+        if pa.types.is_int64(c.type) and len(c):
+            a = c.to_numpy()
+            if a.min() >= -(2**31) and a.max() < 2**31:
+                c = pa.array(a.astype(np.int32))
+        cols.append(c)
+        names.append(k)
+    v = t.column(VALUE)
+    plain = pa.types.is_integer(v.type) or pa.types.is_floating(v.type)
+    if not (keys and plain and one is not None and len(v) and _all_equal(v, one)):
+        cols.append(v)
+        names.append(VALUE)
+    return pa.table(cols, names=names)
+
+
+def _all_equal(v: Any, one: Any) -> bool:
+    a = v.to_numpy()
+    return bool(np.all(a == one))
+
+
+def _mask_type(atoms: int) -> Any:
+    """The narrowest unsigned integer holding ``atoms`` bits."""
+    for t in (np.uint8, np.uint16, np.uint32):
+        if atoms <= 8 * np.dtype(t).itemsize:
+            return t
+    return np.int64
 
 
 def _meets(
@@ -389,9 +436,11 @@ def _ipc(part: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def unpacked(batches: Iterator[pa.RecordBatch]) -> dict[int, dict[int, pa.Table]]:
+def unpacked(batches: Iterator[pa.RecordBatch]) -> dict[int, dict[int, list[pa.Table]]]:
     """The packs a cell's task received, read back (no copy): per cell (its routing key)
-    and group, one table of the group's columns (``__rel``, the mask, first)."""
+    and group, its packs as tables (``__rel``, the mask, first).  Packs of one group may
+    differ in their columns' types (keys narrowed to 32 bits, or no ``value`` column:
+    the tasks that wrote them chose so for their own rows)."""
     import pyarrow as pa
 
     got: dict[int, dict[int, list[pa.Table]]] = {}
@@ -402,10 +451,7 @@ def unpacked(batches: Iterator[pa.RecordBatch]) -> dict[int, dict[int, pa.Table]
         for i in range(b.num_rows):
             t = pa.ipc.open_stream(packs[i].as_buffer()).read_all()
             got.setdefault(int(cells[i]), {}).setdefault(int(groups[i]), []).append(t)
-    return {
-        c: {g: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for g, ts in by.items()}
-        for c, by in got.items()
-    }
+    return got
 
 
 # -- routing: one cell per Spark partition -----------------------------------------------
