@@ -71,3 +71,42 @@ def test_key_hash_is_one_function_of_the_integer_whatever_its_dtype(keys):
     assert (R.key_hash(small.astype(np.int32)) == R.key_hash(small)).all()
     # equal keys, equal hashes; a mix that spreads nearby keys over the cells
     assert len(set(R.key_hash(np.arange(64)) % np.uint64(4))) == 4
+
+
+def test_a_packing_task_splits_its_packs_and_batches_and_they_unpack_to_its_rows(monkeypatch):
+    """The packing task, run here as Spark would run it: a cell's rows in packs of at most
+    PACK_ROWS, the packs in output batches of about BATCH_BYTES, and what the cells unpack
+    is every row once per cell, with its atoms' mask (a relation read by two atoms)."""
+    import pyarrow as pa
+
+    from faq.plan.shares import Shares
+    from faq.spark import routing
+
+    monkeypatch.setattr(routing, "PACK_ROWS", 7)
+    monkeypatch.setattr(routing, "BATCH_BYTES", 2_000)
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 50, 200), rng.integers(0, 2**40, 200)
+    t = pa.table({"__k0": src, "__k1": dst, "value": rng.integers(1, 5, 200)})
+    shares = Shares((("a", 2), ("b", 3)), 6, 0.0, 0.0, True)
+    group = routing.Group((0, 1), ((0, 1), (0, 1)), ("bigint", "bigint"))
+    packer = routing.Packer(
+        0, group, (("a", "b"), ("b", "a")), tuple(routing.grids(shares)), 6, tuple(range(6))
+    )
+    out = list(packer(iter(t.to_batches(max_chunksize=30))))
+    assert len(out) > 1  # batches bounded by bytes
+    got = routing.unpacked(iter(out))
+    assert set(got) <= set(range(6))
+    seen = {}
+    for cell, by in got.items():
+        for p in by[0]:
+            assert p.num_rows <= 7
+            for m, x, y, v in zip(*(p.column(c).to_pylist() for c in p.column_names), strict=True):
+                seen.setdefault((x, y, v), []).append((cell, m))
+    h = R.key_hash
+    for x, y, v in zip(src.tolist(), dst.tolist(), t.column("value").to_pylist(), strict=True):
+        ha, hb = (int(h(np.array([k]))[0] % np.uint64(s)) for k, s in ((x, 2), (y, 3)))
+        hb2, ha2 = (int(h(np.array([k]))[0] % np.uint64(s)) for k, s in ((x, 3), (y, 2)))
+        want = {}
+        want[ha * 3 + hb] = want.get(ha * 3 + hb, 0) | 1  # atom 0 reads (a, b) = (x, y)
+        want[ha2 * 3 + hb2] = want.get(ha2 * 3 + hb2, 0) | 2  # atom 1: (b, a) = (x, y)
+        assert sorted(seen.pop((x, y, v))) == sorted(want.items()), (x, y)

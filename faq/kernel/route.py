@@ -107,24 +107,32 @@ def _empty(cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return e, e.copy(), np.zeros(cells + 1, dtype=np.int64)
 
 
+@jit(nogil=True, inline="always")
+def _touch(bases, offsets, ptr, bits, r, mark, touched):  # pragma: no cover - compiled
+    """The cells row ``r`` goes to, written to ``touched`` (how many is returned), each
+    with the OR of its atoms' bits in ``mark``."""
+    t = 0
+    for k in range(bases.shape[0]):
+        b = bases[k, r]
+        if b < 0:
+            continue
+        for p in range(ptr[k], ptr[k + 1]):
+            c = b + offsets[p]
+            if mark[c] == 0:
+                touched[t] = c
+                t += 1
+            mark[c] |= bits[k]
+    return t
+
+
 @jit(nogil=True)
 def _placed(bases, offsets, ptr, bits, cells):  # pragma: no cover - compiled
-    routes, n = bases.shape
+    n = bases.shape[1]
     mark = np.zeros(cells, dtype=np.int64)
     touched = np.empty(max(ptr[-1], 1), dtype=np.int64)
     starts = np.zeros(cells + 1, dtype=np.int64)
     for r in range(n):  # first pass: how many rows each cell receives
-        t = 0
-        for k in range(routes):
-            b = bases[k, r]
-            if b < 0:
-                continue
-            for p in range(ptr[k], ptr[k + 1]):
-                c = b + offsets[p]
-                if mark[c] == 0:
-                    touched[t] = c
-                    t += 1
-                mark[c] |= bits[k]
+        t = _touch(bases, offsets, ptr, bits, r, mark, touched)
         for i in range(t):
             starts[touched[i] + 1] += 1
             mark[touched[i]] = 0
@@ -134,17 +142,7 @@ def _placed(bases, offsets, ptr, bits, cells):  # pragma: no cover - compiled
     row = np.empty(starts[cells], dtype=np.int64)
     mask = np.empty(starts[cells], dtype=np.int64)
     for r in range(n):  # second pass: the rows and their masks, cell by cell
-        t = 0
-        for k in range(routes):
-            b = bases[k, r]
-            if b < 0:
-                continue
-            for p in range(ptr[k], ptr[k + 1]):
-                c = b + offsets[p]
-                if mark[c] == 0:
-                    touched[t] = c
-                    t += 1
-                mark[c] |= bits[k]
+        t = _touch(bases, offsets, ptr, bits, r, mark, touched)
         for i in range(t):
             c = touched[i]
             row[pos[c]] = r

@@ -76,6 +76,8 @@ PACK_ROWS = 1 << 20
 2 GiB binary arrays and Spark's row limits)."""
 READ_ROWS = 1 << 21
 """The rows a packing task reads before it packs them (its memory, not its output)."""
+BATCH_BYTES = 1 << 28
+"""The pack bytes of one output batch of a packing task, at the most (plus one pack)."""
 BITS = 62
 """The most atoms of one group (their bits in an int64 mask)."""
 
@@ -350,7 +352,9 @@ class Packer:
         row, mask, starts = placed(n, routes, self.cells)
         data = _narrow(t, keys, self.one)
         bits = _mask_type(len(self.variables))
-        cells, packs = [], []
+        cells: list[int] = []
+        packs: list[bytes] = []
+        size = 0
         for c in np.flatnonzero(np.diff(starts)):
             for lo in range(int(starts[c]), int(starts[c + 1]), PACK_ROWS):
                 hi = min(lo + PACK_ROWS, int(starts[c + 1]))
@@ -358,15 +362,24 @@ class Packer:
                 part = part.add_column(0, MASK, pa.array(mask[lo:hi].astype(bits)))
                 cells.append(self.routing[c])
                 packs.append(_ipc(part))
+                size += len(packs[-1])
+                if size >= BATCH_BYTES:  # an Arrow binary array holds under 2 GiB
+                    yield self._batch(cells, packs)
+                    cells, packs, size = [], [], 0
         if cells:
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(cells, pa.int32()),
-                    pa.array([self.index] * len(cells), pa.int32()),
-                    pa.array(packs, pa.binary()),
-                ],
-                names=[CELL, GROUP, PACK],
-            )
+            yield self._batch(cells, packs)
+
+    def _batch(self, cells: list[int], packs: list[bytes]) -> pa.RecordBatch:
+        import pyarrow as pa
+
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(cells, pa.int32()),
+                pa.array([self.index] * len(cells), pa.int32()),
+                pa.array(packs, pa.binary()),
+            ],
+            names=[CELL, GROUP, PACK],
+        )
 
 
 def _narrow(t: pa.Table, keys: list[str], one: Any) -> pa.Table:
