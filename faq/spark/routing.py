@@ -21,11 +21,13 @@ goes").  Here the rows cross into Python once, where they are read:
 
 A relation that several atoms read (a self-join) is one *group*: its rows are read and
 packed once, each going once to every cell any of its atoms sends it to, with the bit of
-every atom it serves there.  Keys keep their Spark types in the packs.  Integer keys are
-hashed in the task (:func:`faq.kernel.route.key_hash`); keys of other types by Spark's
-``xxhash64``, read with the row.  Every atom of a variable reads its values as one type
-(:func:`variable_types`), so equal values meet in the same cells whatever input they come
-from.
+every atom it serves there.  A pack carries its rows in as few bytes as they take (integer
+keys within 32 bits as ``int32``, a narrow mask, no ``value`` when every annotation is
+one: each task decides for its own rows, so one cell may receive packs of one relation in
+several shapes).  Integer keys are hashed in the task (:func:`faq.kernel.route.key_hash`);
+keys of other types by Spark's ``xxhash64``, read with the row.  Every atom of a variable
+reads its values as one type (:func:`variable_types`), so equal values meet in the same
+cells whatever input they come from.
 """
 
 from __future__ import annotations
