@@ -74,9 +74,10 @@ def test_key_hash_is_one_function_of_the_integer_whatever_its_dtype(keys):
 
 
 def test_a_packing_task_splits_its_packs_and_batches_and_they_unpack_to_its_rows(monkeypatch):
-    """The packing task, run here as Spark would run it: a cell's rows in packs of at most
-    PACK_ROWS, the packs in output batches of about BATCH_BYTES, and what the cells unpack
-    is every row once per cell, with its atoms' mask (a relation read by two atoms)."""
+    """The packing task, run here as Spark would run it: its rows read in flushes of at most
+    READ_PLACES (row, cell) pairs, a cell's rows in packs of at most PACK_ROWS, the packs
+    in output batches of about BATCH_BYTES, and what the cells unpack is every row once per
+    cell, with its atoms' mask (a relation read by two atoms)."""
     import pyarrow as pa
 
     from faq.plan.shares import Shares
@@ -84,6 +85,7 @@ def test_a_packing_task_splits_its_packs_and_batches_and_they_unpack_to_its_rows
 
     monkeypatch.setattr(routing, "PACK_ROWS", 7)
     monkeypatch.setattr(routing, "BATCH_BYTES", 2_000)
+    monkeypatch.setattr(routing, "READ_PLACES", 100)  # two places a row: flushes of 50 rows
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 50, 200), rng.integers(0, 2**40, 200)
     t = pa.table({"__k0": src, "__k1": dst, "value": rng.integers(1, 5, 200)})
@@ -92,6 +94,7 @@ def test_a_packing_task_splits_its_packs_and_batches_and_they_unpack_to_its_rows
     packer = routing.Packer(
         0, group, (("a", "b"), ("b", "a")), tuple(routing.grids(shares)), 6, tuple(range(6))
     )
+    assert packer.read_rows == 50
     out = list(packer(iter(t.to_batches(max_chunksize=30))))
     assert len(out) > 1  # batches bounded by bytes
     got = routing.unpacked(iter(out))

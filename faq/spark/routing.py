@@ -33,6 +33,7 @@ cells whatever input they come from.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -77,7 +78,10 @@ PACK_ROWS = 1 << 20
 """The most rows of one pack (each pack is a Spark row of bytes: kept well under Arrow's
 2 GiB binary arrays and Spark's row limits)."""
 READ_ROWS = 1 << 21
-"""The rows a packing task reads before it packs them (its memory, not its output)."""
+"""The rows a packing task reads before it packs them, at the most."""
+READ_PLACES = 1 << 24
+"""The (row, cell) pairs a packing task places at once, at the most: it reads fewer rows
+before packing them when each goes to many cells (its memory, not its output)."""
 BATCH_BYTES = 1 << 28
 """The pack bytes of one output batch of a packing task, at the most (plus one pack)."""
 BITS = 62
@@ -301,6 +305,14 @@ class Packer:
         self.grids = grids
         self.cells = cells
         self.routing = routing
+        # the cells a row may go to, at the most: per atom and grid, the coordinates of
+        # the variables the atom lacks
+        spread = sum(
+            math.prod(s for v, s in shares.shares if v not in vs)
+            for vs in variables
+            for shares, _, _ in grids
+        )
+        self.read_rows = max(1, min(READ_ROWS, READ_PLACES // max(spread, 1)))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -311,7 +323,7 @@ class Packer:
             if b.num_rows:
                 held.append(b)
                 rows += b.num_rows
-            if rows >= READ_ROWS:
+            if rows >= self.read_rows:
                 yield from self._packed(pa.Table.from_batches(held).combine_chunks())
                 held, rows = [], 0
         if held:
