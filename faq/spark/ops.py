@@ -39,7 +39,17 @@ __all__ = [
     "observation",
     "sql_name",
     "union_all",
+    "value_expr",
 ]
+
+
+def value_expr(vtype: str) -> str:
+    """SQL text of the ``value`` column read as Spark type ``vtype`` (cast to the plain
+    types; a nested type of a user semiring's values is read as it is)."""
+    value = sql_name(VALUE)
+    if vtype in ("bigint", "double", "boolean", "string"):
+        value = f"CAST({value} AS {vtype})"
+    return f"{value} AS {VALUE}"
 
 
 def sql_name(name: str) -> str:

@@ -38,6 +38,7 @@ query evaluation in a parallel database system" (SIGMOD 2015).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,7 +48,7 @@ from faq.kernel.runners import GENERIC_JOIN, Params, run
 from faq.kernel.table import Table, concat, empty_table
 from faq.plan.shares import Shares
 from faq.rule import VALUE
-from faq.spark.ops import sql_name
+from faq.spark.ops import sql_name, value_expr
 from faq.spark.routing import (
     MASK,
     Group,
@@ -180,8 +181,8 @@ def _in_cells(
     types = routed.types
     schema = ", ".join([f"`{v}` {types[v]}" for v in out] + [f"`{VALUE}` {vtype}"])
     relations = tuple(vars_ for vars_, _ in frames)
-    cell = CellKernel(relations, tuple(order), out, S, vtype, pointers, runner, shape)
-    cell = cell.reading(routed.groups)
+    groups = routed.groups
+    cell = CellKernel(relations, groups, tuple(order), out, S, vtype, pointers, runner, shape)
     return routed.rows.mapInArrow(cell, schema)
 
 
@@ -189,26 +190,24 @@ def row_columns(i: int, vars_: tuple[str, ...], types: dict[str, str], vtype: st
     """SQL text of input ``i``'s columns for a task that reads several inputs' rows tagged,
     unpacked: ``__rel`` (``i``), every variable of ``types`` (null where the input lacks
     it) and ``value`` (of Spark type ``vtype``)."""
-    value = sql_name(VALUE)
-    if vtype in ("bigint", "double", "boolean", "string"):
-        value = f"CAST({value} AS {vtype})"
     cols = [
         f"CAST({sql_name(v) if v in vars_ else 'NULL'} AS {types[v]}) AS {sql_name(v)}"
         for v in types
     ]
-    return [f"CAST({i} AS INT) AS {REL}", *cols, f"{value} AS {VALUE}"]
+    return [f"CAST({i} AS INT) AS {REL}", *cols, value_expr(vtype)]
 
 
 class CellKernel:
     """What each task runs: the kernel over the rows of each of its cells (picklable).
 
-    The cells' rows come packed (:mod:`faq.spark.routing`): :meth:`reading` says which
-    group holds each input, under which bit of its masks, in which columns.
+    The cells' rows come packed (:mod:`faq.spark.routing`): ``groups`` say which group
+    holds each input, under which bit of its masks, in which columns.
     """
 
     def __init__(
         self,
         relations: tuple[tuple[str, ...], ...],
+        groups: Sequence[Group],
         order: tuple[str, ...],
         keep: tuple[str, ...],
         S: Semiring,
@@ -219,7 +218,9 @@ class CellKernel:
     ) -> None:
         self.relations = relations
         # per input: its group in the packs, its bit in the group's masks, its columns
-        self.held: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
+        held = {i: (g, 1 << k, group.columns(k)) for g, group in enumerate(groups)
+                for k, i in enumerate(group.inputs)}  # fmt: skip
+        self.held = tuple(held[i] for i in range(len(relations)))
         self.order = order
         self.keep = keep
         self.S = S
@@ -232,29 +233,17 @@ class CellKernel:
         self.runner = runner
         self.params = Params(shape, threads=1)
 
-    def reading(self, groups: Sequence[Group]) -> CellKernel:
-        """This kernel reading its inputs from packs of ``groups`` (returned, for chaining)."""
-        held: list[tuple[int, int, tuple[str, ...]] | None] = [None] * len(self.relations)
-        for g, group in enumerate(groups):
-            for k, i in enumerate(group.inputs):
-                held[i] = (g, 1 << k, group.columns(k))
-        assert all(h is not None for h in held), "every input is in a group"
-        self.held = tuple(h for h in held if h is not None)
-        return self
-
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ops = local_ops(self.S)
         for _, packs in sorted(unpacked(batches).items()):
+            masks = {g: [t.column(MASK).to_numpy() for t in ts] for g, ts in packs.items()}
             try:
                 tables = []
                 for vars_, (g, bit, cols) in zip(self.relations, self.held, strict=True):
                     parts = [
-                        kernel_table(
-                            t, np.flatnonzero(t.column(MASK).to_numpy() & bit), vars_,
-                            self.vtype, ops, columns=cols,
-                        )
-                        for t in packs.get(g, ())
-                    ]  # fmt: skip
+                        kernel_table(t, np.flatnonzero(m & bit), vars_, self.vtype, ops, columns=c)
+                        for t, m, c in zip(packs.get(g, ()), masks.get(g, ()), repeat(cols))
+                    ]
                     tables.append(_joined(parts, vars_, ops))
                 if any(t.rows == 0 for t in tables):
                     continue

@@ -44,7 +44,7 @@ import numpy as np
 from faq.kernel.route import Route, key_hash, placed
 from faq.plan.shares import Shares
 from faq.rule import VALUE
-from faq.spark.ops import key_type, sql_name, union_all
+from faq.spark.ops import key_type, sql_name, union_all, value_expr
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -168,7 +168,6 @@ def route(
     shares: Shares,
     vtype: str,
     sources: Sequence[Source | None] | None = None,
-    routing: Sequence[int] | None = None,
     one: Any = None,
 ) -> Routed:
     """The step's inputs packed for their cells and shuffled by cell (lazy).
@@ -184,37 +183,32 @@ def route(
     sources : sequence of Source or None, optional
         Where each input's rows come from, when known: inputs of one source (and one
         reading of its key types) are packed together.
-    routing : sequence of int, optional
-        Per cell, the value ``repartition`` sends to its own partition (by default
-        :func:`routing_keys`).
     one : object, optional
-        The semiring's one, when its values are plain numbers (``bigint``, ``double``):
-        a pack whose annotations are all one carries no ``value`` column.
+        The semiring's one, given only when ``vtype`` is ``bigint`` or ``double``: a pack
+        whose annotations are all one then carries no ``value`` column (None: every pack
+        keeps its values).
     """
     types = variable_types(frames)
-    keys = tuple(routing) if routing is not None else routing_keys(shares.total)
-    value = sql_name(VALUE)
-    if vtype in ("bigint", "double", "boolean", "string"):
-        value = f"CAST({value} AS {vtype})"
+    keys = routing_keys(shares.total)
+    every = tuple(grids(shares))
+    cut = {v for grid, _, _ in every for v, s in grid.shares if s > 1}
     parts, groups = [], []
-    for g, (src, group) in enumerate(_groups(frames, sources or [None] * len(frames), types)):
+    for g, (df, src, group) in enumerate(_groups(frames, sources or [None] * len(frames), types)):
         cols = [f"CAST({sql_name(k)} AS {t}) AS {KEY}{p}" for p, (k, t) in enumerate(src)]
-        hashed = [
-            f"xxhash64({KEY}{p}) AS {HASH}{p}" for p, (_, t) in enumerate(src) if t != "bigint"
-        ]
-        df = _source_df(frames, sources, group)
-        packer = Packer(
-            g,
-            group,
-            tuple(frames[i][0] for i in group.inputs),
-            tuple(grids(shares)),
-            shares.total,
-            keys,
-            one,
+        # Spark's hash of the keys the task does not hash itself, where a grid cuts them
+        hashed = sorted(
+            {
+                p
+                for i, pos in zip(group.inputs, group.positions, strict=True)
+                for v, p in zip(frames[i][0], pos, strict=True)
+                if v in cut and group.types[p] != "bigint"
+            }
         )
+        variables = tuple(frames[i][0] for i in group.inputs)
+        packer = Packer(g, group, variables, every, shares.total, keys, one)
         parts.append(
-            df.selectExpr(*cols, f"{value} AS {VALUE}")
-            .selectExpr("*", *hashed)
+            df.selectExpr(*cols, value_expr(vtype))
+            .selectExpr("*", *[f"xxhash64({KEY}{p}) AS {HASH}{p}" for p in hashed])
             .mapInArrow(packer, f"{CELL} int, {GROUP} int, {PACK} binary")
         )
         groups.append(group)
@@ -222,23 +216,14 @@ def route(
     return Routed(rows, tuple(groups), types)
 
 
-def _source_df(
-    frames: Sequence[tuple[tuple[str, ...], DataFrame]],
-    sources: Sequence[Source | None] | None,
-    group: Group,
-) -> DataFrame:
-    first = group.inputs[0]
-    src = sources[first] if sources else None
-    return src.df if src is not None else frames[first][1]
-
-
 def _groups(
     frames: Sequence[tuple[tuple[str, ...], DataFrame]],
     sources: Sequence[Source | None],
     types: dict[str, str],
-) -> list[tuple[tuple[tuple[str, str], ...], Group]]:
+) -> list[tuple[DataFrame, tuple[tuple[str, str], ...], Group]]:
     """The inputs in groups of one source whose key positions they read as one type each
-    (and at most :data:`BITS` inputs): per group, its ``(column, type)`` by key position."""
+    (and at most :data:`BITS` inputs): per group, the source's DataFrame, its
+    ``(column, type)`` by key position, and the group."""
     out: list[tuple[Any, tuple[tuple[str, str], ...], list[int], list[tuple[int, ...]]]] = []
     for i, ((vars_, df), s) in enumerate(zip(frames, sources, strict=True)):
         src = s if s is not None else Source(df, vars_, vars_)
@@ -253,16 +238,15 @@ def _groups(
             positions.append(pos)
             break
         else:
-            cols = tuple((k, want.get(p, _type_of(src.df, k))) for p, k in enumerate(src.keys))
+            fields = src.df.schema
+            cols = tuple(
+                (k, want.get(p, key_type(fields[k].dataType))) for p, k in enumerate(src.keys)
+            )
             out.append((src.df, cols, [i], [pos]))
     return [
-        (cols, Group(tuple(members), tuple(positions), tuple(t for _, t in cols)))
-        for _, cols, members, positions in out
+        (df, cols, Group(tuple(members), tuple(positions), tuple(t for _, t in cols)))
+        for df, cols, members, positions in out
     ]
-
-
-def _type_of(df: DataFrame, column: str) -> str:
-    return key_type(df.schema[column].dataType)
 
 
 class Packer:
@@ -412,16 +396,10 @@ def _narrow(t: pa.Table, keys: list[str], one: Any) -> pa.Table:
         cols.append(c)
         names.append(k)
     v = t.column(VALUE)
-    plain = pa.types.is_integer(v.type) or pa.types.is_floating(v.type)
-    if not (keys and plain and one is not None and len(v) and _all_equal(v, one)):
+    if not (keys and one is not None and len(v) and bool(np.all(v.to_numpy() == one))):
         cols.append(v)
         names.append(VALUE)
     return pa.table(cols, names=names)
-
-
-def _all_equal(v: Any, one: Any) -> bool:
-    a = v.to_numpy()
-    return bool(np.all(a == one))
 
 
 def _mask_type(atoms: int) -> Any:
