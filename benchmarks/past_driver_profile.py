@@ -30,7 +30,8 @@ checkpointed DataFrame, in one ``local[2]`` session:
   ``routed`` column;
 * ``cells' kernel (one thread)``: the packs collected once, then every cell's work run in
   this process, one thread (tables from the packs, the runner, the output batch): the CPU
-  the cells spend (two task slots share it);
+  the cells spend (two task slots share it); ``cells' kernel, graphblas-masked``: the same
+  with GraphBLAS's masked product in every cell, when the planner gave them another runner;
 * ``floor``: one job that reads the edges into one Python task and joins nothing;
 * ``spark sql``: ``count(*)`` of the three-way self-join of the edges.
 
@@ -65,6 +66,7 @@ import semirings
 from benchmarks._common import Result, add_out_argument, fmt_s, run_info, write_results
 from benchmarks.beyond_driver import floor_job
 from benchmarks.triangles import SQL
+from faq.plan import runners
 from faq.rule import VALUE
 from faq.spark.partitioned import CellKernel, Source, route
 from faq.spark.routing import CELL, unpacked
@@ -150,19 +152,21 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
     rows.append(("pack + shuffle + unpack", t, None, note))
     if n_routed <= KERNEL_ROWS:
         at = routed.toArrow()
-        cell = CellKernel(
-            tuple(v for v, _ in frames),
-            choice.order,
-            (),
-            semirings.COUNTING,
-            "bigint",
-            runner=choice.runner,
-            shape=choice.shape,
-        ).reading(how.groups)
         batches = at.to_batches()
-        t, out = timed(lambda: list(cell(iter(batches))), args.repeat)
-        got = sum(int(b.column(VALUE)[0].as_py()) for b in out)
-        rows.append(("cells' kernel (one thread)", t, got, f"{choice.runner} in each cell"))
+        bag = [v for v, _ in frames]
+        runs = [(choice.runner, choice.shape)]
+        masked = runners.GRAPHBLAS_MASKED
+        if choice.runner != masked:  # the library runner the cells were not given
+            runs.append((masked, runners.shape_of(masked, bag, ())))
+        for k, (runner, shape) in enumerate(runs):
+            cell = CellKernel(
+                tuple(bag), how.groups, choice.order, (), semirings.COUNTING, "bigint",
+                runner=runner, shape=shape,
+            )  # fmt: skip
+            t, out = timed(lambda cell=cell: list(cell(iter(batches))), args.repeat)
+            got = sum(int(b.column(VALUE)[0].as_py()) for b in out)
+            part = "cells' kernel (one thread)" if k == 0 else f"cells' kernel, {runner}"
+            rows.append((part, t, got, f"{runner} in each cell"))
     t, _ = timed(lambda: floor_job(df), 1)
     rows.append(("floor", t, None, "edges read into one Python task"))
     if args.sql:

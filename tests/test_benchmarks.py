@@ -831,6 +831,7 @@ def test_past_driver_profile_measures_every_part(spark, tmp_path, capsys):
     karate = {c: r for (w, c), r in rows.items() if w == "karate"}
     assert karate["engine"]["count"] == karate["spark sql"]["count"] == "45"
     assert karate["cells' kernel (one thread)"]["count"] == "45"
+    assert karate["cells' kernel, graphblas-masked"]["count"] == "45"  # the runner not given
     assert "routed rows" in karate["pack + shuffle + unpack"]["note"]
     assert all(r["status"] == "ok" and float(r["median_s"]) > 0 for r in rows.values())
 
