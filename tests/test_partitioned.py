@@ -812,3 +812,29 @@ def test_a_cell_reads_packs_that_their_tasks_wrote_differently(spark):
     shares = Shares((("x", 1),), 1, 8.0, 8.0, False)
     out = run_partitioned([(("x",), r), (("x",), s)], shares, ("x",), ("x",), S).collect()
     assert {row.x: row.value for row in out} == {2: 0.5, 3: 2.0, 2**40: 2.0}
+
+
+def test_atoms_of_one_relation_that_read_a_key_as_different_types_are_packed_apart(spark):
+    """Every atom of a variable reads its values as one type, so that equal values hash
+    alike: where two atoms of one relation need one key position as different types (its
+    first column is ``a``, a bigint, in one atom and ``c``, a string since ``F(c)`` comes
+    first, in the other), they are packed in groups of their own, each cast its way."""
+    import pandas as pd
+
+    from faq.spark.partitioned import Source, route
+
+    E = spark.createDataFrame(pd.DataFrame({"src": [1, 2, 3], "dst": [2, 3, 1], "value": 1}))
+    F = spark.createDataFrame(pd.DataFrame({"x": ["1", "3"], "value": [1, 1]}))
+    frames = [
+        (("c",), F.selectExpr("x AS c", "value")),
+        (("a", "b"), E.selectExpr("src AS a", "dst AS b", "value")),
+        (("c", "d"), E.selectExpr("CAST(src AS STRING) AS c", "dst AS d", "value")),
+    ]
+    sources = [None, *[Source(E, ("src", "dst"), ("src", "dst"))] * 2]
+    shares = choose_shares([(vs, 3.0) for vs, _ in frames], (), tasks=4, cell_rows=2)
+    routed = route(frames, shares, "bigint", sources)
+    assert [g.inputs for g in routed.groups] == [(0,), (1,), (2,)]
+    assert routed.groups[2].types == ("string", "bigint")
+    S = semirings.get("counting")
+    out = run_partitioned(frames, shares, ("a", "b", "c", "d"), (), S, sources=sources).collect()
+    assert sum(r.value for r in out) == 3 * 2  # E(a, b) × (E(c, d) with c in F)
