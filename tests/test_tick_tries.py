@@ -453,3 +453,69 @@ def test_counts_of_weighted_rows_are_found_by_complex_codes(
         near = {k: v for k, v in want.items() if k[0] in set(firsts.tolist())}
         assert read(kt.at_prefix([firsts])) == near
         assert read(kt.lookup([{0: firsts}])) == near
+
+
+@pytest.mark.parametrize("log_ticks", [8, 0])
+def test_a_large_log_folds_early_once_the_changes_are_small(use_settings, log_ticks):
+    """After a burst of large changes the log is far larger than a small change: the
+    small change begins a fold beside the ticks (``log_ticks``), long before the log
+    reaches ``log_rows``, and the next change swaps the folded base in, keeping in the
+    log only what changed since.  With ``log_ticks=0`` the log keeps growing.  The
+    contents match a dict model throughout."""
+    use_settings(log_rows=1000, log_fraction=0.0, log_ticks=log_ticks)
+    n = 400
+    model = Counter({(i, i + 1): 1 for i in range(n)})
+    kt = keyed_of([(u, v, w) for (u, v), w in model.items()])
+    kt.trie((0, 1))  # the trie a delta rule builds; a fold merges into it
+
+    def change(rows: list[tuple[int, int, int]]) -> KeyedTable:
+        for u, v, w in rows:
+            model[(u, v)] += w
+        out = kt.plus(table_of(rows, 2))[0]
+        want = {k: v for k, v in model.items() if v}
+        assert as_dict(out.table()) == want and out.rows == len(want)
+        return out
+
+    kt = change([(i, i + 2, 1) for i in range(300)])  # the burst: 300 rows in the log
+    assert kt.fold is None and kt.over.rows == 300  # a log of one change is not folded
+    kt = change([(0, 1, -1)])  # a small change: 301 rows > 8 × 1 and > 1000 / 8
+    if not log_ticks:
+        assert kt.fold is None and kt.over.rows == 301
+        return
+    assert kt.fold is not None
+    kt.fold.job.result()  # the helper thread's merge, done
+    kt = change([(5, 9, 2)])  # swaps the folded base in
+    assert kt.fold is None and kt.over.rows == 1  # only the key changed since
+    assert kt.base.rows == n - 1 + 300
+
+
+@settings(max_examples=60)
+@given(
+    rows=st.dictionaries(st.tuples(st.integers(-3, 6), st.integers(-3, 6)), st.integers(1, 9)),
+    changes=st.dictionaries(st.tuples(st.integers(-3, 6), st.integers(-3, 6)), st.integers(0, 9)),
+)
+def test_the_compiled_merge_of_a_fold_builds_the_trie_of_the_rows_after(rows, changes):
+    """:func:`faq.kernel.merge.merge_into` of a two-level int64 trie (compiled, without
+    the GIL, where numba is installed) gives the trie :func:`build_trie` makes of the rows
+    after: the changed keys dropped, the nonzero ones added back (empty tries too)."""
+    from faq.kernel.merge import merge_into, search_trie
+
+    names = ("c0", "c1")
+
+    def trie_of(d: dict[tuple[int, int], int]) -> object:
+        keys = sorted(d)
+        cols = tuple(np.asarray([k[i] for k in keys], dtype=np.int64) for i in range(2))
+        return build_trie(Table(names, cols, np.asarray([d[k] for k in keys], np.int64)), names)
+
+    tr = trie_of(rows)
+    keys = [np.asarray([k[i] for k in changes], dtype=np.int64) for i in range(2)]
+    vals = np.asarray(list(changes.values()), dtype=np.int64)
+    found, at = search_trie(tr, keys)
+    alive = np.flatnonzero(vals != 0)
+    got = merge_into(tr, at[found], [c[alive] for c in keys], vals[alive])
+    after = {**rows, **changes}
+    want = trie_of({k: v for k, v in after.items() if v})
+    assert got is not None and got.rows == want.rows
+    mine = (*got.vals, *got.starts, got.values)
+    for a, b in zip(mine, (*want.vals, *want.starts, want.values), strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -68,6 +68,8 @@ def _folded(
     tries = merged_tries(built, over, ops)
     if tries is None:
         return None
+    for t in tries.values():  # the dense index of the first level, built here, not by a tick
+        t.first_index()
     new = tries[tuple(range(len(vars_)))]
     assert new.values is not None
     b = Table(vars_, tuple(trie_rows(new)), new.values)

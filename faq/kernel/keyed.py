@@ -9,9 +9,11 @@ of the base (built once per rewrite) and a scan of the overrides; changing a
 few keys patches the overrides (kept in key order).  Past the ``log_rows`` and
 ``log_fraction`` settings, the overrides are folded into a new base: for integer
 annotations merged into the base's tries on a helper thread while ticks go on
-(:meth:`KeyedTable.replace`); otherwise at once.  The delta rule reads a relation held
-this way (:meth:`faq.Factor.keyed`) by these lookups: a view's tick costs what its change
-reaches, not the relation.
+(:meth:`KeyedTable.replace`); otherwise at once.  Such a fold also begins earlier, once
+the log holds many times the change being written (the ``log_ticks`` setting): small
+changes after large ones then soon stop paying for a large log.  The delta rule reads a
+relation held this way (:meth:`faq.Factor.keyed`) by these lookups: a view's tick costs
+what its change reaches, not the relation.
 """
 
 from __future__ import annotations
@@ -454,6 +456,8 @@ class KeyedTable:
             if fold is None:  # not integers, or no trie to merge into: at once
                 t = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(t, tb.empty_table(self.vars, self.ops, t.cols), self.ops, rows)
+        elif fold is None and not declined and _early(over.rows, new.rows, limit, st.log_ticks):
+            fold = begin(self.base, over, self.ops, self._index)  # None: the log stays
         if codes is not None:  # carried, so that no tick codes or searches the whole log
             self._remember("over-codes", (True, *codes), over)
         if before is not None:  # the base's annotations under the overrides (correction())
@@ -552,3 +556,12 @@ class KeyedTable:
             sums = np.asarray(delta.values, dtype=self.ops.dtype)
         summed = Table(self.vars, delta.cols, sums)
         return self._replaced(summed, old.rows, (in_over, base_at)), old, summed
+
+
+def _early(log: int, change: int, limit: float, ticks: int) -> bool:
+    """Whether a fold should begin before the log reaches ``limit``: the log of ``log``
+    rows holds more than ``ticks`` changes of ``change`` rows, and more than an eighth
+    of ``limit`` (a small log costs a tick little; a fold costs a pass over the base).
+    What each tick pays for the log (copies of it, reads of it) is then several times
+    what its own change costs, and the helper thread folds it while ticks go on."""
+    return ticks > 0 and log > ticks * change and log > limit / 8

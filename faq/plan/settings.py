@@ -127,6 +127,13 @@ class Settings:
         rows)`` rows, then folds it into the base.
     log_fraction : float
         See ``log_rows``.
+    log_ticks : int
+        A keyed table's fold also begins early, beside the ticks (on the helper thread,
+        where the log's annotations are integers), once its log holds more than
+        ``log_ticks`` times the rows of the change being written and more than an
+        eighth of the ``log_rows``/``log_fraction`` bound: after a burst of large changes,
+        small ones then stop paying for a log sized by the burst (each tick copies and
+        reads the log).  0: folds begin only past the bound.
     rows_per_partition : int
         Rows per Spark partition of a view's state.
     filter_values : int
@@ -195,6 +202,7 @@ class Settings:
     max_literals: int = 200_000
     log_rows: int = 50_000
     log_fraction: float = 0.05
+    log_ticks: int = 64
     rows_per_partition: int = 1_000_000
     filter_values: int = 1_000
     gc_ticks: int = 10
