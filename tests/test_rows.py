@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semirings
-from faq.kernel.rows import DISORDERED, NONDECREASING, STRICT, csr_rows, key_order
+from faq.kernel.rows import DISORDERED, NONDECREASING, STRICT, csr_rows, key_order, spread
 from faq.kernel.stats import degrees
 from faq.kernel.table import Table, group_reduce
 from faq.kernel.values import table_frame
@@ -65,6 +65,16 @@ def test_csr_rows_spells_out_the_row_pointers(counts, lo):
     want = np.repeat(np.arange(len(counts), dtype=np.int64) + lo, counts)
     assert np.array_equal(csr_rows(ptr, lo), want)
     assert np.array_equal(csr_rows(ptr.view(np.uint64), lo), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=12), st.sampled_from([np.int64, np.float64]))
+def test_spread_is_numpy_repeat(counts, dtype):
+    """A value per CSR row, once per entry (compiled for int64, numpy otherwise)."""
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    vals = (np.arange(len(counts)) * 7 - 3).astype(dtype)
+    got = spread(vals, ptr)
+    assert got.dtype == dtype and np.array_equal(got, np.repeat(vals, counts))
 
 
 @pytest.mark.parametrize("S", [semirings.COUNTING, semirings.REAL, semirings.MIN_PLUS])

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from faq.kernel.compiled_merge import merge_two, rows_two
+from faq.kernel.compiled_merge import merge_two, spread_into
 from faq.kernel.compiled_seeded import descend, near_level, seeded_sums
 from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
 
@@ -186,7 +186,7 @@ _THREAD: list[threading.Thread] = []
 def _dispatchers() -> list[Any]:
     return [
         lookup, intersect, count, _count_two, seeded_sums, descend, near_level, merge_two,
-        rows_two,
+        spread_into,
     ]  # fmt: skip
 
 
@@ -218,8 +218,8 @@ def _run_searches(k: int) -> None:
         near_level(vals[:2], w, vals[:2], w, vals[:1], True)
         # a fold's merge of a binary relation (on the helper thread: loaded here, not there)
         one, three = np.ones(1, dtype=np.int64), np.ones(3, dtype=np.int64)
-        v0, s1, _, _ = merge_two(one, starts[0], vals[0], three, skip, skip, take, one)
-        rows_two(v0, s1)
+        merge_two(one, starts[0], vals[0], three, skip, skip, take, one)
+        spread_into(vals[0], starts[0], np.empty(3, dtype=np.int64))  # a trie's rows
 
 
 def warm_up() -> Warmed | None:

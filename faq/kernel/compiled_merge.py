@@ -2,14 +2,15 @@
 
 A fold runs on a helper thread while ticks go on (:mod:`faq.kernel.fold`).  Its numpy
 passes over the base (a boolean mask, ``np.insert``, ``np.repeat``, the boundaries of a
-trie's levels) hold the GIL for milliseconds each on a relation of a million rows, and
-a tick waiting for the GIL meanwhile took two to five times its usual time.  Here the
+trie's levels) hold the GIL for milliseconds each on a relation of a million rows
+(``np.repeat`` throughout), and every other thread of the process, a tick's among them,
+stalls meanwhile.  Here the
 merge of a two-level trie of int64 keys and annotations (a binary relation: an edge
-list) is one compiled pass that releases the GIL:
-
-* :func:`merge_two`: the trie's rows without the ones dropped, with sorted new rows
-  merged in, and the levels of the merged trie built on the way;
-* :func:`rows_two`: a two-level trie's rows, one column per level.
+list) is one compiled pass that releases the GIL (:func:`merge_two`): the trie's rows
+without the ones dropped, with sorted new rows merged in, and the levels of the merged
+trie built on the way.  :func:`spread_into` spells a trie level's values out over the
+rows under them without the GIL too (:func:`faq.kernel.rows.spread`, which the fold's
+``trie_rows`` and the library runners' read-backs use).
 
 Compiled with :func:`faq.kernel.numba_jit.jit` (numba's disk cache).
 """
@@ -20,7 +21,7 @@ import numpy as np
 
 from faq.kernel.numba_jit import jit
 
-__all__ = ["merge_two", "rows_two"]
+__all__ = ["merge_two", "spread_into"]
 
 
 @jit(nogil=True)
@@ -80,10 +81,9 @@ def merge_two(vals0, starts1, vals1, values, drop, add0, add1, addv):  # pragma:
 
 
 @jit(nogil=True)
-def rows_two(vals0, starts1):  # pragma: no cover - compiled
-    """The first column of a two-level trie's rows: ``vals0[p]`` once per child of ``p``."""
-    out = np.empty(starts1[len(vals0)], np.int64)
-    for p in range(len(vals0)):
-        for r in range(starts1[p], starts1[p + 1]):
-            out[r] = vals0[p]
-    return out
+def spread_into(vals, ptr, out):  # pragma: no cover - compiled
+    """``out[ptr[r]:ptr[r + 1]] = vals[r]`` for every row ``r`` of a CSR pointer array."""
+    for r in range(len(ptr) - 1):
+        v = vals[r]
+        for p in range(ptr[r], ptr[r + 1]):
+            out[p] = v

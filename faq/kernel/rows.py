@@ -9,6 +9,8 @@ results come from numpy.
 
 * :func:`key_order`: whether the rows of key columns are strictly increasing, only
   non-decreasing, or neither (lexicographic, first column first);
+* :func:`spread`: a value per row of a CSR pointer array, once for each of its entries
+  (a trie level's values spelled out over the rows under them);
 * :func:`csr_rows`: the row of every entry of a CSR matrix, plus an offset.
 """
 
@@ -19,8 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from faq.kernel.compiled import NUMBA, jit
+from faq.kernel.compiled_merge import spread_into
 
-__all__ = ["DISORDERED", "NONDECREASING", "STRICT", "csr_rows", "key_order"]
+__all__ = ["DISORDERED", "NONDECREASING", "STRICT", "csr_rows", "key_order", "spread"]
 
 DISORDERED, NONDECREASING, STRICT = 0, 1, 2
 """What :func:`key_order` finds: rows out of order, in order with repeats, strictly
@@ -53,13 +56,6 @@ if NUMBA:
                     out = 1
         return out
 
-    @jit(nogil=True)
-    def _expand(ptr, lo, out):  # pragma: no cover - compiled
-        for r in range(len(ptr) - 1):
-            v = r + lo
-            for p in range(ptr[r], ptr[r + 1]):
-                out[p] = v
-
 
 def key_order(cols: Sequence[np.ndarray]) -> int:
     """How the rows of ``cols`` (key columns of one length, the first most significant)
@@ -88,14 +84,22 @@ def key_order(cols: Sequence[np.ndarray]) -> int:
     return NONDECREASING
 
 
+def spread(vals: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """``vals[r]`` once for every entry of row ``r`` of a CSR pointer array ``ptr``
+    (starting at 0), in order: ``np.repeat(vals, np.diff(ptr))``, by one compiled loop
+    without the GIL for int64 values (``np.repeat`` holds it throughout: a thread that
+    spreads a trie's rows, as a fold does, stalls every other thread meanwhile)."""
+    total = int(ptr[-1]) if len(ptr) > 1 else 0
+    if NUMBA and vals.dtype == np.int64:
+        out = np.empty(total, dtype=np.int64)
+        spread_into(vals, ptr, out)
+        return out
+    return np.repeat(vals, np.diff(ptr))
+
+
 def csr_rows(indptr: np.ndarray, lo: int = 0) -> np.ndarray:
     """``lo + r`` for every entry of row ``r`` of a CSR pointer array (int64, one per
     entry, in order)."""
     ptr = indptr.view(np.int64) if indptr.dtype == np.uint64 else indptr.astype(np.int64)
     n = max(len(ptr) - 1, 0)
-    total = int(ptr[-1]) if n else 0
-    if NUMBA:
-        out = np.empty(total, dtype=np.int64)
-        _expand(ptr, np.int64(lo), out)
-        return out
-    return np.repeat(np.arange(lo, lo + n, dtype=np.int64), np.diff(ptr))
+    return spread(np.arange(lo, lo + n, dtype=np.int64), ptr)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import faq.kernel.compiled as compiled
-from faq.kernel.compiled_merge import rows_two
+from faq.kernel.rows import spread
 from faq.kernel.table import Table
 from semirings.local import LocalOps, distinct, sort_rows
 
@@ -152,16 +152,13 @@ def build_trie(
 
 
 def trie_rows(tr: Trie) -> list[np.ndarray]:
-    """The key columns of ``tr``'s rows (one per level), in the trie's sorted order (the
-    last level's may be the trie's own array: read only)."""
+    """The key columns of ``tr``'s rows (one per level), in the trie's sorted order."""
     if not tr.order:
         return []
-    if NUMBA and tr.depth == 2 and all(v.dtype == np.int64 for v in tr.vals):
-        return [rows_two(tr.vals[0], tr.starts[1]), tr.vals[1]]  # compiled, without the GIL
     leaf = np.arange(len(tr.vals[-1]) + 1, dtype=np.int64)  # first row under each node
     cols = [np.empty(0)] * tr.depth
     for d in range(tr.depth - 1, -1, -1):
-        cols[d] = np.repeat(tr.vals[d], np.diff(leaf))
+        cols[d] = spread(tr.vals[d], leaf)
         leaf = leaf[tr.starts[d]]
     return cols
 
