@@ -173,8 +173,8 @@ def _two_levels(tr: Trie, add: list[np.ndarray], values: np.ndarray) -> bool:
 
 def _merge_two(tr: Trie, drop: np.ndarray, add: list[np.ndarray], values: np.ndarray) -> Trie:
     """:func:`merge_into` of a two-level int64 trie, compiled and without the GIL
-    (:func:`faq.kernel.compiled_merge.merge_two`): the ticks a fold runs beside wait for
-    none of it."""
+    (:func:`faq.kernel.compiled_merge.merge_two`): a fold holds the GIL only between its
+    compiled passes."""
     if len(add[0]):
         order = sort_rows(add)
         add, values = [c[order] for c in add], values[order]
