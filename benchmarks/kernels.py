@@ -98,6 +98,7 @@ from benchmarks._common import (
 )
 from faq import Factor, query
 from faq.kernel import Table, generic_join
+from faq.kernel.rows import csr_rows
 from faq.kernel.runners import Params, run
 from faq.kernel.stats import pair_join_size, table_stats
 from faq.plan import runners
@@ -457,8 +458,7 @@ def min_plus(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> l
 
     def table_of(M: Any) -> Table:
         if isinstance(M, dict):  # unpacked CSR
-            r = np.repeat(np.arange(len(M["indptr"]) - 1), np.diff(M["indptr"]).astype(np.int64))
-            return matrix_table(("a", "c"), r, M["col_indices"], M["values"])
+            return matrix_table(("a", "c"), csr_rows(M["indptr"]), M["col_indices"], M["values"])
         r, c, v = M.to_coo()
         return matrix_table(("a", "c"), r, c, v)
 

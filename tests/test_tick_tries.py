@@ -487,6 +487,7 @@ def test_a_large_log_folds_early_once_the_changes_are_small(use_settings, log_ti
     kt = change([(5, 9, 2)])  # swaps the folded base in
     assert kt.fold is None and kt.over.rows == 1  # only the key changed since
     assert kt.base.rows == n - 1 + 300
+    assert kt.trie((0, 1))._first  # its dense first-level index: the fold's, not a tick's
 
 
 @settings(max_examples=60)
