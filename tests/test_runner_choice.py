@@ -80,6 +80,41 @@ def test_a_sparse_min_plus_two_hop_runs_on_graphblas():
     assert_same(run.result.to_dict(), want.to_dict(), semirings.MIN_PLUS)
 
 
+def test_the_planner_and_the_bounds_call_no_float_blas(monkeypatch):
+    """A float ``np.dot`` runs OpenBLAS, whose threads then spin for about a tenth of a
+    second, taking the cores from the GraphBLAS product that runs next (about twice as
+    slow on two cores): the planner's join sizes and the runners' overflow bounds sum
+    their products without it, and still pick the library runners."""
+    dot = np.dot
+
+    def no_float_dot(a, b, *args, **kwargs):
+        assert np.result_type(a, b).kind not in "fc", "a float np.dot (BLAS)"
+        return dot(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(np, "dot", no_float_dot)
+    run = query(HOP, semiring="min-plus").run(E=edges(400, 40000, 1, "min-plus"))
+    assert runs(run) == ["driver/graphblas-mxm"]
+    E = edges(400, 40000, 3, "integer")  # weights 1-3: the bound reads their magnitudes
+    run = query(HOP, semiring="integer").run(E=E)
+    assert runs(run) == ["driver/graphblas-mxm"] and run.trace.steps[0].ran == ""
+    with faq.settings(library_runners=False):
+        want = query(HOP, semiring="integer").solve(E=E)
+    assert run.result.to_dict() == want.to_dict()
+
+
+def test_a_join_size_is_exact_while_it_fits_64_bits():
+    """``Σ deg_a · deg_b`` in integers while no product or sum can leave 64 bits (a
+    float sum would round past 2**53), else rounded from floats."""
+    from faq.kernel.stats import products_sum
+
+    a = np.array([2**26 + 1, 3, 2**25], dtype=np.int64)
+    b = np.array([2**27 + 3, 5, 7], dtype=np.int64)
+    assert products_sum(a, b) == sum(int(x) * int(y) for x, y in zip(a, b, strict=True))
+    big = np.array([2**40, 2**40], dtype=np.int64)
+    assert products_sum(big, big) == 2**81
+    assert products_sum(np.empty(0, np.int64), np.empty(0, np.int64)) == 0
+
+
 def test_the_planner_reads_the_bag_and_names_the_runner():
     """choose() alone (no data, no Spark): a triangle-shaped bag keeping an edge, with
     many more wedges than edges, goes to the masked product, its readings in the choice;

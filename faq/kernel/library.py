@@ -240,7 +240,8 @@ def path_bound(
     """
     s = _weights(right_j, right_mags, size_j)
     per = s[left_j]
-    total = float(per.sum() if left_mags is None else np.dot(per, left_mags))
+    # not np.dot: float BLAS leaves OpenBLAS's threads spinning beside the runner's product
+    total = float(per.sum() if left_mags is None else np.multiply(per, left_mags).sum())
     return total * factor
 
 

@@ -179,7 +179,24 @@ def pair_join_size(a: Table, a_vars: Sequence[str], b: Table, b_vars: Sequence[s
         pairs = perm[starts[sizes == 2]], perm[starts[sizes == 2] + 1]
         lo, hi = np.minimum(*pairs), np.maximum(*pairs)
         ia, ib = lo, hi - len(ca)
-    return int(np.dot(ca[ia].astype(np.float64), cb[ib].astype(np.float64)).round())
+    return products_sum(ca[ia], cb[ib])
+
+
+def products_sum(a: np.ndarray, b: np.ndarray) -> int:
+    """``Σ a[i] · b[i]`` of two arrays of non-negative integer counts: exactly in 64-bit
+    integers where no product or sum can leave them, else rounded from float64.
+
+    Neither way calls BLAS: a float ``np.dot`` would, and OpenBLAS's threads then spin
+    for a tenth of a second after it, taking the cores from the library runner or the
+    compiled kernel that runs the step next (a GraphBLAS product on two cores ran about
+    twice as slow just after one).
+    """
+    if not len(a):
+        return 0
+    top = float(a.max()) * float(b.max()) * len(a)
+    if top < 2.0**62:
+        return int(np.dot(a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)))
+    return int(np.multiply(a, b, dtype=np.float64).sum().round())
 
 
 # -- Spark: every figure of a query in one job ---------------------------------------------------
