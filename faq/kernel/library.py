@@ -171,9 +171,25 @@ def _axis(cols: Sequence[np.ndarray], var: str) -> Axis:
 
 
 def axes_of(tables: Sequence[Table]) -> dict[str, Axis]:
-    """An :class:`Axis` per variable of the bag, over its keys in every table."""
+    """An :class:`Axis` per variable of the bag, over its keys in every table.
+
+    Where the tables share key columns (a self-join: a 2-hop or a triangle count over one
+    edge relation) and every variable's keys are integers whose spans are alike (the
+    bag's whole span at most twice the widest variable's), all variables get one axis over
+    all their keys, so that a shared column is the same index array in every factor and
+    a runner builds its matrix once (:func:`faq.kernel.sparse.graphblas_masked`)."""
     names = dict.fromkeys(v for t in tables for v in t.vars)
-    return {v: _axis([t.col(v) for t in tables if v in t.vars], v) for v in names}
+    axes = {v: _axis([t.col(v) for t in tables if v in t.vars], v) for v in names}
+    cols = [c for t in tables for c in t.cols]
+    shared = len({id(c) for c in cols}) < len(cols)
+    if not shared or any(a.domain is not None for a in axes.values()):
+        return axes
+    lo = min(a.lo for a in axes.values())
+    hi = max(a.lo + a.size - 1 for a in axes.values())
+    if hi - lo + 1 > 2 * max(a.size for a in axes.values()):
+        return axes
+    one = Axis(hi - lo + 1, lo, None, np.result_type(*(a.dtype for a in axes.values())))
+    return dict.fromkeys(names, one)
 
 
 def empty(keep: Sequence[str], ops: LocalOps) -> Table:

@@ -118,6 +118,32 @@ def _matrix(
     return gb.Matrix.from_coo(rows, cols, values, dtype=lib.dtype, nrows=nrows, ncols=ncols)
 
 
+def _matrices(
+    gb: Any,
+    specs: Sequence[tuple[np.ndarray, np.ndarray, Table, tuple[int, int]]],
+    lib: LibraryOps,
+    one: Any,
+) -> list[Any]:
+    """A GraphBLAS matrix per ``(rows, cols, table, shape)`` (:func:`_matrix`), built once
+    for specs made of the same arrays: a self-join (a 2-hop, a triangle count over one
+    edge relation) multiplies a matrix by itself, as a library user would write it."""
+    built: list[tuple[tuple[Any, ...], Any]] = []
+    out = []
+    for rows, cols, t, shape in specs:
+        same = (rows, cols, t.values, shape)
+        got = next((m for k, m in built if _same_arrays(k, same)), None)
+        if got is None:
+            got = _matrix(gb, rows, cols, t, shape, lib, one)
+            built.append((same, got))
+        out.append(got)
+    return out
+
+
+def _same_arrays(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two specs hold the very same index and value arrays (and shape)."""
+    return all(x is y for x, y in zip(a[:3], b[:3], strict=True)) and a[3] == b[3]
+
+
 def _pointers(major: np.ndarray, n: int) -> np.ndarray:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(major, minlength=n), out=ptr[1:])
@@ -157,7 +183,18 @@ def _semiring(gb: Any, lib: LibraryOps, *tables: Table) -> Any:
 
 
 def _index(tables: Sequence[Table], axes: dict[str, Axis]) -> list[dict[str, np.ndarray]]:
-    return [{v: axes[v].index(t.col(v)) for v in t.vars} for t in tables]
+    """Each table's keys as indices per variable; a column shared by several tables, on
+    the same axis, becomes one index array (so its matrix is built once)."""
+    done: list[tuple[np.ndarray, Axis, np.ndarray]] = []
+
+    def index(col: np.ndarray, ax: Axis) -> np.ndarray:
+        got = next((i for c, a, i in done if c is col and a is ax), None)
+        if got is None:
+            got = ax.index(col)
+            done.append((col, ax, got))
+        return got
+
+    return [{v: index(t.col(v), axes[v]) for v in t.vars} for t in tables]
 
 
 def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
@@ -167,10 +204,25 @@ def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
     return int(np.dot(a, b))
 
 
-def wedges(shape: TriangleShape, idx: list[dict[str, np.ndarray]], size_m: int) -> int:
+def wedges(
+    shape: TriangleShape,
+    idx: list[dict[str, np.ndarray]],
+    size_m: int,
+    counted: list[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> int:
     """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
-    (``idx``: each factor's keys as indices, per variable)."""
-    return product_work(idx[shape.left][shape.m], idx[shape.right][shape.m], size_m)
+    (``idx``: each factor's keys as indices, per variable); ``counted`` keeps the degrees
+    of each index array counted so far, for the other readings of the same bag."""
+    counted = [] if counted is None else counted
+
+    def degrees(i: np.ndarray) -> np.ndarray:
+        got = next((d for a, d in counted if a is i and len(d) == size_m), None)
+        if got is None:
+            got = np.bincount(i, minlength=size_m)
+            counted.append((i, got))
+        return got
+
+    return int(np.dot(degrees(idx[shape.left][shape.m]), degrees(idx[shape.right][shape.m])))
 
 
 def graphblas_mxm(
@@ -235,8 +287,15 @@ def _mxm(
     if lib.int64:
         _check_product(L, R, li[shape.x], li[shape.j], ri[shape.j], ax, aj, lib, len(keep) == 2)
     one = ops.semiring.one
-    Lm = _matrix(gb, li[shape.x], li[shape.j], L, (ax.size, aj.size), lib, one)
-    Rm = _matrix(gb, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
+    Lm, Rm = _matrices(
+        gb,
+        [
+            (li[shape.x], li[shape.j], L, (ax.size, aj.size)),
+            (ri[shape.j], ri[shape.y], R, (aj.size, ay.size)),
+        ],
+        lib,
+        one,
+    )
     if len(keep) == 2:
         C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
         r, c, v = _entries(C, ax)
@@ -340,7 +399,8 @@ def _masked(
         return empty(keep, ops)
     axes = axes_of(ts)
     idx = _index(ts, axes)
-    shape = min(shapes, key=lambda s: wedges(s, idx, axes[s.m].size))
+    counted: list[tuple[np.ndarray, np.ndarray]] = []
+    shape = min(shapes, key=lambda s: wedges(s, idx, axes[s.m].size, counted))
     L, R, M = ts[shape.left], ts[shape.right], ts[shape.mask]
     li, ri, mi = idx[shape.left], idx[shape.right], idx[shape.mask]
     ax, am, ay = axes[shape.x], axes[shape.m], axes[shape.y]
@@ -353,9 +413,16 @@ def _masked(
         elif not product_fits([L, R, M]):
             raise Declined("a product of three annotations could overflow 64 bits")
     one = ops.semiring.one
-    Lm = _matrix(gb, li[shape.x], li[shape.m], L, (ax.size, am.size), lib, one)
-    Rm = _matrix(gb, ri[shape.m], ri[shape.y], R, (am.size, ay.size), lib, one)
-    Mm = _matrix(gb, mi[shape.x], mi[shape.y], M, (ax.size, ay.size), lib, one)
+    Lm, Rm, Mm = _matrices(
+        gb,
+        [
+            (li[shape.x], li[shape.m], L, (ax.size, am.size)),
+            (ri[shape.m], ri[shape.y], R, (am.size, ay.size)),
+            (mi[shape.x], mi[shape.y], M, (ax.size, ay.size)),
+        ],
+        lib,
+        one,
+    )
     C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new(mask=Mm.S)
     if M.values is not None:
         C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()

@@ -192,10 +192,16 @@ class Stats(Protocol):
 class Costs:
     """CPU seconds per unit of work of each runner, on one core.
 
-    Fitted to ``benchmarks/kernels.py`` on a 2-core machine (see the module text); they
-    predict its CPU seconds within about 1.3× except the Generic Join kernel on a 25M-row
-    sparse product (3.5× more than predicted).  GraphBLAS and BLAS spread their work over
-    every core, so their wall time on an idle machine is lower.
+    Fitted on 2 December 2026 to the single-thread runs of ``benchmarks/kernels.py``
+    (``--repeat 3``, 2 cores, load 0.5-1.5), once float ``np.dot`` calls no longer left
+    OpenBLAS's threads spinning beside the runners.  They predict its CPU seconds within
+    about 1.3× for the min-plus 2-hop, the triangle count and the dense min-plus product
+    (each runner) and the dense chain (Generic Join), 2× over for BLAS and the compiled
+    loop, and under on the sparse chain's 25M-row product: 2.7× for GraphBLAS, 7× for the
+    Generic Join kernel.  Earlier constants (a row 1.5e-7 s, a GraphBLAS multiplication
+    5e-9 s, a masked one 1.8e-9 s) had been fitted with those spinning threads and rated
+    the masked triangle product dearer than the Generic Join, which it is not.  GraphBLAS
+    and BLAS spread their work over every core, so their wall time is lower still.
 
     Attributes
     ----------
@@ -221,13 +227,13 @@ class Costs:
         One cell of a dense array filled or read.
     """
 
-    row: float = 1.5e-7
-    join: float = 9e-8
-    join_cyclic: float = 2.2e-9
-    mxm: float = 5e-9
-    masked: float = 1.8e-9
+    row: float = 3e-8
+    join: float = 5.5e-8
+    join_cyclic: float = 1.15e-9
+    mxm: float = 2.8e-9
+    masked: float = 8e-10
     blas: float = 2e-10
-    loop: float = 8e-10
+    loop: float = 1.5e-10
     cell: float = 5e-9
 
 
