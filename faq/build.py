@@ -376,15 +376,21 @@ def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) 
     if arr.ndim == 0:
         idx: tuple[np.ndarray, ...] = ()
         kept = values.reshape(1)[np.atleast_1d(mask)]
+    elif arr.size and mask.all():  # no zero: every cell, in the row-major order of nonzero
+        idx = tuple(np.indices(arr.shape, dtype=np.int64).reshape(arr.ndim, -1))
+        kept = values.reshape(-1).copy()  # the factor's own (values may be the caller's)
     else:
         idx = np.nonzero(mask)
         kept = values[mask]
     check_members(kept, S, label)
     table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
-    distinct = tuple(
-        int(np.count_nonzero(np.any(mask, axis=tuple(a for a in range(arr.ndim) if a != i))))
-        for i in range(arr.ndim)
-    )
+    if arr.ndim and arr.size and len(kept) == arr.size:
+        distinct = tuple(int(n) for n in arr.shape)
+    else:
+        distinct = tuple(
+            int(np.count_nonzero(np.any(mask, axis=tuple(a for a in range(arr.ndim) if a != i))))
+            for i in range(arr.ndim)
+        )
     return Source.local(table, S, RelationStats(int(kept.size), distinct))
 
 

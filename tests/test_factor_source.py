@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import faq
 import semirings
@@ -105,6 +107,34 @@ def test_local_constructors_hold_checked_or_unchecked_local_rows():
     assert raw.to_dict() == {(1,): 3}
     d = Factor.from_dict({(0,): 1.0}, vars=("i",))
     assert d.source.checked is R and d.source.consolidated and d.stats.rows == 1
+
+
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=1, max_size=3),
+    zeros=st.sampled_from([0.0, 0.3, 1.0]),
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from("CF"),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_dense_array_reads_as_its_nonzero_cells(shape, zeros, seed, order):
+    """``from_numpy`` over a semiring keeps the non-zero cells in row-major order with the
+    statistics of their keys, whether the array has zeros (``np.nonzero``) or none (every
+    cell, without the search), and owns its rows: writing to the array afterwards changes
+    nothing."""
+    from faq.build import array_source
+
+    rng = np.random.default_rng(seed)
+    arr = np.asarray(rng.integers(1, 5, shape) * (rng.random(shape) >= zeros), order=order)
+    arr = arr.astype(np.float64)
+    got = array_source(arr, tuple("ijk"[: arr.ndim]), R, "A")
+    idx = np.nonzero(arr)
+    t = got.table
+    assert [c.tolist() for c in t.cols] == [i.tolist() for i in idx]
+    assert t.values.tolist() == arr[idx].tolist()
+    assert got.stats.rows == len(idx[0])
+    assert list(got.stats.distinct) == [len(np.unique(i)) for i in idx]
+    arr[...] = 7.0
+    assert 7.0 not in t.values.tolist()
 
 
 def test_spark_constructors_record_what_is_known(spark):

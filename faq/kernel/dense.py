@@ -47,6 +47,7 @@ from faq.kernel.library import (
     product_fits,
     scalar_result,
 )
+from faq.kernel.rows import STRICT, key_order
 from faq.kernel.table import Table
 from semirings.core import LibraryOps
 from semirings.local import LocalOps
@@ -166,6 +167,10 @@ def _array(t: Table, axes: dict[str, Axis], dtype: Any, zero: Any, one: Any) -> 
     row-major order is its annotations reshaped, without a scatter)."""
     shape = tuple(axes[v].size for v in t.vars)
     size = math.prod(shape)
+    if t.values is not None and t.rows == size and key_order(t.cols) == STRICT:
+        # strictly increasing keys, as many as the cells of their axes' box: every cell
+        # once, in row-major order (the axes number keys in key order)
+        return np.asarray(t.values, dtype=dtype).reshape(shape)
     flat = np.zeros(t.rows, dtype=np.int64)
     for v, n in zip(t.vars, shape, strict=True):
         flat *= n
