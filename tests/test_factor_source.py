@@ -137,6 +137,34 @@ def test_a_dense_array_reads_as_its_nonzero_cells(shape, zeros, seed, order):
     assert 7.0 not in t.values.tolist()
 
 
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    drop=st.booleans(),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 10**6),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_table_reads_back_as_the_dense_array_of_its_cells(shape, drop, shuffle, seed):
+    """``dense_array`` puts each row in its cell, zero elsewhere: a table holding every
+    cell in row-major order is reshaped, any other is scattered; the array is the
+    caller's (writing to it leaves the table as it was)."""
+    from faq.kernel.values import dense_array
+
+    rng = np.random.default_rng(seed)
+    cells = np.indices(shape).reshape(len(shape), -1)
+    keep = np.flatnonzero(rng.random(cells.shape[1]) >= (0.3 if drop else 0.0))
+    if shuffle:
+        keep = rng.permutation(keep)
+    values = rng.integers(1, 9, len(keep)).astype(np.float64)
+    t = Table(tuple("ijk"[: len(shape)]), tuple(c[keep] for c in cells), values)
+    want = np.zeros(shape)
+    want[tuple(c[keep] for c in cells)] = values
+    got = dense_array(t, R, tuple(shape), "Q")
+    np.testing.assert_array_equal(got, want)
+    got[...] = -1.0
+    assert -1.0 not in t.values.tolist()
+
+
 def test_spark_constructors_record_what_is_known(spark):
     df = spark.createDataFrame([(0, 1.0), (0, 2.0), (1, 3.0)], "x long, value double")
     given = Factor(df, vars=("i",), semiring="real", name="E")

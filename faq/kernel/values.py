@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import semirings
-from faq.kernel.rows import DISORDERED, key_order
+from faq.kernel.rows import DISORDERED, STRICT, key_order
 from faq.kernel.stats import RelationStats, table_stats
 from faq.kernel.table import Table, group_reduce
 from faq.rule import VALUE
@@ -296,8 +296,12 @@ def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
     dtype = {"boolean": bool, "bigint": np.int64}.get(S.spark_type or "", np.float64)
     if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
         dtype = object
-    arr = np.full(shape, S.zero, dtype=dtype)
     values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
+    if n and t.rows == int(np.prod(shape)) and key_order(t.cols) == STRICT:
+        # distinct keys inside the box, as many as its cells: every cell once, in
+        # row-major order (a dense product's output): its annotations reshaped, a copy
+        return np.array(values, dtype=dtype).reshape(shape)
+    arr = np.full(shape, S.zero, dtype=dtype)
     if n == 0:  # one row at most (the table is consolidated): index () holds it
         if len(values):
             arr[()] = values[-1]
