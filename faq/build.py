@@ -373,10 +373,11 @@ def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) 
     vars_ = _array_vars(arr, vars, label)
     values = numpy_values(arr, S, label)
     mask = values != S.zero
+    full = arr.ndim > 0 and arr.size > 0 and bool(mask.all())  # no zero: every cell
     if arr.ndim == 0:
         idx: tuple[np.ndarray, ...] = ()
         kept = values.reshape(1)[np.atleast_1d(mask)]
-    elif arr.size and mask.all():  # no zero: every cell, in the row-major order of nonzero
+    elif full:  # in the row-major order of np.nonzero, without its search
         idx = tuple(np.indices(arr.shape, dtype=np.int64).reshape(arr.ndim, -1))
         kept = values.reshape(-1).copy()  # the factor's own (values may be the caller's)
     else:
@@ -384,7 +385,7 @@ def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) 
         kept = values[mask]
     check_members(kept, S, label)
     table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
-    if arr.ndim and arr.size and len(kept) == arr.size:
+    if full:
         distinct = tuple(int(n) for n in arr.shape)
     else:
         distinct = tuple(

@@ -47,7 +47,7 @@ from faq.kernel.library import (
     product_fits,
     scalar_result,
 )
-from faq.kernel.rows import STRICT, key_order
+from faq.kernel.rows import fills_box
 from faq.kernel.table import Table
 from semirings.core import LibraryOps
 from semirings.local import LocalOps
@@ -167,24 +167,15 @@ def _array(t: Table, axes: dict[str, Axis], dtype: Any, zero: Any, one: Any) -> 
     row-major order is its annotations reshaped, without a scatter)."""
     shape = tuple(axes[v].size for v in t.vars)
     size = math.prod(shape)
-    if t.values is not None and t.rows == size and key_order(t.cols) == STRICT:
-        # strictly increasing keys, as many as the cells of their axes' box: every cell
-        # once, in row-major order (the axes number keys in key order)
+    if t.values is not None and fills_box(t.cols, size):  # the axes number keys in order
         return np.asarray(t.values, dtype=dtype).reshape(shape)
     flat = np.zeros(t.rows, dtype=np.int64)
     for v, n in zip(t.vars, shape, strict=True):
         flat *= n
         flat += axes[v].index(t.col(v))
-    if t.values is not None and t.rows == size and _counting_up(flat):
-        return np.asarray(t.values, dtype=dtype).reshape(shape)
     arr = np.full(size, zero, dtype=dtype)
     arr[flat] = one if t.values is None else t.values
     return arr.reshape(shape)
-
-
-def _counting_up(flat: np.ndarray) -> bool:
-    """True when ``flat`` is ``0, 1, 2, …``."""
-    return len(flat) == 0 or (flat[0] == 0 and bool(np.all(np.diff(flat) == 1)))
 
 
 def _rows(keep: tuple[str, ...], out: np.ndarray, axes: dict[str, Axis], ops: LocalOps) -> Table:

@@ -9,6 +9,8 @@ results come from numpy.
 
 * :func:`key_order`: whether the rows of key columns are strictly increasing, only
   non-decreasing, or neither (lexicographic, first column first);
+* :func:`fills_box`: whether rows are every cell of a box of keys once, in row-major order
+  (a dense array's cells, a dense product's output: read by a reshape, not a scatter);
 * :func:`spread`: a value per row of a CSR pointer array, once for each of its entries
   (a trie level's values spelled out over the rows under them);
 * :func:`csr_rows`: the row of every entry of a CSR matrix, plus an offset.
@@ -23,7 +25,7 @@ import numpy as np
 from faq.kernel.compiled import NUMBA, jit
 from faq.kernel.compiled_merge import spread_into
 
-__all__ = ["DISORDERED", "NONDECREASING", "STRICT", "csr_rows", "key_order", "spread"]
+__all__ = ["DISORDERED", "NONDECREASING", "STRICT", "csr_rows", "fills_box", "key_order", "spread"]
 
 DISORDERED, NONDECREASING, STRICT = 0, 1, 2
 """What :func:`key_order` finds: rows out of order, in order with repeats, strictly
@@ -82,6 +84,13 @@ def key_order(cols: Sequence[np.ndarray]) -> int:
         if not undecided.any():
             return STRICT
     return NONDECREASING
+
+
+def fills_box(cols: Sequence[np.ndarray], cells: int) -> bool:
+    """Whether the rows of ``cols``, each key inside a box of ``cells`` cells (the caller
+    knows it: each column within its axis), are every cell once, in row-major order:
+    as many rows as cells, strictly increasing keys (so distinct ones)."""
+    return bool(cols) and len(cols[0]) == cells and key_order(cols) == STRICT
 
 
 def spread(vals: np.ndarray, ptr: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ on an oversubscribed machine one thread also spends less CPU than two (they spin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,11 +60,12 @@ from faq.kernel.library import (
     scalar_result,
 )
 from faq.kernel.rows import STRICT, csr_rows, key_order
+from faq.kernel.stats import products_sum
 from faq.kernel.table import Table
 from semirings.core import LibraryOps
 from semirings.local import LocalOps
 
-__all__ = ["graphblas", "graphblas_masked", "graphblas_mxm", "product_work", "wedges"]
+__all__ = ["graphblas", "graphblas_masked", "graphblas_mxm"]
 
 
 def graphblas() -> Any:
@@ -118,30 +119,41 @@ def _matrix(
     return gb.Matrix.from_coo(rows, cols, values, dtype=lib.dtype, nrows=nrows, ncols=ncols)
 
 
-def _matrices(
+class _Once:
+    """What one runner call makes of the very same objects, made once: keys are tuples of
+    arrays, axes and tables (compared by identity) and of sizes (compared by value).  A
+    self-join (a 2-hop, a triangle count over one edge relation) then gets one index
+    array per shared column, one count of its degrees and one matrix, multiplied by
+    itself as a library user would write it."""
+
+    def __init__(self) -> None:
+        self._made: list[tuple[tuple[Any, ...], Any]] = []
+
+    def __call__(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        for k, got in self._made:
+            if len(k) == len(key) and all(map(_same, k, key)):
+                return got
+        got = make()
+        self._made.append((key, got))
+        return got
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (isinstance(a, int | tuple) and a == b)
+
+
+def _built(
     gb: Any,
-    specs: Sequence[tuple[np.ndarray, np.ndarray, Table, tuple[int, int]]],
+    once: _Once,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    t: Table,
+    shape: tuple[int, int],
     lib: LibraryOps,
     one: Any,
-) -> list[Any]:
-    """A GraphBLAS matrix per ``(rows, cols, table, shape)`` (:func:`_matrix`), built once
-    for specs made of the same arrays: a self-join (a 2-hop, a triangle count over one
-    edge relation) multiplies a matrix by itself, as a library user would write it."""
-    built: list[tuple[tuple[Any, ...], Any]] = []
-    out = []
-    for rows, cols, t, shape in specs:
-        same = (rows, cols, t.values, shape)
-        got = next((m for k, m in built if _same_arrays(k, same)), None)
-        if got is None:
-            got = _matrix(gb, rows, cols, t, shape, lib, one)
-            built.append((same, got))
-        out.append(got)
-    return out
-
-
-def _same_arrays(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two specs hold the very same index and value arrays (and shape)."""
-    return all(x is y for x, y in zip(a[:3], b[:3], strict=True)) and a[3] == b[3]
+) -> Any:
+    """:func:`_matrix`, once per call for the same index and value arrays and shape."""
+    return once((rows, cols, t.values, shape), lambda: _matrix(gb, rows, cols, t, shape, lib, one))
 
 
 def _pointers(major: np.ndarray, n: int) -> np.ndarray:
@@ -182,47 +194,27 @@ def _semiring(gb: Any, lib: LibraryOps, *tables: Table) -> Any:
     return getattr(gb.semiring, lib.semiring)
 
 
-def _index(tables: Sequence[Table], axes: dict[str, Axis]) -> list[dict[str, np.ndarray]]:
-    """Each table's keys as indices per variable; a column shared by several tables, on
-    the same axis, becomes one index array (so its matrix is built once)."""
-    done: list[tuple[np.ndarray, Axis, np.ndarray]] = []
+def _index(
+    tables: Sequence[Table], axes: dict[str, Axis], once: _Once
+) -> list[dict[str, np.ndarray]]:
+    """Each table's keys as indices per variable (a shared column on one axis: one array)."""
 
     def index(col: np.ndarray, ax: Axis) -> np.ndarray:
-        got = next((i for c, a, i in done if c is col and a is ax), None)
-        if got is None:
-            got = ax.index(col)
-            done.append((col, ax, got))
-        return got
+        return once((col, ax), lambda: ax.index(col))  # type: ignore[no-any-return]
 
     return [{v: index(t.col(v), axes[v]) for v in t.vars} for t in tables]
 
 
-def product_work(left_j: np.ndarray, right_j: np.ndarray, size_j: int) -> int:
-    """The multiplications of ``L ⊕.⊗ R`` (the rows of ``L ⋈ R``): Σ_j deg_L(j)·deg_R(j)."""
-    a = np.bincount(left_j, minlength=size_j)
-    b = np.bincount(right_j, minlength=size_j)
-    return int(np.dot(a, b))
-
-
-def wedges(
-    shape: TriangleShape,
-    idx: list[dict[str, np.ndarray]],
-    size_m: int,
-    counted: list[tuple[np.ndarray, np.ndarray]] | None = None,
+def _wedges(
+    shape: TriangleShape, idx: list[dict[str, np.ndarray]], size_m: int, once: _Once
 ) -> int:
     """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
-    (``idx``: each factor's keys as indices, per variable); ``counted`` keeps the degrees
-    of each index array counted so far, for the other readings of the same bag."""
-    counted = [] if counted is None else counted
+    (``idx``: each factor's keys as indices, per variable): Σ_m deg_L(m)·deg_R(m)."""
 
     def degrees(i: np.ndarray) -> np.ndarray:
-        got = next((d for a, d in counted if a is i and len(d) == size_m), None)
-        if got is None:
-            got = np.bincount(i, minlength=size_m)
-            counted.append((i, got))
-        return got
+        return once((i, size_m), lambda: np.bincount(i, minlength=size_m))  # type: ignore[no-any-return]
 
-    return int(np.dot(degrees(idx[shape.left][shape.m]), degrees(idx[shape.right][shape.m])))
+    return products_sum(degrees(idx[shape.left][shape.m]), degrees(idx[shape.right][shape.m]))
 
 
 def graphblas_mxm(
@@ -283,19 +275,13 @@ def _mxm(
     L, R = ts[shape.left], ts[shape.right]
     axes = axes_of([L, R])
     ax, aj, ay = axes[shape.x], axes[shape.j], axes[shape.y]
-    li, ri = _index([L, R], axes)
+    once = _Once()
+    li, ri = _index([L, R], axes, once)
     if lib.int64:
         _check_product(L, R, li[shape.x], li[shape.j], ri[shape.j], ax, aj, lib, len(keep) == 2)
     one = ops.semiring.one
-    Lm, Rm = _matrices(
-        gb,
-        [
-            (li[shape.x], li[shape.j], L, (ax.size, aj.size)),
-            (ri[shape.j], ri[shape.y], R, (aj.size, ay.size)),
-        ],
-        lib,
-        one,
-    )
+    Lm = _built(gb, once, li[shape.x], li[shape.j], L, (ax.size, aj.size), lib, one)
+    Rm = _built(gb, once, ri[shape.j], ri[shape.y], R, (aj.size, ay.size), lib, one)
     if len(keep) == 2:
         C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new()
         r, c, v = _entries(C, ax)
@@ -398,9 +384,9 @@ def _masked(
     if any(t.rows == 0 for t in ts):
         return empty(keep, ops)
     axes = axes_of(ts)
-    idx = _index(ts, axes)
-    counted: list[tuple[np.ndarray, np.ndarray]] = []
-    shape = min(shapes, key=lambda s: wedges(s, idx, axes[s.m].size, counted))
+    once = _Once()
+    idx = _index(ts, axes, once)
+    shape = min(shapes, key=lambda s: _wedges(s, idx, axes[s.m].size, once))
     L, R, M = ts[shape.left], ts[shape.right], ts[shape.mask]
     li, ri, mi = idx[shape.left], idx[shape.right], idx[shape.mask]
     ax, am, ay = axes[shape.x], axes[shape.m], axes[shape.y]
@@ -413,16 +399,9 @@ def _masked(
         elif not product_fits([L, R, M]):
             raise Declined("a product of three annotations could overflow 64 bits")
     one = ops.semiring.one
-    Lm, Rm, Mm = _matrices(
-        gb,
-        [
-            (li[shape.x], li[shape.m], L, (ax.size, am.size)),
-            (ri[shape.m], ri[shape.y], R, (am.size, ay.size)),
-            (mi[shape.x], mi[shape.y], M, (ax.size, ay.size)),
-        ],
-        lib,
-        one,
-    )
+    Lm = _built(gb, once, li[shape.x], li[shape.m], L, (ax.size, am.size), lib, one)
+    Rm = _built(gb, once, ri[shape.m], ri[shape.y], R, (am.size, ay.size), lib, one)
+    Mm = _built(gb, once, mi[shape.x], mi[shape.y], M, (ax.size, ay.size), lib, one)
     C = Lm.mxm(Rm, _semiring(gb, lib, L, R)).new(mask=Mm.S)
     if M.values is not None:
         C = C.ewise_mult(Mm, getattr(gb.binary, lib.times)).new()

@@ -8,13 +8,14 @@ message naming the relation and column, and repeated keys are ⊕-combined.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import semirings
-from faq.kernel.rows import DISORDERED, STRICT, key_order
+from faq.kernel.rows import DISORDERED, fills_box, key_order
 from faq.kernel.stats import RelationStats, table_stats
 from faq.kernel.table import Table, group_reduce
 from faq.rule import VALUE
@@ -297,10 +298,8 @@ def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
     if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
         dtype = object
     values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
-    if n and t.rows == int(np.prod(shape)) and key_order(t.cols) == STRICT:
-        # distinct keys inside the box, as many as its cells: every cell once, in
-        # row-major order (a dense product's output): its annotations reshaped, a copy
-        return np.array(values, dtype=dtype).reshape(shape)
+    if fills_box(t.cols, math.prod(shape)):  # keys checked inside the shape above
+        return np.array(values, dtype=dtype).reshape(shape)  # the caller's copy
     arr = np.full(shape, S.zero, dtype=dtype)
     if n == 0:  # one row at most (the table is consolidated): index () holds it
         if len(values):

@@ -199,8 +199,8 @@ class Costs:
     (each runner) and the dense chain (Generic Join), 2× over for BLAS and the compiled
     loop, and under on the sparse chain's 25M-row product: 2.7× for GraphBLAS, 7× for the
     Generic Join kernel.  Earlier constants (a row 1.5e-7 s, a GraphBLAS multiplication
-    5e-9 s, a masked one 1.8e-9 s) had been fitted with those spinning threads and rated
-    the masked triangle product dearer than the Generic Join, which it is not.  GraphBLAS
+    5e-9 s, a masked one 1.8e-9 s), fitted before that fix, rated the masked triangle
+    product dearer than the Generic Join, which it is not.  GraphBLAS
     and BLAS spread their work over every core, so their wall time is lower still.
 
     Attributes
