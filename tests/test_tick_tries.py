@@ -537,3 +537,26 @@ def test_a_view_starts_the_kernel_warm_up_before_its_first_tick(monkeypatch):
     )
     assert started == [1]
     assert view.result().to_dict() == {(1,): 1}
+
+
+def test_a_change_codes_its_keys_once(use_settings, monkeypatch):
+    # plus() searched the overrides by the change's key codes, then computed the same
+    # codes again to patch the change into them: one key_codes call per change now,
+    # and the contents still agree with a model
+    import faq.kernel.keyed as keyed
+
+    use_settings(log_rows=10_000, log_fraction=0.0)
+    kt = keyed_of([(1, 2, 1), (2, 3, 1), (5, 9, 2)])
+    kt, _, _ = kt.plus(table_of([(4, 4, 1)], 2))  # the overrides now hold a row
+    calls: list[int] = []
+    real = keyed.key_codes
+    monkeypatch.setattr(keyed, "key_codes", lambda *a: calls.append(1) or real(*a))
+    model = {(1, 2): 1, (2, 3): 1, (5, 9): 2, (4, 4): 1}
+    for change in ([(1, 2, -1)], [(3, 3, 5), (4, 4, 1)], [(2, 3, 2), (7, 1, 1)]):
+        calls.clear()
+        kt, _, _ = kt.plus(table_of(change, 2))
+        assert calls == [1]
+        for u, v, w in change:
+            model[(u, v)] = model.get((u, v), 0) + w
+    cols = [np.asarray([k[i] for k in sorted(model)], dtype=np.int64) for i in range(2)]
+    assert as_dict(kt.at(cols)) == {k: v for k, v in model.items() if v}

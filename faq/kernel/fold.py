@@ -21,7 +21,7 @@ from faq.kernel.table import Table
 from faq.kernel.trie import Trie, trie_rows
 from semirings.local import LocalOps
 
-__all__ = ["Fold", "Folded", "begin", "since"]
+__all__ = ["Fold", "Folded", "begin", "early", "since"]
 
 Folded = tuple[Table, dict[Any, Any]]
 """A fold's result: the new base and its keyed table's index (its tries by column order)."""
@@ -82,3 +82,12 @@ def since(over: Table, touched: Sequence[Sequence[np.ndarray]]) -> Table:
     keys = [np.concatenate(cs) for cs in zip(*touched, strict=True)]
     hit, _ = match_keys(over.cols, keys)
     return over.take(np.flatnonzero(hit))
+
+
+def early(log: int, change: int, limit: float, ticks: int) -> bool:
+    """Whether a fold should begin before the log reaches ``limit``: the log of ``log``
+    rows holds more than ``ticks`` changes of ``change`` rows, and more than an eighth
+    of ``limit`` (a small log costs a tick little; a fold costs a pass over the base).
+    What each tick pays for the log (copies of it, reads of it) is then several times
+    what its own change costs, and the helper thread folds it while ticks go on."""
+    return ticks > 0 and log > ticks * change and log > limit / 8

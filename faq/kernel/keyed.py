@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 import faq.kernel.table as tb
-from faq.kernel.fold import Fold, begin, since
+from faq.kernel.fold import Fold, begin, early, since
 from faq.kernel.merge import (
     WholeKeyIndex,
     changed_rows,
@@ -44,6 +44,10 @@ from faq.plan.settings import current
 from semirings.local import LocalOps, distinct, group_starts, key_codes, row_keys, sort_rows
 
 __all__ = ["KeyedTable", "changed_rows", "mask_at", "match_keys"]
+
+Coded = tuple[np.ndarray, np.ndarray]
+"""Keys coded as a keyed table's overrides are: each row's code, and whether it lies
+inside the overrides' spans (:meth:`KeyedTable._coded`)."""
 
 
 @dataclass(frozen=True)
@@ -169,19 +173,27 @@ class KeyedTable:
         """For each of ``keys`` (distinct): the base's annotation (0 of its dtype: none),
         its row in the overrides (-1: none), the current annotation, and the positions
         of the keys present now (in the base or the overrides, nonzero)."""
+        return self._current_coded(keys)[:4]
+
+    def _current_coded(
+        self, keys: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Coded | None]:
+        """:meth:`_current`, and the keys' codes among the overrides' where those were
+        computed to find them (:meth:`_coded`; None: not), for :meth:`_patch` to reuse."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
         base_at = np.zeros(len(keys[0]), dtype=values.dtype)
         base_at[found] = values[pos[found]]
-        in_over = self._over_rows(keys)
+        coded = self._coded(keys) if self.over.rows else None
+        in_over = self._over_rows(keys, coded)
         listed = in_over >= 0
         current = base_at.copy()
         if listed.any():
             assert self.over.values is not None
             current[listed] = self.over.values[in_over[listed]]
         present = np.flatnonzero(self.ops.nonzero(current) & (found | listed))
-        return base_at, in_over, current, present
+        return base_at, in_over, current, present, coded
 
     def lookup(self, conds: Sequence[Mapping[int, np.ndarray]]) -> Table:
         """The current rows matching any of ``conds`` (each: column -> allowed values, all
@@ -341,13 +353,14 @@ class KeyedTable:
         the base in column order (binary searches, no sort)."""
         return search_trie(self.trie(tuple(range(len(self.vars)))), keys)
 
-    def _over_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray:
+    def _over_rows(self, keys: Sequence[np.ndarray], coded: Coded | None = None) -> np.ndarray:
         """For each row of ``keys``: the row of the overrides holding it, or -1 (by their
-        codes, else a trie of them built once per change)."""
+        codes, else a trie of them built once per change); ``coded``: the keys'
+        :meth:`_coded`, where the caller has them."""
         n = len(keys[0])
         if self.over.rows == 0:
             return np.full(n, -1, dtype=np.int64)
-        at = self._coded_rows(keys)
+        at = self._coded_rows(keys, coded)
         if at is not None:
             return at
         tr = self._memo("over-trie")
@@ -359,12 +372,25 @@ class KeyedTable:
         found, at = search_trie(tr, keys)
         return np.where(found, tr.values[np.maximum(at, 0)], -1)
 
-    def _coded_rows(self, keys: Sequence[np.ndarray]) -> np.ndarray | None:
-        """:meth:`_over_rows` by binary search in :meth:`_over_codes` (None: not codable)."""
+    def _coded(self, keys: Sequence[np.ndarray]) -> Coded | None:
+        """Whole ``keys`` coded as the overrides' keys are (:func:`semirings.local.key_codes`
+        with their lowest values and spans): each row's code and whether it lies inside
+        their spans; None where :meth:`_codable` says they cannot be."""
         if not self._codable(keys):
             return None
-        lows, spans, codes = self._over_codes()  # type: ignore[misc]
-        code, ok = key_codes(keys, lows, spans)
+        lows, spans, _ = self._over_codes()  # type: ignore[misc]
+        return key_codes(keys, lows, spans)
+
+    def _coded_rows(
+        self, keys: Sequence[np.ndarray], coded: Coded | None = None
+    ) -> np.ndarray | None:
+        """:meth:`_over_rows` by binary search in :meth:`_over_codes` (None: not codable);
+        ``coded``: the keys' :meth:`_coded`, where the caller has them."""
+        coded = self._coded(keys) if coded is None else coded
+        if coded is None:
+            return None
+        code, ok = coded
+        codes = self._over_codes()[2]  # type: ignore[index]
         pos = np.minimum(np.searchsorted(codes, code), len(codes) - 1)
         return np.where(ok & (codes[pos] == code), pos, -1)
 
@@ -422,12 +448,16 @@ class KeyedTable:
         return self._replaced(new, self.at(new.cols).rows if present is None else present)
 
     def _replaced(
-        self, new: Table, present: int, known: tuple[np.ndarray, np.ndarray] | None = None
+        self,
+        new: Table,
+        present: int,
+        known: tuple[np.ndarray, np.ndarray, Coded | None] | None = None,
     ) -> KeyedTable:
         """:meth:`replace` by ``new`` (distinct keys, annotations present, rows), of whose
         keys ``present`` are held now; ``known``: for each key of ``new``, its row in the
-        overrides (-1: none) and the base's annotation (zero: none), when the caller has
-        searched for them already."""
+        overrides (-1: none) and the base's annotation (zero: none), and the keys'
+        :meth:`_coded` (None: not computed), when the caller has searched for them
+        already."""
         rows = self.rows - present + int(self.ops.nonzero(new.values).sum())
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
@@ -439,7 +469,8 @@ class KeyedTable:
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
         at_new = None if not integer else self._base_at(new.cols) if known is None else known[1]
-        over, codes, before = self._logged(new, stale, hit, at_new)
+        coded = None if known is None else known[2]
+        over, codes, before = self._logged(new, stale, hit, at_new, coded)
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
         fold, declined = self.fold, False
@@ -456,7 +487,7 @@ class KeyedTable:
             if fold is None:  # not integers, or no trie to merge into: at once
                 t = KeyedTable(self.base, over, self.ops, rows).table()
                 return KeyedTable(t, tb.empty_table(self.vars, self.ops, t.cols), self.ops, rows)
-        elif fold is None and not declined and _early(over.rows, new.rows, limit, st.log_ticks):
+        elif fold is None and not declined and early(over.rows, new.rows, limit, st.log_ticks):
             fold = begin(self.base, over, self.ops, self._index)  # None: the log stays
         if codes is not None:  # carried, so that no tick codes or searches the whole log
             self._remember("over-codes", (True, *codes), over)
@@ -465,24 +496,31 @@ class KeyedTable:
         return KeyedTable(self.base, over, self.ops, rows, self._index, fold)
 
     def _logged(
-        self, new: Table, stale: np.ndarray, hit: np.ndarray | None, at_new: np.ndarray | None
+        self,
+        new: Table,
+        stale: np.ndarray,
+        hit: np.ndarray | None,
+        at_new: np.ndarray | None,
+        coded: Coded | None = None,
     ) -> tuple[Table, tuple[list[int], list[int], np.ndarray] | None, np.ndarray | None]:
         """The overrides with ``new`` written in (``stale``: the rows it replaces; ``hit``:
         their rows per key of ``new``, where searched), kept in key order where their keys
         are integers (the last column may be floats), with their codes where those are
         kept and the base's annotations under them (``at_new`` at ``new``'s keys, for
-        integer annotations): patched in place (:meth:`_patch`) where that applies, else
-        the kept rows and ``new`` concatenated and sorted (two sorted runs merged)."""
-        patch = None if hit is None else self._patch(new, hit, at_new)
+        integer annotations): patched in place (:meth:`_patch`, ``coded`` its keys'
+        codes where known) where that applies, else the kept rows and ``new``
+        concatenated and sorted (two sorted runs merged)."""
+        patch = None if hit is None else self._patch(new, hit, at_new, coded)
         if patch is not None:
             return patch
         over, codes = new, None
         if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *tb.cat_rows(kept, new))
-            if self._codable(new.cols):  # the codes carried: none computed over the log
+            coded = self._coded(new.cols) if coded is None else coded
+            if coded is not None:  # the codes carried: none computed over the log
                 lows, spans, was = self._over_codes()  # type: ignore[misc]
-                code, ok = key_codes(new.cols, lows, spans)
+                code, ok = coded
                 if ok.all():
                     codes = (lows, spans, np.concatenate([was[~stale], code]))
         before = None if at_new is None else np.concatenate([self._before()[~stale], at_new])
@@ -495,13 +533,17 @@ class KeyedTable:
         return over, codes, before
 
     def _patch(
-        self, new: Table, hit: np.ndarray, at_new: np.ndarray | None
+        self, new: Table, hit: np.ndarray, at_new: np.ndarray | None, coded: Coded | None = None
     ) -> tuple[Table, tuple[list[int], list[int], np.ndarray], np.ndarray | None] | None:
-        """The overrides, codes (and base values: ``at_new``) with ``new`` patched in."""
-        if not self.over.rows or not self._codable(new.cols):
+        """The overrides, codes (and base values: ``at_new``) with ``new`` patched in
+        (``coded``: the :meth:`_coded` of ``new``'s keys, where the caller has them)."""
+        if not self.over.rows:
+            return None
+        coded = self._coded(new.cols) if coded is None else coded
+        if coded is None:
             return None
         lows, spans, was = self._over_codes()  # type: ignore[misc]
-        code, ok = key_codes(new.cols, lows, spans)
+        code, ok = coded
         old = [*self.over.cols, self.over.values]
         add = [*new.cols, new.values]
         if at_new is not None:
@@ -542,7 +584,7 @@ class KeyedTable:
         :meth:`_replaced` (what :meth:`at` and :meth:`_replaced` would each search again)."""
         delta = tb.with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         assert delta.values is not None
-        base_at, in_over, current, present = self._current(delta.cols)
+        base_at, in_over, current, present, coded = self._current_coded(delta.cols)
         old = Table(self.vars, tuple(c[present] for c in delta.cols), current[present])
         if len(present):  # current ⊕ change per key: pairs summed (overflow checked)
             two = np.zeros(delta.rows, dtype=np.int64)
@@ -555,13 +597,4 @@ class KeyedTable:
         else:  # new keys only: the sums are the change
             sums = np.asarray(delta.values, dtype=self.ops.dtype)
         summed = Table(self.vars, delta.cols, sums)
-        return self._replaced(summed, old.rows, (in_over, base_at)), old, summed
-
-
-def _early(log: int, change: int, limit: float, ticks: int) -> bool:
-    """Whether a fold should begin before the log reaches ``limit``: the log of ``log``
-    rows holds more than ``ticks`` changes of ``change`` rows, and more than an eighth
-    of ``limit`` (a small log costs a tick little; a fold costs a pass over the base).
-    What each tick pays for the log (copies of it, reads of it) is then several times
-    what its own change costs, and the helper thread folds it while ticks go on."""
-    return ticks > 0 and log > ticks * change and log > limit / 8
+        return self._replaced(summed, old.rows, (in_over, base_at, coded)), old, summed
