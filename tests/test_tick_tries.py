@@ -560,3 +560,36 @@ def test_a_change_codes_its_keys_once(use_settings, monkeypatch):
             model[(u, v)] = model.get((u, v), 0) + w
     cols = [np.asarray([k[i] for k in sorted(model)], dtype=np.int64) for i in range(2)]
     assert as_dict(kt.at(cols)) == {k: v for k, v in model.items() if v}
+
+
+@settings(max_examples=60)
+@given(
+    first=st.integers(-3, 3),
+    changes=st.lists(st.lists(st.integers(-3, 3), max_size=4), max_size=6),
+)
+def test_a_scalar_keyed_table_adds_its_changes_as_a_model_does(first, changes):
+    # a relation without key columns (a count's output) sums its changes directly:
+    # the rows before and after each change as the grouped path gave them
+    empty = Table((), (), np.empty(0, dtype=np.int64))
+    start = Table((), (), np.array([first], dtype=np.int64)) if first else empty
+    kt, total = KeyedTable.of(start, OPS), first
+    for ch in changes:
+        delta = Table((), (), np.asarray(ch, dtype=np.int64), unique=False)
+        kt2, old, new = kt.plus(delta)
+        if sum(ch) == 0:  # nothing moves
+            assert kt2 is kt and old.rows == 0 and new.rows == 0
+        else:
+            assert old.values.tolist() == ([total] if total else [])
+            total += sum(ch)
+            assert new.values.tolist() == [total]
+        kt = kt2
+        assert kt.rows == (1 if total else 0)
+        assert kt.table().values.tolist() == ([total] if total else [])
+
+
+def test_a_scalar_keyed_table_refuses_an_overflowing_sum():
+    big = Table((), (), np.array([2**62], dtype=np.int64))
+    kt = KeyedTable.of(big, OPS)
+    with pytest.raises(OverflowError):
+        kt.plus(big)
+    assert kt.table().values.tolist() == [2**62]

@@ -32,6 +32,7 @@ from faq.kernel.merge import (
     children_rows,
     mask_at,
     match_keys,
+    meeting,
     patched,
     prefix_runs,
     search_trie,
@@ -46,8 +47,7 @@ from semirings.local import LocalOps, distinct, group_starts, key_codes, row_key
 __all__ = ["KeyedTable", "changed_rows", "mask_at", "match_keys"]
 
 Coded = tuple[np.ndarray, np.ndarray]
-"""Keys coded as a keyed table's overrides are: each row's code, and whether it lies
-inside the overrides' spans (:meth:`KeyedTable._coded`)."""
+"""Keys coded as the overrides are, and whether inside their spans (KeyedTable._coded)."""
 
 
 @dataclass(frozen=True)
@@ -178,8 +178,7 @@ class KeyedTable:
     def _current_coded(
         self, keys: Sequence[np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Coded | None]:
-        """:meth:`_current`, and the keys' codes among the overrides' where those were
-        computed to find them (:meth:`_coded`; None: not), for :meth:`_patch` to reuse."""
+        """:meth:`_current`, and the keys' :meth:`_coded` (None: not computed)."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
@@ -237,19 +236,8 @@ class KeyedTable:
         return self.over.take(pos)
 
     def _over_meeting(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
-        """Positions of the overrides meeting ``cond``: runs of the first column's values
-        by binary search when they are in key order, else a mask of every row."""
-        first = cond.get(0)
-        if first is None or self._over_codes() is None:
-            return np.flatnonzero(mask_at(self.over, cond))
-        col = self.over.cols[0]
-        v = np.asarray(first)
-        lo = np.searchsorted(col, v, side="left")
-        pos = ranges(lo, np.searchsorted(col, v, side="right") - lo)
-        for k, values in cond.items():
-            if k and len(pos):
-                pos = pos[np.isin(self.over.cols[k][pos], values)]
-        return pos
+        """Positions of the overrides meeting ``cond`` (:func:`faq.kernel.merge.meeting`)."""
+        return meeting(self.over, cond, self._over_codes() is not None)
 
     def _base_rows(self, cond: Mapping[int, np.ndarray]) -> np.ndarray:
         """Positions in ``base`` of the rows meeting ``cond`` (in no particular order).
@@ -384,8 +372,7 @@ class KeyedTable:
     def _coded_rows(
         self, keys: Sequence[np.ndarray], coded: Coded | None = None
     ) -> np.ndarray | None:
-        """:meth:`_over_rows` by binary search in :meth:`_over_codes` (None: not codable);
-        ``coded``: the keys' :meth:`_coded`, where the caller has them."""
+        """:meth:`_over_rows` by binary search in :meth:`_over_codes` (None: not codable)."""
         coded = self._coded(keys) if coded is None else coded
         if coded is None:
             return None
@@ -562,6 +549,8 @@ class KeyedTable:
         Returns the new keyed table, the old rows at the keys (no zeros) and the new
         annotation of every key of ``delta`` (zero where ⊕ cancelled it).
         """
+        if not self.vars:
+            return self._plus_scalar(delta)
         delta = tb.consolidated(delta, self.ops)
         if delta.rows == 0:
             empty = tb.empty_table(self.vars, self.ops, delta.cols)
@@ -577,6 +566,17 @@ class KeyedTable:
             both = concat([tb.with_values(old, self.ops), delta], self.ops)
             summed = sum_keeping_zeros(Table(self.vars, both.cols, both.values, False), self.ops)
         return self._replaced(summed, old.rows), old, summed
+
+    def _plus_scalar(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
+        """:meth:`plus` for a relation without key columns (a scalar, such as a count's
+        output), by :func:`faq.kernel.table.scalar_plus` (no table grouped)."""
+        old = self.table()
+        summed = tb.scalar_plus(old, delta, self.ops)
+        if summed is None:  # the change cancels: nothing moves
+            empty = tb.empty_table((), self.ops)
+            return self, empty, empty
+        rows = int(self.ops.nonzero(summed.values).sum())
+        return KeyedTable(self.base, summed, self.ops, rows), old, summed
 
     def _plus_integer(self, delta: Table) -> tuple[KeyedTable, Table, Table]:
         """:meth:`plus` of a consolidated ``delta`` for integer annotations: each key searched

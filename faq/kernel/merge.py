@@ -42,6 +42,7 @@ __all__ = [
     "children_rows",
     "mask_at",
     "match_keys",
+    "meeting",
     "merge_into",
     "merged_tries",
     "patched",
@@ -50,6 +51,23 @@ __all__ = [
     "whole_key_index",
     "whole_key_rows",
 ]
+
+
+def meeting(t: Table, cond: Mapping[int, np.ndarray], in_order: bool) -> np.ndarray:
+    """Positions of the rows of ``t`` meeting ``cond`` (column -> allowed values): runs
+    of the first column's values by binary search where the rows are in key order
+    (``in_order``) and ``cond`` names that column, else a mask of every row."""
+    first = cond.get(0)
+    if first is None or not in_order:
+        return np.flatnonzero(mask_at(t, cond))
+    col = t.cols[0]
+    v = np.asarray(first)
+    lo = np.searchsorted(col, v, side="left")
+    pos = ranges(lo, np.searchsorted(col, v, side="right") - lo)
+    for k, values in cond.items():
+        if k and len(pos):
+            pos = pos[np.isin(t.cols[k][pos], values)]
+    return pos
 
 
 def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
