@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import Factor, Program, Query, Rule, settings
-from faq.kernel import Table, compiled
+from faq.kernel import Table, warm_up_in_background
 from faq.plan import JOIN_METHODS
 from incremental.changes import KINDS, changes
 from incremental.commit import VOLATILE, Commit, Volatile
@@ -249,7 +249,7 @@ class IncrementalView:
         # the ticks' compiled kernels, a fold's merge among them (which would otherwise
         # compile on the fold's helper thread in the middle of the ticks), compile or load
         # from numba's disk cache beside the load
-        compiled.warm_up_in_background()
+        warm_up_in_background()
         rows: dict[str, Rows] = {}
         if state != "spark":
             most = settings().local_rows if state == "auto" and program is None else None

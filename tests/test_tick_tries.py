@@ -527,10 +527,10 @@ def test_a_view_starts_the_kernel_warm_up_before_its_first_tick(monkeypatch):
     # the ticks, it held the GIL for 20-70 ms a kernel (measured on web-NotreDame with an
     # empty numba cache: ticks of 23-67 ms against an 8 ms median), so the view starts
     # the warm-up, which compiles or loads it, when it is built
-    from faq.kernel import compiled
+    import incremental.view
 
     started: list[int] = []
-    monkeypatch.setattr(compiled, "warm_up_in_background", lambda: started.append(1))
+    monkeypatch.setattr(incremental.view, "warm_up_in_background", lambda: started.append(1))
     view = IncrementalView(
         query("Q(a) :- E(a, b)", semiring="counting"),
         E=Factor.from_dict({(1, 2): 1}, vars=("src", "dst"), semiring="counting"),

@@ -21,6 +21,7 @@ the driver and inside Spark tasks.
 * :mod:`faq.kernel.values`: key and annotation arrays typed and checked for a semiring.
 """
 
+from faq.kernel.compiled import warm_up_in_background
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import changed_rows, match_keys
@@ -73,5 +74,6 @@ __all__ = [
     "table_stats",
     "trie_orders",
     "typed_values",
+    "warm_up_in_background",
     "with_values",
 ]
