@@ -242,14 +242,14 @@ class IncrementalView:
         unknown = [n for n in initial if n not in self._shape.inputs]
         if unknown:
             raise ValueError(self._shape.unknown(unknown))
+        # the ticks' compiled kernels, a fold's merge among them (which would otherwise
+        # compile on the fold's helper thread in the middle of the ticks), compile or load
+        # from numba's disk cache beside the load (or the reopening)
+        warm_up_in_background()
         if manifest is not None:
             self._state: ViewState = self._resume(manifest)
             return
         t0 = time.perf_counter()
-        # the ticks' compiled kernels, a fold's merge among them (which would otherwise
-        # compile on the fold's helper thread in the middle of the ticks), compile or load
-        # from numba's disk cache beside the load
-        warm_up_in_background()
         rows: dict[str, Rows] = {}
         if state != "spark":
             most = settings().local_rows if state == "auto" and program is None else None

@@ -522,7 +522,7 @@ def test_the_compiled_merge_of_a_fold_builds_the_trie_of_the_rows_after(rows, ch
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
-def test_a_view_starts_the_kernel_warm_up_before_its_first_tick(monkeypatch):
+def test_a_view_starts_the_kernel_warm_up_before_its_first_tick(monkeypatch, tmp_path):
     # a fold's compiled merge runs on a helper thread; compiled there, in the middle of
     # the ticks, it held the GIL for 20-70 ms a kernel (measured on web-NotreDame with an
     # empty numba cache: ticks of 23-67 ms against an 8 ms median), so the view starts
@@ -537,6 +537,14 @@ def test_a_view_starts_the_kernel_warm_up_before_its_first_tick(monkeypatch):
     )
     assert started == [1]
     assert view.result().to_dict() == {(1,): 1}
+    # a durable view reopened from its folder ticks (and folds) too
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    edges = Factor.from_dict({(1, 2): 1}, vars=("src", "dst"), semiring="counting")
+    with IncrementalView(q, state_dir=tmp_path, E=edges):
+        pass
+    with IncrementalView(q, state_dir=tmp_path) as again:
+        assert started == [1, 1, 1]
+        assert again.result().to_dict() == {(1,): 1}
 
 
 def test_a_change_codes_its_keys_once(use_settings, monkeypatch):

@@ -112,7 +112,7 @@ class KeyedTable:
         one column; repeats allowed), the semiring's zero where there is none."""
         out = np.repeat(np.asarray([self.ops.semiring.zero], dtype=self.ops.dtype), len(keys[0]))
         if self.vars and self._searched():  # aligned by the searches themselves
-            _, _, current, present = self._current(keys)
+            _, _, current, present, _ = self._current(keys)
             out[present] = current[present]
             return out
         rows = self.at(keys)
@@ -164,21 +164,16 @@ class KeyedTable:
         if len(keys[0]) > 1:
             perm, starts = group_starts(keys)
             keys = [c[perm[starts]] for c in keys]
-        _, _, current, present = self._current(keys)
+        _, _, current, present, _ = self._current(keys)
         return Table(self.vars, tuple(c[present] for c in keys), current[present])
 
     def _current(
         self, keys: Sequence[np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For each of ``keys`` (distinct): the base's annotation (0 of its dtype: none),
-        its row in the overrides (-1: none), the current annotation, and the positions
-        of the keys present now (in the base or the overrides, nonzero)."""
-        return self._current_coded(keys)[:4]
-
-    def _current_coded(
-        self, keys: Sequence[np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Coded | None]:
-        """:meth:`_current`, and the keys' :meth:`_coded` (None: not computed)."""
+        """For each of ``keys`` (distinct): the base's annotation (0 of its dtype: none),
+        its row in the overrides (-1: none), the current annotation, the positions of the
+        keys present now (in the base or the overrides, nonzero), and the keys'
+        :meth:`_coded` that found them in the overrides (None: not coded)."""
         found, pos = self._positions(keys)
         values = self.trie(tuple(range(len(self.vars)))).values
         assert values is not None
@@ -449,14 +444,14 @@ class KeyedTable:
         if not self.vars:
             return KeyedTable(self.base, new, self.ops, rows)
         integer = np.dtype(self.ops.dtype).kind in "iu"
+        coded = known[2] if known is not None else self._coded(new.cols) if self.over.rows else None
         stale, hit = np.zeros(self.over.rows, dtype=bool), None
         if self.over.rows and (self._over_codes() is not None or integer):
-            hit = self._over_rows(new.cols) if known is None else known[0]
+            hit = self._over_rows(new.cols, coded) if known is None else known[0]
             stale[hit[hit >= 0]] = True
         elif self.over.rows:
             stale, _ = match_keys(self.over.cols, new.cols)
         at_new = None if not integer else self._base_at(new.cols) if known is None else known[1]
-        coded = None if known is None else known[2]
         over, codes, before = self._logged(new, stale, hit, at_new, coded)
         st = current()
         limit = max(st.log_rows, st.log_fraction * self.base.rows)
@@ -488,15 +483,15 @@ class KeyedTable:
         stale: np.ndarray,
         hit: np.ndarray | None,
         at_new: np.ndarray | None,
-        coded: Coded | None = None,
+        coded: Coded | None,
     ) -> tuple[Table, tuple[list[int], list[int], np.ndarray] | None, np.ndarray | None]:
         """The overrides with ``new`` written in (``stale``: the rows it replaces; ``hit``:
         their rows per key of ``new``, where searched), kept in key order where their keys
         are integers (the last column may be floats), with their codes where those are
         kept and the base's annotations under them (``at_new`` at ``new``'s keys, for
-        integer annotations): patched in place (:meth:`_patch`, ``coded`` its keys'
-        codes where known) where that applies, else the kept rows and ``new``
-        concatenated and sorted (two sorted runs merged)."""
+        integer annotations; ``coded``: the :meth:`_coded` of ``new``'s keys, None where
+        they are not codable): patched in place (:meth:`_patch`) where that applies, else
+        the kept rows and ``new`` concatenated and sorted (two sorted runs merged)."""
         patch = None if hit is None else self._patch(new, hit, at_new, coded)
         if patch is not None:
             return patch
@@ -504,7 +499,6 @@ class KeyedTable:
         if self.over.rows:
             kept = self.over.take(np.flatnonzero(~stale))
             over = Table(self.vars, *tb.cat_rows(kept, new))
-            coded = self._coded(new.cols) if coded is None else coded
             if coded is not None:  # the codes carried: none computed over the log
                 lows, spans, was = self._over_codes()  # type: ignore[misc]
                 code, ok = coded
@@ -520,14 +514,11 @@ class KeyedTable:
         return over, codes, before
 
     def _patch(
-        self, new: Table, hit: np.ndarray, at_new: np.ndarray | None, coded: Coded | None = None
+        self, new: Table, hit: np.ndarray, at_new: np.ndarray | None, coded: Coded | None
     ) -> tuple[Table, tuple[list[int], list[int], np.ndarray], np.ndarray | None] | None:
-        """The overrides, codes (and base values: ``at_new``) with ``new`` patched in
-        (``coded``: the :meth:`_coded` of ``new``'s keys, where the caller has them)."""
-        if not self.over.rows:
-            return None
-        coded = self._coded(new.cols) if coded is None else coded
-        if coded is None:
+        """The overrides, codes (and base values: ``at_new``) with ``new`` (its keys'
+        :meth:`_coded`: ``coded``) patched in; None where they cannot be."""
+        if not self.over.rows or coded is None:
             return None
         lows, spans, was = self._over_codes()  # type: ignore[misc]
         code, ok = coded
@@ -584,7 +575,7 @@ class KeyedTable:
         :meth:`_replaced` (what :meth:`at` and :meth:`_replaced` would each search again)."""
         delta = tb.with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         assert delta.values is not None
-        base_at, in_over, current, present, coded = self._current_coded(delta.cols)
+        base_at, in_over, current, present, coded = self._current(delta.cols)
         old = Table(self.vars, tuple(c[present] for c in delta.cols), current[present])
         if len(present):  # current ⊕ change per key: pairs summed (overflow checked)
             two = np.zeros(delta.rows, dtype=np.int64)

@@ -146,9 +146,9 @@ def values_of(t: Table, ops: LocalOps) -> np.ndarray:
 def sum_keeping_zeros(t: Table, ops: LocalOps) -> Table:
     """``t`` ⊕-grouped by its whole key, keeping the keys whose ⊕ is zero (a keyed table's
     change marks a removed key so)."""
-    if not t.vars:
+    if not t.vars:  # one row (or none) is its own sum
         v = t.values if t.values is not None else ops.ones(np.ones(t.rows, np.int64))
-        total = ops.reduceat(v, np.zeros(1, dtype=np.int64)) if t.rows else v
+        total = ops.reduceat(v, np.zeros(1, dtype=np.int64)) if t.rows > 1 else v
         return Table((), (), np.asarray(total, dtype=ops.dtype))
     perm, starts = group_starts(list(t.cols))
     assert t.values is not None
@@ -160,18 +160,14 @@ def sum_keeping_zeros(t: Table, ops: LocalOps) -> Table:
 def scalar_plus(current: Table, delta: Table, ops: LocalOps) -> Table | None:
     """The one row of ``current ⊕ Σ delta`` for tables without key columns (``current``
     holds at most one row, no zero), kept even where it is zero; None where the change's
-    annotations ⊕-sum to zero (nothing changes).  What grouping the two tables gives,
-    without grouping them: a scalar output's change costs a few microseconds."""
-    if delta.rows == 0:
+    annotations ⊕-sum to zero (nothing changes): :func:`sum_keeping_zeros` of the change,
+    then of the two rows, with no table grouped."""
+    change = sum_keeping_zeros(delta, ops)
+    if not change.rows or not ops.nonzero(change.values).all():
         return None
-    one = np.zeros(1, dtype=np.int64)
-    v = with_values(delta, ops).values
-    change = np.asarray(ops.reduceat(v, one) if delta.rows > 1 else v, dtype=ops.dtype)
-    if not ops.nonzero(change).all():
-        return None
-    both = change if not current.rows else np.concatenate([current.values, change])  # type: ignore[list-item]
-    total = ops.reduceat(both, one) if len(both) > 1 else both
-    return Table((), (), np.asarray(total, dtype=ops.dtype))
+    if not current.rows:
+        return change
+    return sum_keeping_zeros(Table((), (), np.concatenate([current.values, change.values])), ops)
 
 
 def with_values(t: Table, ops: LocalOps) -> Table:
