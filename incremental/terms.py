@@ -69,8 +69,7 @@ def _terms(
     deltas: Mapping[str, Table],
     how: How,
 ) -> Outcome:
-    changes = {n: Factor.from_table(d, S, n) for n, d in deltas.items() if d.rows}
-    if not changes:
+    if not any(d.rows for d in deltas.values()):
         o = local_ops(S)
         empty = Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype))
         return Outcome(empty, (), "nothing to do")
@@ -78,6 +77,7 @@ def _terms(
     fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
     if fast is not None:
         return fast
+    changes = {n: Factor.from_table(d, S, n) for n, d in deltas.items() if d.rows}
     q = Query(rule, S)
     try:
         res = solve_delta(q, relations, changes, order=how.order, join=how.join, local=how.local)

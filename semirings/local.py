@@ -283,6 +283,12 @@ def key_codes(
     [True, False]
     """
     n = len(keys[0])
+    if (
+        n <= _FEW_ROWS
+        and len(lows) == len(keys)
+        and all(isinstance(c, np.ndarray) and c.dtype.kind in "iu" for c in keys)
+    ):
+        return _few_key_codes(keys, lows, spans)
     ok = np.ones(n, dtype=bool)
     code: np.ndarray = np.zeros(n, dtype=np.int64)
     for c, lo, span in zip(keys, lows, spans, strict=False):
@@ -294,6 +300,29 @@ def key_codes(
         ok &= ~np.isnan(last)
         code = complex_codes(code, last)
     return code, ok
+
+
+_FEW_ROWS = 4
+"""Up to this many rows, :func:`key_codes` of integer keys runs on Python integers (a
+one-edge tick's key: about 2 µs, against 11 µs for the array operations)."""
+
+
+def _few_key_codes(
+    keys: Sequence[np.ndarray], lows: Sequence[int], spans: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`key_codes` of a few rows of integer columns, row by row: the same codes
+    (a column outside its span, and every later one, adds 0) and flags."""
+    cols = [c.tolist() for c in keys]
+    codes, oks = [], []
+    for r in range(len(cols[0]) if cols else 0):
+        code, ok = 0, True
+        for col, lo, span in zip(cols, lows, spans, strict=True):
+            off = col[r] - lo
+            ok = ok and 0 <= off < span
+            code = code * span + (off if ok else 0)
+        codes.append(code)
+        oks.append(ok)
+    return np.array(codes, dtype=np.int64), np.array(oks, dtype=bool)
 
 
 def complex_codes(real: np.ndarray, imag: np.ndarray) -> np.ndarray:

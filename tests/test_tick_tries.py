@@ -601,3 +601,31 @@ def test_a_scalar_keyed_table_refuses_an_overflowing_sum():
     with pytest.raises(OverflowError):
         kt.plus(big)
     assert kt.table().values.tolist() == [2**62]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-5, 40), st.integers(-5, 40)), min_size=5, max_size=12),
+    st.integers(-2, 10),
+    st.integers(-2, 10),
+    st.integers(1, 30),
+    st.integers(1, 30),
+)
+def test_a_few_rows_are_coded_as_many_rows_are(rows, lo0, lo1, span0, span1):
+    # key_codes of at most four integer rows runs on Python integers (a one-edge tick's
+    # key): each row alone must get the code and flag it gets among more rows (arrays)
+    from semirings.local import key_codes
+
+    a = np.array([r[0] for r in rows], dtype=np.int64)
+    b = np.array([r[1] for r in rows], dtype=np.int64)
+    lows, spans = [lo0, lo1], [span0, span1]
+    code, ok = key_codes([a, b], lows, spans)
+    for i in range(len(rows)):
+        one, one_ok = key_codes([a[i : i + 1], b[i : i + 1]], lows, spans)
+        assert one.dtype == code.dtype and one_ok.dtype == ok.dtype
+        assert bool(one_ok[0]) == bool(ok[i])
+        if ok[i]:
+            assert int(one[0]) == int(code[i])
+    few, few_ok = key_codes([a[:4], b[:4]], lows, spans)
+    assert few_ok.tolist() == ok[:4].tolist()
+    assert few[few_ok].tolist() == code[:4][ok[:4]].tolist()
