@@ -111,9 +111,21 @@ class HotRows:
             hit |= np.isin(fetched.cols[c], new)
             cover[c] = distinct(np.concatenate([cover[c], new]))
         add = fetched.take(np.flatnonzero(hit))
-        if self.rows.rows:  # rows kept already (through another column) are kept once
-            add = add.take(np.flatnonzero(~match_keys(add.cols, self.rows.cols)[0]))
+        if self.rows.rows:  # rows kept already (through another column) are kept once:
+            # every base row holding a covered value is kept, and no other (no key match)
+            add = add.take(np.flatnonzero(~_holds(add, dict(enumerate(self.cover)))))
         return HotRows(concat(self.rows, add), tuple(cover))
+
+    def beside(self, fetched: Table, kept: Table, asked: Mapping[int, np.ndarray]) -> Table:
+        """The rows of ``fetched`` (every base row whose column ``c`` holds one of
+        ``asked[c]``, sorted and distinct) and those of ``kept`` (rows of these, from
+        :meth:`split`) not among them, each key once: a kept row is among them exactly
+        when one of its columns holds an asked value, so no keys are matched."""
+        if not kept.rows:
+            return fetched
+        if not fetched.rows:
+            return kept
+        return concat(fetched, kept.take(np.flatnonzero(~_holds(kept, asked))))
 
     def folded(self, over: Table, ops: LocalOps) -> HotRows:
         """The kept rows of the base that ``over`` (the annotation at each changed key,
@@ -127,6 +139,16 @@ class HotRows:
         for c, values in enumerate(self.cover):
             hit |= member(now.cols[c], values)
         return HotRows(concat(kept, now.take(np.flatnonzero(hit))), self.cover)
+
+
+def _holds(t: Table, values: Mapping[int, np.ndarray]) -> np.ndarray:
+    """Whether each row of ``t`` holds, in some column ``c``, one of ``values[c]`` (sorted,
+    distinct)."""
+    hit = np.zeros(t.rows, dtype=bool)
+    for c, vs in values.items():
+        if len(vs):
+            hit |= member(t.cols[c], vs)
+    return hit
 
 
 def union_rows(a: Table, b: Table) -> Table:

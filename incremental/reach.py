@@ -310,7 +310,9 @@ def fetch(
                 hot[name] = new
         for name in names:
             if kept[name] is not None:
-                out[name] = union_rows(out[name], kept[name])
+                hot_rows = rels[name].hot
+                assert hot_rows is not None  # what kept the rows
+                out[name] = hot_rows.beside(out[name], kept[name], asked[name])
         fetched_rows = sum(t.num_rows for t in got)
         held_rows = sum(kept[n].rows for n in names if kept[n] is not None)
         log.debug(

@@ -40,6 +40,11 @@ def _rows(t: Table) -> dict[tuple[int, int], int]:
     return {(int(a), int(b)): int(v) for a, b, v in zip(*t.cols, t.values, strict=True)}
 
 
+def _once(t: Table) -> bool:
+    keys = list(zip(*(c.tolist() for c in t.cols), strict=True))
+    return len(keys) == len(set(keys))
+
+
 def _at(base: dict, cover: tuple) -> dict:
     return {k: v for k, v in base.items() if any(k[c] in set(cover[c].tolist()) for c in (0, 1))}
 
@@ -67,9 +72,11 @@ def test_kept_rows_are_the_base_rows_at_the_covered_values(monkeypatch, base, as
             k: v for k, v in rows.items() if any(k[c] in set(ask.get(c, [])) for c in (0, 1))
         }
         assert _rows(union_rows(_table(fetched), kept)) == want
+        both = h.beside(_table(fetched), kept, ask)  # the same, by the covered values
+        assert _rows(both) == want and _once(both)
         assert set(_rows(kept)) <= set(want)
         h = h.learned(_table(fetched), ask, budget)
-        assert _rows(h.rows) == _at(rows, h.cover)
+        assert _rows(h.rows) == _at(rows, h.cover) and _once(h.rows)
         assert h.rows.rows <= max(budget, 0) or not h.rows.rows
     changed = {}
     for a, b, v in over:
