@@ -18,7 +18,7 @@ none (they are learned again).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ from faq.kernel import Table, match_keys
 from incremental.tables import concat, drop_zeros
 from semirings.local import LocalOps, distinct, member
 
-__all__ = ["LEAST", "HotRows", "hot_budget", "union_rows"]
+__all__ = ["LEAST", "HotRows", "hot_budget", "union_rows", "with_kept"]
 
 LEAST = 64
 """The fewest rows at a value for it to be kept (lighter values are fetched each time)."""
@@ -64,14 +64,13 @@ class HotRows:
         """The values of ``asked`` (column -> values, sorted and distinct) not covered,
         which must be fetched, and the kept rows whose column holds a covered one."""
         ask: dict[int, np.ndarray] = {}
-        hit = np.zeros(self.rows.rows, dtype=bool)
+        covered: dict[int, np.ndarray] = {}
         for c, values in asked.items():
             inside = member(values, self.cover[c])
             if not inside.all():
                 ask[c] = values[~inside]
-            if inside.any():
-                hit |= member(self.rows.cols[c], values[inside])
-        return ask, self.rows.take(np.flatnonzero(hit))
+            covered[c] = values[inside]
+        return ask, self.rows.take(np.flatnonzero(_holds(self.rows, covered.items())))
 
     def at(self, keys: Sequence[np.ndarray]) -> Table:
         """The kept rows whose column ``c`` holds a value of ``keys[c]`` (sorted, distinct)
@@ -113,19 +112,8 @@ class HotRows:
         add = fetched.take(np.flatnonzero(hit))
         if self.rows.rows:  # rows kept already (through another column) are kept once:
             # every base row holding a covered value is kept, and no other (no key match)
-            add = add.take(np.flatnonzero(~_holds(add, dict(enumerate(self.cover)))))
+            add = add.take(np.flatnonzero(~_holds(add, enumerate(self.cover))))
         return HotRows(concat(self.rows, add), tuple(cover))
-
-    def beside(self, fetched: Table, kept: Table, asked: Mapping[int, np.ndarray]) -> Table:
-        """The rows of ``fetched`` (every base row whose column ``c`` holds one of
-        ``asked[c]``, sorted and distinct) and those of ``kept`` (rows of these, from
-        :meth:`split`) not among them, each key once: a kept row is among them exactly
-        when one of its columns holds an asked value, so no keys are matched."""
-        if not kept.rows:
-            return fetched
-        if not fetched.rows:
-            return kept
-        return concat(fetched, kept.take(np.flatnonzero(~_holds(kept, asked))))
 
     def folded(self, over: Table, ops: LocalOps) -> HotRows:
         """The kept rows of the base that ``over`` (the annotation at each changed key,
@@ -135,17 +123,27 @@ class HotRows:
             return self
         kept = self.rows.take(np.flatnonzero(~match_keys(self.rows.cols, over.cols)[0]))
         now = drop_zeros(over, ops)
-        hit = np.zeros(now.rows, dtype=bool)
-        for c, values in enumerate(self.cover):
-            hit |= member(now.cols[c], values)
+        hit = _holds(now, enumerate(self.cover))
         return HotRows(concat(kept, now.take(np.flatnonzero(hit))), self.cover)
 
 
-def _holds(t: Table, values: Mapping[int, np.ndarray]) -> np.ndarray:
-    """Whether each row of ``t`` holds, in some column ``c``, one of ``values[c]`` (sorted,
-    distinct)."""
+def with_kept(fetched: Table, kept: Table, asked: Mapping[int, np.ndarray]) -> Table:
+    """The rows of ``fetched`` (every base row whose column ``c`` holds one of ``asked[c]``,
+    sorted and distinct) and those of ``kept`` (kept rows, from :meth:`HotRows.split`) not
+    among them, each key once: a kept row is among them exactly when one of its columns
+    holds an asked value, so no keys are matched (:func:`union_rows` matches them)."""
+    if not kept.rows:
+        return fetched
+    if not fetched.rows:
+        return kept
+    return concat(fetched, kept.take(np.flatnonzero(~_holds(kept, asked.items()))))
+
+
+def _holds(t: Table, values: Iterable[tuple[int, np.ndarray]]) -> np.ndarray:
+    """Whether each row of ``t`` holds, in some column ``c``, one of the values paired with
+    ``c`` (sorted, distinct)."""
     hit = np.zeros(t.rows, dtype=bool)
-    for c, vs in values.items():
+    for c, vs in values:
         if len(vs):
             hit |= member(t.cols[c], vs)
     return hit

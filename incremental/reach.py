@@ -45,7 +45,7 @@ from faq import Rule
 from faq.kernel import Table, narrow
 from faq.plan import bounds, hops
 from faq.spark import Scan, fetch_tagged
-from incremental.hot import HotRows, hot_budget, union_rows
+from incremental.hot import HotRows, hot_budget, union_rows, with_kept
 from semirings.local import distinct
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -310,9 +310,7 @@ def fetch(
                 hot[name] = new
         for name in names:
             if kept[name] is not None:
-                hot_rows = rels[name].hot
-                assert hot_rows is not None  # what kept the rows
-                out[name] = hot_rows.beside(out[name], kept[name], asked[name])
+                out[name] = with_kept(out[name], kept[name], asked[name])
         fetched_rows = sum(t.num_rows for t in got)
         held_rows = sum(kept[n].rows for n in names if kept[n] is not None)
         log.debug(

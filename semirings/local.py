@@ -314,7 +314,7 @@ def _few_key_codes(
     (a column outside its span, and every later one, adds 0) and flags."""
     cols = [c.tolist() for c in keys]
     codes, oks = [], []
-    for r in range(len(cols[0]) if cols else 0):
+    for r in range(len(cols[0])):
         code, ok = 0, True
         for col, lo, span in zip(cols, lows, spans, strict=True):
             off = col[r] - lo

@@ -23,7 +23,7 @@ from faq.kernel import Table
 from faq.rule import parse_rule
 from faq.spark import reach as spark_reach
 from incremental import IncrementalView
-from incremental.hot import HotRows, union_rows
+from incremental.hot import HotRows, union_rows, with_kept
 from semirings.local import local_ops
 
 OPS = local_ops(semirings.INTEGER)
@@ -72,7 +72,7 @@ def test_kept_rows_are_the_base_rows_at_the_covered_values(monkeypatch, base, as
             k: v for k, v in rows.items() if any(k[c] in set(ask.get(c, [])) for c in (0, 1))
         }
         assert _rows(union_rows(_table(fetched), kept)) == want
-        both = h.beside(_table(fetched), kept, ask)  # the same, by the covered values
+        both = with_kept(_table(fetched), kept, ask)  # the same, by the covered values
         assert _rows(both) == want and _once(both)
         assert set(_rows(kept)) <= set(want)
         h = h.learned(_table(fetched), ask, budget)
