@@ -171,6 +171,22 @@ def member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
     return values[np.minimum(pos, len(values) - 1)] == col
 
 
+def has_nan(a: np.ndarray) -> bool:
+    """Whether the float array ``a`` holds a NaN.
+
+    Its sum is NaN only when it does, or when it holds both infinities (or sums past
+    both): one reduction without a temporary array decides almost every array, and
+    ``np.isnan`` then decides the rest.
+    """
+    if a.dtype.kind not in "fc" or not a.size:
+        return False
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.add.reduce(a, axis=None)
+    if not np.isnan(total):
+        return False
+    return bool(np.isnan(a).any())
+
+
 def distinct(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``a`` (as :func:`numpy.unique`).
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from faq.kernel.compiled import NUMBA, jit
 from faq.kernel.compiled_merge import spread_into
+from semirings.local import has_nan
 
 __all__ = ["DISORDERED", "NONDECREASING", "STRICT", "csr_rows", "fills_box", "key_order", "spread"]
 
@@ -71,7 +72,7 @@ def key_order(cols: Sequence[np.ndarray]) -> int:
         return STRICT
     if any(c.dtype.kind not in "iubfU" for c in cols):
         return DISORDERED
-    if any(c.dtype.kind == "f" and np.isnan(c).any() for c in cols):
+    if any(has_nan(c) for c in cols):
         return DISORDERED
     if NUMBA and len(cols) <= 2 and all(c.dtype == np.int64 for c in cols):
         return int(_order_one(cols[0]) if len(cols) == 1 else _order_two(cols[0], cols[1]))
