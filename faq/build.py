@@ -26,7 +26,7 @@ import numpy as np
 
 import semirings
 from faq.kernel.stats import RelationStats, table_stats
-from faq.kernel.table import Table, group_reduce
+from faq.kernel.table import GridTable, Table, group_reduce
 from faq.kernel.values import (
     check_members,
     checked_table,
@@ -40,7 +40,7 @@ from faq.rule import VALUE
 from faq.session import is_spark_dataframe
 from faq.source import Source
 from semirings import Semiring
-from semirings.local import local_ops
+from semirings.local import has_nan, local_ops
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -361,7 +361,7 @@ def _array_vars(arr: np.ndarray, vars_: Sequence[str], label: str) -> tuple[str,
 def plain_array_source(arr: np.ndarray, vars: Sequence[str], label: str) -> Source:
     """An array of plain numbers or booleans, kept unchecked (read per query's semiring)."""
     vars_ = _array_vars(arr, vars, label)
-    if arr.dtype.kind == "f" and np.isnan(arr).any():
+    if arr.dtype.kind == "f" and has_nan(arr):
         raise ValueError(f"{label}: NaN is not a value of any semiring")
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{label}: an array of numbers or booleans, got {arr.dtype}")
@@ -369,29 +369,32 @@ def plain_array_source(arr: np.ndarray, vars: Sequence[str], label: str) -> Sour
 
 
 def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) -> Source:
-    """The non-zero entries of a dense array as local rows of ``S`` (each entry checked)."""
+    """The non-zero entries of a dense array as local rows of ``S`` (each entry checked).
+
+    An array without a zero entry becomes a :class:`~faq.kernel.table.GridTable` (its
+    cells in row-major order; key columns spelled out only if read)."""
     vars_ = _array_vars(arr, vars, label)
     values = numpy_values(arr, S, label)
+    if arr.ndim and arr.size and bool((values != S.zero).all()):  # every cell, in row-major order
+        kept = values.reshape(-1)
+        if np.may_share_memory(kept, arr):  # the factor's own, not the caller's array
+            kept = kept.copy()
+        check_members(kept, S, label)
+        grid = GridTable(vars_, tuple(np.arange(n, dtype=np.int64) for n in arr.shape), kept)
+        return Source.local(grid, S, RelationStats(kept.size, tuple(int(n) for n in arr.shape)))
     mask = values != S.zero
-    full = arr.ndim > 0 and arr.size > 0 and bool(mask.all())  # no zero: every cell
     if arr.ndim == 0:
         idx: tuple[np.ndarray, ...] = ()
         kept = values.reshape(1)[np.atleast_1d(mask)]
-    elif full:  # in the row-major order of np.nonzero, without its search
-        idx = tuple(np.indices(arr.shape, dtype=np.int64).reshape(arr.ndim, -1))
-        kept = values.reshape(-1).copy()  # the factor's own (values may be the caller's)
     else:
         idx = np.nonzero(mask)
         kept = values[mask]
     check_members(kept, S, label)
     table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
-    if full:
-        distinct = tuple(int(n) for n in arr.shape)
-    else:
-        distinct = tuple(
-            int(np.count_nonzero(np.any(mask, axis=tuple(a for a in range(arr.ndim) if a != i))))
-            for i in range(arr.ndim)
-        )
+    distinct = tuple(
+        int(np.count_nonzero(np.any(mask, axis=tuple(a for a in range(arr.ndim) if a != i))))
+        for i in range(arr.ndim)
+    )
     return Source.local(table, S, RelationStats(int(kept.size), distinct))
 
 

@@ -520,6 +520,8 @@ def _describe(step: Step, names: Mapping[str, str]) -> str:
 
 def _distinct_of(t: Table) -> dict[str, float]:
 
+    if (grid := t.grid) is not None:
+        return {v: float(len(level)) for v, level in zip(t.vars, grid, strict=True)}
     return {v: float(count_distinct(c)) for v, c in zip(t.vars, t.cols, strict=True)}
 
 

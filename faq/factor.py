@@ -40,7 +40,7 @@ from faq.build import (
     unchecked_read,
 )
 from faq.kernel.stats import RelationStats, table_stats
-from faq.kernel.table import Table
+from faq.kernel.table import Table, key_sets, renamed
 from faq.kernel.values import (
     checked_table,
     dense_array,
@@ -377,7 +377,7 @@ class Factor:
             raise ValueError(f"{self._label()}: {len(vars_)} names for {len(src.vars)} variables")
         t = self.local_table()
         if t is not None:
-            table = Table(vars_, t.cols, t.values, t.unique)
+            table = renamed(t, vars_)
             return Factor.from_table(table, src.plain, self.name, stats=src.stats)
         df = self.df.toDF(*vars_, *([VALUE] if src.has_value else []))
         return self._like(frame_source(df, vars_, src.semiring, self._label()), src.stats)
@@ -448,7 +448,7 @@ class Factor:
         """Spark SQL types of the key columns (any integer type reads as ``bigint``)."""
         t = self.local_table()
         if t is not None:
-            return tuple(key_type(c) for c in t.cols)
+            return tuple(key_type(c) for c in key_sets(t))
         schema = self.df.schema
         return tuple(spark_key_type(schema[v].dataType) for v in self.vars)
 

@@ -31,7 +31,7 @@ from faq.build import check_columns, relation_kind, rows_source
 from faq.executor import Data
 from faq.factor import Factor
 from faq.kernel.stats import RelationStats, pair_join_size, table_stats
-from faq.kernel.table import Table, group_reduce
+from faq.kernel.table import Table, group_reduce, renamed
 from faq.plan.aggregates import Aggregates
 from faq.plan.logical import AtomStats, Pairs
 from faq.plan.physical import backend_policy
@@ -400,8 +400,11 @@ def _atom_view(atom: Atom, rel: Relation) -> Data:
             for i, v in enumerate(atom.vars):
                 mask &= t.cols[i] == t.cols[first[v]]
             t = t.take(np.flatnonzero(mask))
-        cols = tuple(t.cols[i] for i in first.values())
-        table = Table(tuple(first), cols, t.values, unique=t.unique)
+        if repeated:
+            cols = tuple(t.cols[i] for i in first.values())
+            table = Table(tuple(first), cols, t.values, unique=t.unique)
+        else:  # the same columns, renamed (a grid stays one)
+            table = renamed(t, tuple(first))
         dist = {v: float(rel.stats.distinct[i]) for v, i in first.items()}
         return Data(tuple(first), float(table.rows), table=table, distinct=dist)
     assert rel.df is not None

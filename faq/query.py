@@ -12,7 +12,7 @@ from faq.executor import Data, Executor, Options
 from faq.factor import Factor, Source
 from faq.inputs import check_constants
 from faq.kernel.stats import RelationStats
-from faq.kernel.table import Table
+from faq.kernel.table import renamed
 from faq.plan import physical
 from faq.plan.aggregates import Aggregates, resolve
 from faq.plan.logical import (
@@ -381,7 +381,7 @@ def _factor(
     head = rule.head
     if d.table is not None:
         t = d.table
-        t = Table(tuple(back[v] for v in t.vars), t.cols, t.values, unique=t.unique)
+        t = renamed(t, tuple(back[v] for v in t.vars))
         stats = None  # the last step's distinct values are counted only if ever needed
         if d.distinct or not t.vars:
             distinct = tuple(int(d.distinct.get(to[v], t.rows)) for v in t.vars)

@@ -48,7 +48,7 @@ from faq.kernel.library import (
     scalar_result,
 )
 from faq.kernel.rows import fills_box
-from faq.kernel.table import Table
+from faq.kernel.table import GridTable, Table
 from semirings.core import LibraryOps
 from semirings.local import LocalOps
 
@@ -167,7 +167,11 @@ def _array(t: Table, axes: dict[str, Axis], dtype: Any, zero: Any, one: Any) -> 
     row-major order is its annotations reshaped, without a scatter)."""
     shape = tuple(axes[v].size for v in t.vars)
     size = math.prod(shape)
-    if t.values is not None and fills_box(t.cols, size):  # the axes number keys in order
+    grid = t.grid
+    if grid is not None:  # distinct sorted keys: the whole axis when as many
+        if all(len(level) == n for level, n in zip(grid, shape, strict=True)):
+            return np.asarray(t.values, dtype=dtype).reshape(shape)
+    elif t.values is not None and fills_box(t.cols, size):  # the axes number keys in order
         return np.asarray(t.values, dtype=dtype).reshape(shape)
     flat = np.zeros(t.rows, dtype=np.int64)
     for v, n in zip(t.vars, shape, strict=True):
@@ -184,11 +188,13 @@ def _rows(keep: tuple[str, ...], out: np.ndarray, axes: dict[str, Axis], ops: Lo
         return scalar_result(out[()], ops)
     values = out.ravel().astype(ops.dtype, copy=False)
     alive = ops.nonzero(values)
-    if alive.all():
-        where = tuple(np.indices(out.shape).reshape(out.ndim, -1))
-    else:
-        where = np.unravel_index(np.flatnonzero(alive), out.shape)
-        values = values[alive]
+    if alive.all():  # every cell: a grid, its key columns spelled out only if read
+        levels = tuple(
+            axes[v].keys(np.arange(n, dtype=np.int64)) for v, n in zip(keep, out.shape, strict=True)
+        )
+        return GridTable(keep, levels, values)
+    where = np.unravel_index(np.flatnonzero(alive), out.shape)
+    values = values[alive]
     cols = tuple(axes[v].keys(w) for v, w in zip(keep, where, strict=True))
     return Table(keep, cols, values)
 
@@ -292,5 +298,25 @@ def _einsum(
         if bound < _EXACT_FLOAT:
             dtype = np.float64
     arrays = [_array(t, axes, dtype, 0, 1) for t in ts]
-    out = np.einsum(spec, *arrays, optimize=True)
+    out = _product(ts, arrays, keep)
+    if out is None:
+        out = np.einsum(spec, *arrays, optimize=True)
     return np.asarray(out).astype(lib.dtype) if dtype is not lib.dtype else np.asarray(out)
+
+
+def _product(ts: list[Table], arrays: list[np.ndarray], keep: tuple[str, ...]) -> np.ndarray | None:
+    """Two factors contracted over the variables they share, none of them kept, every
+    other variable kept in the order of one factor's then the other's: one
+    ``numpy.tensordot`` (one BLAS product, its output contiguous in ``keep``'s order,
+    where ``einsum``'s may be a transposed view that reading the rows then copies); None
+    for another bag."""
+    if len(ts) != 2:
+        return None
+    pairs = ((ts[0], arrays[0], ts[1], arrays[1]), (ts[1], arrays[1], ts[0], arrays[0]))
+    for a, x, b, y in pairs:
+        shared = [v for v in a.vars if v in b.vars]
+        free = [v for v in a.vars if v not in shared] + [v for v in b.vars if v not in shared]
+        if shared and tuple(free) == keep:
+            at = ([a.vars.index(v) for v in shared], [b.vars.index(v) for v in shared])
+            return np.tensordot(x, y, axes=at)
+    return None

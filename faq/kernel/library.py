@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from faq.kernel.table import Table, drop_zeros, group_reduce
+from faq.kernel.table import Table, drop_zeros, group_reduce, key_sets
 from semirings.core import LibraryOps
 from semirings.local import LocalOps, distinct
 
@@ -155,8 +155,9 @@ class Axis:
         return idx.astype(self.dtype, copy=False)
 
 
-def _axis(cols: Sequence[np.ndarray], var: str) -> Axis:
-    n = sum(len(c) for c in cols)
+def _axis(cols: Sequence[np.ndarray], var: str, n: int) -> Axis:
+    """The axis over the keys of ``cols`` (key columns of ``n`` rows in all, or a grid's
+    levels standing for its columns: the same keys)."""
     if all(c.dtype.kind in "iu" for c in cols) and n:
         lo = min(int(c.min()) for c in cols if len(c))
         hi = max(int(c.max()) for c in cols if len(c))
@@ -179,8 +180,15 @@ def axes_of(tables: Sequence[Table]) -> dict[str, Axis]:
     all their keys, so that a shared column is the same index array in every factor and
     a runner builds its matrix once (:func:`faq.kernel.sparse.graphblas_masked`)."""
     names = dict.fromkeys(v for t in tables for v in t.vars)
-    axes = {v: _axis([t.col(v) for t in tables if v in t.vars], v) for v in names}
-    cols = [c for t in tables for c in t.cols]
+    axes = {
+        v: _axis(
+            [key_sets(t)[t.vars.index(v)] for t in tables if v in t.vars],
+            v,
+            sum(t.rows for t in tables if v in t.vars),
+        )
+        for v in names
+    }
+    cols = [c for t in tables for c in key_sets(t)]
     shared = len({id(c) for c in cols}) < len(cols)
     if not shared or any(a.domain is not None for a in axes.values()):
         return axes

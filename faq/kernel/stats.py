@@ -21,6 +21,7 @@ RelationStats(rows=3, distinct=(2, 2), exact=True, scanned=0)
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,15 +135,29 @@ def degrees(t: Table, vars_: Sequence[str]) -> tuple[list[np.ndarray], np.ndarra
     Remembered for the columns' arrays while they live (the last few), so that the
     several pairs of atoms over one relation cost one pass per column.
     """
+    if not vars_:  # the row count: nothing to remember (no column says which table)
+        return _degrees(t, [])
+    if (grid := t.grid) is not None:  # no column to count: the levels say it
+        return _grid_degrees(grid, [t.vars.index(v) for v in vars_], t.rows)
     cols = [t.col(v) for v in vars_]
-    if not cols:  # the row count: nothing to remember (no column says which table)
-        return _degrees(t, cols)
     hit = _DEGREES.get(cols)
     if hit is not None:
         return hit
     out = _degrees(t, cols)
     _DEGREES.put(cols, out)
     return out
+
+
+def _grid_degrees(
+    grid: tuple[np.ndarray, ...], at: list[int], rows: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The degrees of the variables at ``at`` in a grid (every combination once): each
+    combination of their keys, in key order, ``rows / their combinations`` times."""
+    shape = tuple(len(grid[i]) for i in at)
+    combos = math.prod(shape)
+    where = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
+    values = [grid[i][w] for i, w in zip(at, where, strict=True)]
+    return values, np.full(combos, rows // combos if combos else 0, dtype=np.int64)
 
 
 def _degrees(t: Table, cols: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:

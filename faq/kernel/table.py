@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from faq.kernel.rows import NONDECREASING, STRICT, key_order
 from semirings.local import LocalOps, group_starts, run_starts
 
 __all__ = [
+    "GridTable",
     "Table",
     "cat_rows",
     "concat",
@@ -25,7 +27,9 @@ __all__ = [
     "drop_zeros",
     "empty_table",
     "group_reduce",
+    "key_sets",
     "ranges",
+    "renamed",
     "sum_keeping_zeros",
     "values_of",
     "with_values",
@@ -57,6 +61,12 @@ class Table:
             return len(self.cols[0])
         return 0 if self.values is None else len(self.values)
 
+    @property
+    def grid(self) -> tuple[np.ndarray, ...] | None:
+        """Per variable, its keys (sorted, distinct) when the table holds every combination
+        of them once, in row-major order (a :class:`GridTable`); else None."""
+        return None
+
     def col(self, var: str) -> np.ndarray:
         """The key column of ``var``."""
         return self.cols[self.vars.index(var)]
@@ -65,6 +75,70 @@ class Table:
         """The rows ``idx`` (in that order)."""
         values = None if self.values is None else self.values[idx]
         return Table(self.vars, tuple(c[idx] for c in self.cols), values, self.unique)
+
+
+class GridTable(Table):
+    """Every combination of some keys per variable, once, in row-major order: a dense
+    array's cells (``Factor.from_numpy`` of an array without zeros, a dense step's output).
+
+    ``levels[i]`` holds the keys of ``vars[i]``, sorted and distinct; row ``r`` holds the
+    combination at the row-major position ``r`` of the box ``len(levels[0]) × …``, and
+    ``values[r]`` its annotation.  The key columns are spelled out when first read, so a
+    chain of dense steps (:mod:`faq.kernel.dense`), the statistics of the planner
+    (:func:`faq.kernel.stats.degrees`) and ``to_numpy`` never build them: they read the
+    levels (:attr:`grid`) and reshape the annotations.
+    """
+
+    def __init__(
+        self, vars: Sequence[str], levels: Sequence[np.ndarray], values: np.ndarray
+    ) -> None:
+        vars_, levels = tuple(vars), tuple(levels)
+        if len(levels) != len(vars_) or not vars_:
+            raise ValueError(f"grid over {vars_} has {len(levels)} levels")
+        cells = 1
+        for level in levels:
+            cells *= len(level)
+        if len(values) != cells:
+            raise ValueError(f"grid of {cells} cells has {len(values)} annotations")
+        object.__setattr__(self, "vars", vars_)
+        object.__setattr__(self, "levels", levels)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "unique", True)
+
+    levels: tuple[np.ndarray, ...]
+
+    @cached_property
+    def cols(self) -> tuple[np.ndarray, ...]:  # type: ignore[override]
+        """The key columns, spelled out (once)."""
+        shape = tuple(len(level) for level in self.levels)
+        where = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
+        return tuple(level[w] for level, w in zip(self.levels, where, strict=True))
+
+    @property
+    def rows(self) -> int:
+        """Number of rows (cells)."""
+        assert self.values is not None
+        return len(self.values)
+
+    @property
+    def grid(self) -> tuple[np.ndarray, ...]:
+        """The keys of each variable (sorted, distinct)."""
+        return self.levels
+
+
+def renamed(t: Table, vars_: Sequence[str]) -> Table:
+    """``t`` with its variables renamed, by position: the same columns (a grid stays one)."""
+    if (grid := t.grid) is not None:
+        assert t.values is not None
+        return GridTable(vars_, grid, t.values)
+    return Table(tuple(vars_), t.cols, t.values, t.unique)
+
+
+def key_sets(t: Table) -> tuple[np.ndarray, ...]:
+    """Per variable, an array holding the keys of its column: the column itself, or a
+    grid's level (each key once, without spelling the column out)."""
+    grid = t.grid
+    return t.cols if grid is None else grid
 
 
 def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:

@@ -17,11 +17,11 @@ import numpy as np
 import semirings
 from faq.kernel.rows import DISORDERED, fills_box, key_order
 from faq.kernel.stats import RelationStats, table_stats
-from faq.kernel.table import Table, group_reduce
+from faq.kernel.table import Table, group_reduce, key_sets
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import local_ops
+from semirings.local import has_nan, local_ops
 
 __all__ = [
     "dense_array",
@@ -110,7 +110,7 @@ def check_int64_range(arr: np.ndarray, S: Semiring, label: str) -> None:
 def check_members(values: np.ndarray, S: Semiring, label: str) -> None:
     """Every annotation is a value of ``S`` (vectorised for the built-ins)."""
     flat = values.reshape(-1)
-    if flat.dtype == np.float64 and np.isnan(flat).any():
+    if flat.dtype == np.float64 and has_nan(flat):
         raise ValueError(f"{label}: NaN is not a value of the {S.name!r} semiring ({S.domain})")
     ok = local_ops(S).valid(flat)
     if not ok.all():
@@ -282,23 +282,28 @@ def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
     """A consolidated table with non-negative integer keys as a dense array of ``shape``
     (default: one more than the largest key per axis); absent entries are ``S.zero``."""
     n = len(t.vars)
-    for c in t.cols:
+    keys = key_sets(t)  # a grid's levels: its keys, without spelling its columns out
+    for c in keys:
         if c.dtype.kind not in "iu" or (len(c) and c.min() < 0):
             bad = c[0] if c.dtype.kind not in "iu" else c.min()
             raise ValueError(f"{label}: to_numpy needs non-negative integer keys, found {bad!r}")
     if shape is None:
-        shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in t.cols)
+        shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in keys)
     shape = tuple(int(s) for s in shape)
     if len(shape) != n:
         raise ValueError(f"{label}: shape {shape} has {len(shape)} axes, expected {n}")
-    for c, s in zip(t.cols, shape, strict=True):
+    for c, s in zip(keys, shape, strict=True):
         if len(c) and int(c.max()) >= s:
             raise ValueError(f"{label}: key {int(c.max())} lies outside shape {shape}")
     dtype = {"boolean": bool, "bigint": np.int64}.get(S.spark_type or "", np.float64)
     if not S.has_native_spark and S.spark_type not in ("boolean", "bigint", "double"):
         dtype = object
     values = t.values if t.values is not None else np.full(t.rows, S.one, dtype=dtype)
-    if fills_box(t.cols, math.prod(shape)):  # keys checked inside the shape above
+    if t.grid is not None:  # distinct keys inside the shape: all of it when as many
+        whole = all(len(c) == s for c, s in zip(keys, shape, strict=True))
+    else:
+        whole = fills_box(t.cols, math.prod(shape))  # keys checked inside the shape above
+    if whole:
         return np.array(values, dtype=dtype).reshape(shape)  # the caller's copy
     arr = np.full(shape, S.zero, dtype=dtype)
     if n == 0:  # one row at most (the table is consolidated): index () holds it
