@@ -359,13 +359,16 @@ def _array_vars(arr: np.ndarray, vars_: Sequence[str], label: str) -> tuple[str,
 
 
 def plain_array_source(arr: np.ndarray, vars: Sequence[str], label: str) -> Source:
-    """An array of plain numbers or booleans, kept unchecked (read per query's semiring)."""
+    """An array of plain numbers or booleans, kept unchecked (read per query's semiring):
+    a copy, so that the factor does not change when the caller writes to its array."""
     vars_ = _array_vars(arr, vars, label)
     if arr.dtype.kind == "f" and has_nan(arr):
         raise ValueError(f"{label}: NaN is not a value of any semiring")
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{label}: an array of numbers or booleans, got {arr.dtype}")
-    return Source.unchecked_array(arr, vars_)
+    own = arr.copy()  # the factor's: writing to the caller's array later leaves it as it was
+    own.flags.writeable = False  # and nothing of the engine's writes to it
+    return Source.unchecked_array(own, vars_)
 
 
 def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) -> Source:
@@ -439,9 +442,9 @@ def pandas_source(
             f"{label}: {len(vars_)} variables {vars_!r} but the DataFrame has "
             f"{len(keys)} key columns {keys!r}"
         )
+    if semiring is None:  # kept as read: the factor's own columns, not views of the frame's
+        return Source.unchecked_rows(raw_pandas(pdf, keys, vars_, label, own=True))
     raw = raw_pandas(pdf, keys, vars_, label)
-    if semiring is None:
-        return Source.unchecked_rows(raw)
     S = semirings.get(semiring)
     table, stats = checked_table(raw, S, label)
     return Source.local(table, S, stats)

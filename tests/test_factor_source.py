@@ -208,3 +208,20 @@ def test_no_module_reads_a_factors_private_attributes():
                 ):
                     found.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
     assert not found, found
+
+
+@pytest.mark.parametrize("semiring", [None, "real"])
+def test_writing_to_the_callers_array_or_frame_later_leaves_the_factor_as_it_was(semiring):
+    # Regression: without a semiring, from_numpy kept the caller's array and from_pandas
+    # a view of the frame's value column (and of a string key column), so a later write
+    # to them changed the factor, past the checks it was made with.
+    arr = np.ones((2, 2))
+    frame = pd.DataFrame({"s": ["a", "b"], "value": [1.0, 2.0]})
+    A = Factor.from_numpy(arr, vars=("i", "j"), semiring=semiring)
+    B = Factor.from_pandas(frame, vars=("s",), semiring=semiring)
+    arr[0, 0] = np.nan
+    frame.loc[0, "value"] = 9.0
+    frame.loc[1, "s"] = "z"
+    assert A.to_dict() == {(0, 0): 1.0, (0, 1): 1.0, (1, 0): 1.0, (1, 1): 1.0}
+    assert B.to_dict() == {("a",): 1.0, ("b",): 2.0}
+    assert faq.einsum("ij,jk->ik", A, A).to_numpy().tolist() == [[2.0, 2.0], [2.0, 2.0]]

@@ -132,8 +132,14 @@ def check_annotations(values: np.ndarray, S: Semiring, label: str) -> None:
         )
 
 
-def raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) -> Table:
-    """Key columns and values of a pandas DataFrame, nulls refused, not yet typed."""
+def raw_pandas(
+    pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str, *, own: bool = False
+) -> Table:
+    """Key columns and values of a pandas DataFrame, nulls refused, not yet typed.
+
+    With ``own`` every array is the table's own (a copy where pandas would hand out a
+    view of the frame's), so that writing to the frame later leaves the table as it
+    was; without it, columns that need no conversion may be views of the frame's."""
     cols = []
     for i, k in enumerate(keys):
         s = pdf[k]
@@ -143,14 +149,14 @@ def raw_pandas(pdf: Any, keys: list[str], vars_: tuple[str, ...], label: str) ->
                 f"{label}: key column {k!r} (position {i}) has {nulls} null value(s); "
                 "keys must not be null"
             )
-        c = s.to_numpy()
+        c = s.to_numpy(copy=own and s.dtype.kind not in "iu")  # integers: astype copies
         if c.dtype.kind == "u" and c.size and c.max() > np.iinfo(np.int64).max:
             raise ValueError(
                 f"{label}: key column {k!r} holds {c.max()}, beyond the 64-bit integers keys "
                 "are read as"
             )
         cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
-    values = pdf[VALUE].to_numpy() if VALUE in pdf.columns else None
+    values = pdf[VALUE].to_numpy(copy=own) if VALUE in pdf.columns else None
     return Table(vars_, tuple(cols), values, unique=False)
 
 
