@@ -397,7 +397,7 @@ def parse_einsum(spec: str, names: list[str]) -> Rule:
         lhs, out, explicit = s, "", False
     if "." in s:
         raise ValueError(f"einsum spec {spec!r}: ellipsis ('...') is not supported")
-    terms = lhs.split(",") if lhs else []
+    terms = lhs.split(",")  # as numpy: "->" is one operand without subscripts (a 0-d array)
     if len(terms) != len(names):
         raise ValueError(
             f"einsum spec {spec!r} names {len(terms)} operands but {len(names)} were given"

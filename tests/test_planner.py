@@ -51,6 +51,10 @@ def test_einsum_spec():
     )
     assert parse_einsum("ij,jk", ["A", "B"]).head == ("i", "k")  # implicit output
     assert parse_einsum("ii->", ["A"]).head == ()  # trace
+    # Regression: "->" named no operand, so numpy's einsum("->", x) of a 0-d x was refused
+    assert str(parse_einsum("->", ["A"])) == "Q() :- A()"
+    with pytest.raises(ValueError, match="names 1 operands but 0"):
+        parse_einsum("->", [])
     with pytest.raises(ValueError, match="names 2 operands but 3"):
         parse_einsum("ij,jk->ik", ["A", "B", "C"])
     with pytest.raises(ValueError, match="output subscript 'z'"):
