@@ -353,6 +353,11 @@ def _from_arrow(
         weights = w.to_numpy().astype(np.int64, copy=False)
     else:
         weights = np.ones(n, dtype=np.int64)
+    if value is not None and (nulls := at.column(value).null_count):
+        raise ValueError(
+            f"{label}: column {VALUE!r} has {nulls} null annotation(s) (pandas' NaN reads as "
+            "null); an annotation is a value of the semiring"
+        )
     arrays = [at.column(i) for i in keys] + [pa.array(np.arange(n, dtype=np.int64))]
     names = [*(f"k{i}" for i in range(len(keys))), _ROW]
     if value is not None:

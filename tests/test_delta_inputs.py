@@ -220,6 +220,7 @@ BAD = {
     "fractional count": (C, {"c0": [1], "c1": [2], "value": [0.5]}),
     "string annotation": (MP, {"c0": [1], "c1": [2], "value": ["x"]}),
     "null annotation (NaN)": (MP, {"c0": [1], "c1": [2], "value": [np.nan]}),
+    "null count (NaN)": (C, {"c0": [1], "c1": [2], "value": [1.0, np.nan][1:]}),
     "-inf in min-plus": (MP, {"c0": [1], "c1": [2], "value": [-np.inf]}),
     "negative multiplicity": (C, {"c0": [7], "c1": [8], "_weight": [-1]}),
     "retracting a row not held": (MP, {"c0": [1], "c1": [2], "value": [9.0], "_weight": [-1]}),
@@ -242,6 +243,18 @@ def test_a_bad_delta_is_refused_as_the_spark_form_is(spark, case, kind):
     assert str(got.value) == str(want.value)
     assert "relation 'E'" in str(got.value)
     assert local.tick == 0 and local.result().to_dict() == remote.result().to_dict()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_nan_count_is_named_a_null_annotation(spark, kind):
+    # Regression: pandas' NaN reads as an Arrow null, and the delta of a count was
+    # refused as "not values of the 'integer' semiring ..., e.g. None"
+    q = query("Q(a) :- E(a, b)", semiring=C)
+    view = IncrementalView(q, state="driver", E=as_kind(frame([((1, 2), 1, 1)], 2, C), kind))
+    bad = pd.DataFrame({"c0": [1, 3], "c1": [2, 4], "value": [1.0, np.nan]})
+    with pytest.raises(ValueError, match=r"column 'value' has 1 null annotation\(s\)"):
+        view.step(E=as_kind(bad, kind))
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
 
 
 @pytest.mark.parametrize(
