@@ -16,7 +16,7 @@ from faq.build import ROWS, relation_kind, type_name
 from faq.factor import Factor
 from faq.query import Query
 from faq.recursion import Program, is_program
-from faq.rule import parse_einsum
+from faq.rule import Atom, parse_einsum
 from semirings import Semiring
 
 __all__ = ["einsum", "query"]
@@ -91,10 +91,33 @@ def einsum(
     factors = tuple(_operand(o, i) for i, o in enumerate(operands))
     names = [f"T{i}" for i in range(len(factors))]
     rule = parse_einsum(spec, names)
+    _check_sizes(spec, rule.atoms, operands)
     q = Query(rule, semiring, aggregates)
     return q.solve(
         order=order, join=join, backend=backend, **dict(zip(names, factors, strict=True))
     )
+
+
+def _check_sizes(spec: str, atoms: Sequence[Atom], operands: Sequence[Any]) -> None:
+    """ValueError when the dense-array operands give one subscript two sizes.
+
+    numpy refuses such operands, or broadcasts an axis of size 1; the engine joins on
+    the keys both arrays hold, which would be another answer.  Factors are relations, so
+    their keys need not cover the same range and are not compared."""
+    seen: dict[str, tuple[int, int]] = {}
+    for i, (atom, o) in enumerate(zip(atoms, operands, strict=True)):
+        if not isinstance(o, np.ndarray) or o.dtype.names is not None or o.ndim != len(atom.vars):
+            continue  # not a dense array, or one whose dimensions the query refuses
+        for letter, n in zip(atom.vars, o.shape, strict=True):
+            j, m = seen.setdefault(letter, (i, n))
+            if m != n:
+                where = "the same operand" if i == j else f"operand {j}"
+                raise ValueError(
+                    f"einsum spec {spec!r}: subscript {letter!r} has size {n} in operand {i} "
+                    f"but {m} in {where}; dense arrays must agree on each subscript's size "
+                    "(the engine does not broadcast axes of size 1 as numpy.einsum does; "
+                    "to join on the keys both hold, pass Factor.from_numpy(...) operands)"
+                )
 
 
 def _operand(o: Any, i: int) -> Any:

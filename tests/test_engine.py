@@ -396,6 +396,26 @@ def test_einsum_scalar_operands_as_in_numpy(scalar):
     assert einsum("a,->", np.array([True, False]), True, semiring="boolean").scalar() is True
 
 
+@pytest.mark.parametrize(
+    "spec, shapes, message",
+    [
+        ("ij,jk->ik", [(2, 3), (4, 2)], r"'j' has size 4 in operand 1 but 3 in operand 0"),
+        ("ij,jk->ik", [(2, 1), (3, 2)], r"'j' has size 3 in operand 1 but 1 in operand 0"),
+        ("ii->i", [(2, 3)], r"'i' has size 3 in operand 0 but 2 in the same operand"),
+    ],
+)
+def test_einsum_refuses_dense_arrays_whose_sizes_disagree(spec, shapes, message):
+    # Regression: numpy refuses these (or broadcasts the axis of size 1) but the engine
+    # joined on the keys both arrays held and answered something else (3.0 for the first)
+    arrays = [np.ones(s) for s in shapes]
+    with pytest.raises(ValueError, match=message):
+        einsum(spec, *arrays)
+    # Factors are relations: their keys are joined, whatever ranges they cover
+    factors = [Factor.from_numpy(a, vars=[f"k{d}" for d in range(a.ndim)]) for a in arrays]
+    if spec == "ij,jk->ik" and shapes[0] == (2, 3):
+        assert einsum(spec, *factors).to_numpy().tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
 def test_einsum_refuses_operands_that_are_not_numbers():
     with pytest.raises(TypeError, match=r"einsum operand 1: expected a numpy array.*got str"):
         einsum("a,->a", np.array([1.0]), "2.0")
