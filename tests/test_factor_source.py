@@ -225,3 +225,27 @@ def test_writing_to_the_callers_array_or_frame_later_leaves_the_factor_as_it_was
     assert A.to_dict() == {(0, 0): 1.0, (0, 1): 1.0, (1, 0): 1.0, (1, 1): 1.0}
     assert B.to_dict() == {("a",): 1.0, ("b",): 2.0}
     assert faq.einsum("ij,jk->ik", A, A).to_numpy().tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ((-1, 4), r"shape \(-1, 4\) must hold non-negative integers, found -1"),
+        ((2.5, 3), r"found 2.5"),
+        ("ab", r"found 'a'"),
+        (object(), r"shape must be a sequence of integers"),
+        ((True, 2), r"found True"),
+    ],
+)
+def test_to_numpy_names_a_bad_shape(shape, message):
+    # Regression: a negative axis read as "key 1 lies outside shape (-1, 4)", 2.5 was cut
+    # to 2, and a string or an object gave Python's own int() or iteration error
+    F = Factor.from_dict({(0, 1): 2.0}, vars=("i", "j"), semiring="real")
+    with pytest.raises(ValueError, match=message):
+        F.to_numpy(shape=shape)
+    assert F.to_numpy(shape=[1, 3]).tolist() == [[0.0, 2.0, 0.0]]
+    assert Factor.from_dict({(1,): 2.0}, vars=("i",), semiring="real").to_numpy(3).tolist() == [
+        0.0,
+        2.0,
+        0.0,
+    ]

@@ -284,6 +284,22 @@ def keys_sorted(cols: Sequence[np.ndarray]) -> bool:
     return key_order(cols) != DISORDERED
 
 
+def _shape(shape: Any, label: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or a ValueError naming what is wrong."""
+    if isinstance(shape, int | np.integer):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValueError(f"{label}: shape must be a sequence of integers, got {shape!r}") from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0:
+            raise ValueError(
+                f"{label}: shape {dims!r} must hold non-negative integers, found {d!r}"
+            )
+    return tuple(int(d) for d in dims)
+
+
 def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
     """A consolidated table with non-negative integer keys as a dense array of ``shape``
     (default: one more than the largest key per axis); absent entries are ``S.zero``."""
@@ -292,10 +308,11 @@ def dense_array(t: Table, S: Semiring, shape: Any, label: str) -> np.ndarray:
     for c in keys:
         if c.dtype.kind not in "iu" or (len(c) and c.min() < 0):
             bad = c[0] if c.dtype.kind not in "iu" else c.min()
+            bad = bad.item() if isinstance(bad, np.generic) else bad
             raise ValueError(f"{label}: to_numpy needs non-negative integer keys, found {bad!r}")
     if shape is None:
         shape = tuple(int(c.max()) + 1 if len(c) else 0 for c in keys)
-    shape = tuple(int(s) for s in shape)
+    shape = _shape(shape, label)
     if len(shape) != n:
         raise ValueError(f"{label}: shape {shape} has {len(shape)} axes, expected {n}")
     for c, s in zip(keys, shape, strict=True):
