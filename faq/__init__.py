@@ -37,3 +37,17 @@ __all__ = [
     "settings",
     "solve_delta",
 ]
+
+
+_SUBMODULES = frozenset({"io", "kernel", "plan", "session", "testing"})
+"""Modules reachable as attributes (``faq.io.read(path)``) without importing them first;
+each is imported on first use, so ``import faq`` stays light."""
+
+
+def __getattr__(name: str) -> object:
+    """The submodules of :data:`_SUBMODULES`, imported when first read (PEP 562)."""
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"faq.{name}")
+    raise AttributeError(f"module 'faq' has no attribute {name!r}")

@@ -24,7 +24,13 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """``ProgramView``, a deprecated name of :class:`IncrementalView` (which makes the
-    views of programs itself, with :class:`incremental.program_state.ProgramState`)."""
+    views of programs itself, with :class:`incremental.program_state.ProgramState`); and
+    ``testing`` (the strategies and checker for a user's own views), imported when first
+    read, so ``import incremental`` needs no hypothesis."""
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module("incremental.testing")
     if name == "ProgramView":
         import warnings
 

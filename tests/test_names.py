@@ -8,6 +8,7 @@ equal ignoring case are refused (Spark resolves column names case-insensitively)
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,24 @@ def test_error_on_a_renamed_key_column_names_the_users_column(spark, backend):
     with pytest.raises(ValueError, match=r"relation 'A'.*k1='__w'.*null") as err:
         query("Q(x) :- A(x, z)").solve(A=A, backend=backend)
     assert "'x.y'" in str(err.value)
+
+
+def test_the_submodules_design_names_are_attributes_of_a_fresh_import():
+    # Regression: DESIGN writes faq.io.read(path, ...), but `import faq` did not make
+    # faq.io an attribute, so it was an AttributeError until faq.io was imported by name
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, faq, incremental\n"
+        "assert 'pyspark' not in sys.modules and 'faq.io' not in sys.modules\n"
+        "assert callable(faq.io.read) and callable(faq.session.local_session)\n"
+        "assert callable(incremental.testing.assert_incremental)\n"
+        "try:\n    faq.nope\nexcept AttributeError as e:\n    assert 'nope' in str(e)\n"
+        "else:\n    raise SystemExit('faq.nope did not raise')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
