@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import pickle
 import re
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -219,3 +220,20 @@ def test_local_session_silences_streaming_notices(spark, name, level):
     jvm.java.lang.Class.forName(name)  # the class (so the logger name) exists in this Spark
     logger = jvm.org.apache.logging.log4j.LogManager.getLogger(name)
     assert logger.getLevel().toString() == level
+
+
+@pytest.mark.parametrize(
+    "schema, value, message",
+    [
+        ("double", None, r"column 'value' has 1 null annotation\(s\)"),
+        ("decimal(10,2)", Decimal("1.50"), r"column 'value' has type decimal128\(10, 2\)"),
+    ],
+)
+def test_a_spark_value_column_is_refused_naming_its_nulls_or_its_type(
+    spark, schema, value, message
+):
+    # Regression: a null annotation read as "not values of the 'real' semiring, e.g.
+    # None", and a decimal column as "type object"
+    df = spark.createDataFrame([(0, 1, value)], f"a long, b long, value {schema}")
+    with pytest.raises(ValueError, match=message):
+        query("Q(a) :- E(a, b)", semiring="real").solve(E=df)

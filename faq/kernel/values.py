@@ -181,8 +181,12 @@ def checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationS
     return table, table_stats(table)
 
 
-def typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
-    """Annotations as the semiring's dtype; a column of the wrong kind is refused."""
+def typed_values(
+    v: np.ndarray, S: Semiring, label: str, given_type: str | None = None
+) -> np.ndarray:
+    """Annotations as the semiring's dtype; a column of the wrong kind is refused, named
+    by ``given_type`` (its type where it was read, e.g. Arrow's ``decimal128(10, 2)``)
+    when numpy's would say less (``object``)."""
     t = sops.ops(S).type
     kind = v.dtype.kind
     ok = {
@@ -192,7 +196,7 @@ def typed_values(v: np.ndarray, S: Semiring, label: str) -> np.ndarray:
     }.get(t, True)
     if not ok:
         shown = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}.get(
-            kind, str(v.dtype)
+            kind, given_type or str(v.dtype)
         )
         raise ValueError(
             f"{label}: column {VALUE!r} has type {shown}, but the {S.name!r} semiring holds "

@@ -60,10 +60,10 @@ def arrow_to_table(
         col = at.column(VALUE)
         if col.null_count and check:
             raise ValueError(
-                f"{label}: column {VALUE!r} has {col.null_count} annotation(s) that are not "
-                f"values of the {S.name!r} semiring (domain: {S.domain}), e.g. None"
+                f"{label}: column {VALUE!r} has {col.null_count} null annotation(s); an "
+                f"annotation is a value of the {S.name!r} semiring (domain: {S.domain})"
             )
-        values = typed_values(col.to_numpy(zero_copy_only=False), S, label)
+        values = typed_values(col.to_numpy(zero_copy_only=False), S, label, str(col.type))
         if check:
             check_annotations(values, S, label)
     table = Table(vars_, tuple(cols), values, unique=unique)
