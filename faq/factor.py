@@ -564,11 +564,9 @@ class Factor:
     def to_numpy(self, shape: Sequence[int] | None = None) -> np.ndarray:
         """A dense array indexed by the (non-negative integer) keys; absent entries are zero.
 
-        ``shape`` (non-negative integers, one per variable; an int for one variable)
-        defaults to one more than the largest key on each axis; a key outside it, or a
-        shape that is not such integers, is a ValueError.  A factor
-        with no variables (a query with an empty head) gives a 0-d array holding its
-        value (the semiring's zero when it has no row).
+        ``shape`` (non-negative ints, one per variable) defaults to one more than the
+        largest key per axis; a key outside it, or another shape, is a ValueError.  With no
+        variables (an empty head): a 0-d array of the value (zero when there is no row).
         """
         return dense_array(self.to_table(), self._src.plain, shape, self._label())
 
