@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from faq.kernel import join as kernel
 from faq.kernel import runners
 from faq.kernel.join import JoinStats
-from faq.kernel.table import Table, group_reduce
+from faq.kernel.table import Table, group_reduce, key_sets
 from faq.kernel.values import spark_type
 from faq.plan import physical
 from faq.plan.logical import Pairs, Plan, PlanFactor, Step
@@ -520,9 +520,7 @@ def _describe(step: Step, names: Mapping[str, str]) -> str:
 
 def _distinct_of(t: Table) -> dict[str, float]:
 
-    if (grid := t.grid) is not None:
-        return {v: float(len(level)) for v, level in zip(t.vars, grid, strict=True)}
-    return {v: float(count_distinct(c)) for v, c in zip(t.vars, t.cols, strict=True)}
+    return {v: float(count_distinct(c)) for v, c in zip(t.vars, key_sets(t), strict=True)}
 
 
 def _spark_key_type(a: object) -> str:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from faq.kernel.table import grid_cols
 from semirings.local import group_starts, value_counts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -153,10 +154,8 @@ def _grid_degrees(
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """The degrees of the variables at ``at`` in a grid (every combination once): each
     combination of their keys, in key order, ``rows / their combinations`` times."""
-    shape = tuple(len(grid[i]) for i in at)
-    combos = math.prod(shape)
-    where = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
-    values = [grid[i][w] for i, w in zip(at, where, strict=True)]
+    combos = math.prod(len(grid[i]) for i in at)
+    values = list(grid_cols([grid[i] for i in at]))
     return values, np.full(combos, rows // combos if combos else 0, dtype=np.int64)
 
 

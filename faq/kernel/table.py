@@ -26,6 +26,7 @@ __all__ = [
     "consolidated",
     "drop_zeros",
     "empty_table",
+    "grid_cols",
     "group_reduce",
     "key_sets",
     "ranges",
@@ -110,9 +111,7 @@ class GridTable(Table):
     @cached_property
     def cols(self) -> tuple[np.ndarray, ...]:  # type: ignore[override]
         """The key columns, spelled out (once)."""
-        shape = tuple(len(level) for level in self.levels)
-        where = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
-        return tuple(level[w] for level, w in zip(self.levels, where, strict=True))
+        return grid_cols(self.levels)
 
     @property
     def rows(self) -> int:
@@ -124,6 +123,13 @@ class GridTable(Table):
     def grid(self) -> tuple[np.ndarray, ...]:
         """The keys of each variable (sorted, distinct)."""
         return self.levels
+
+
+def grid_cols(levels: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Every combination of the keys of ``levels``, once, in row-major order, as columns."""
+    shape = tuple(len(level) for level in levels)
+    where = np.indices(shape, dtype=np.int64).reshape(len(shape), -1)
+    return tuple(level[w] for level, w in zip(levels, where, strict=True))
 
 
 def renamed(t: Table, vars_: Sequence[str]) -> Table:
