@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import Phase, given, seed, settings
+from hypothesis import Phase, find, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -240,6 +240,33 @@ def test_a_key_filter_narrows_the_keys_drawn(data):
     for name, frame in frames:
         for key, _, _ in rows_of(frame, 2 if name == "E" else 1, semirings.COUNTING):
             assert forward(name, key), (name, key)
+
+
+@settings(max_examples=FEW)
+@given(data=st.data())
+def test_a_column_compared_with_a_constant_draws_the_constant(data):
+    # F(b, 'x'): integer keys in F's second column made relations the query refuses
+    # ("keys are never cast"); E(7, b) with keys=range(3) never drew a row it selects
+    q = query("Q(a, b) :- E(7, b), F(b, 'x'), G(a)", semiring="counting")
+    t = data.draw(ticks(q, keys=range(3), max_ticks=3, min_rows=1))
+    assert_incremental(q, t)
+    frames = [*t.initial.items(), *(kv for s in t.steps for kv in s.items())]
+    for name, frame in frames:
+        if name == "F" and len(frame):
+            assert frame["c1"].dtype == object and set(frame["c1"]) <= {"x", "~x"}
+            assert frame["c0"].dtype == np.int64
+        if name == "E" and len(frame):
+            assert set(frame["c0"]) <= {0, 1, 2, 7}
+
+
+def test_the_constants_drawn_for_a_column():
+    t = find(
+        ticks(query("Q(b) :- E(7, b)", semiring="counting"), keys=range(3), min_rows=1),
+        lambda t: 7 in set(t.initial["E"]["c0"]),
+    )
+    assert set(t.initial["E"]["c0"]) <= {0, 1, 2, 7}
+    with pytest.raises(InvalidArgument, match="column 1 of relation 'F' is compared with"):
+        ticks(query("Q(a) :- F(a, 'x'), F(a, 3)", semiring="counting"))
 
 
 def test_a_key_filter_or_sets_the_strategies_cannot_use_are_refused():

@@ -144,7 +144,7 @@ def delta_frame(
     *,
     value: bool = True,
     weight: bool = True,
-    key_dtype: str | None = None,
+    key_dtype: str | Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """A delta as a pandas frame: key columns ``c0, c1, …``, ``value``, ``_weight``.
 
@@ -160,9 +160,9 @@ def delta_frame(
     value, weight : bool
         Whether the frame has a ``value`` (a frame without one annotates every row with
         the semiring's one) and a ``_weight`` column (without one, every row weighs +1).
-    key_dtype : str, optional
-        The dtype of the key columns (by default inferred from the keys; ``int64`` for a
-        frame without rows).
+    key_dtype : str or sequence of str, optional
+        The dtype of the key columns, or of each (by default inferred from the keys;
+        ``int64`` for a frame without rows).
 
     Raises
     ------
@@ -176,8 +176,11 @@ def delta_frame(
     if not weight and any(w != 1 for _, _, w in rows):
         raise ValueError("delta_frame(weight=False): every row must weigh 1")
     data: dict[str, Any] = {}
-    for i in range(arity):
-        data[f"c{i}"] = _column([k[i] for k, _, _ in rows], key_dtype)
+    dtypes = [key_dtype] * arity if key_dtype is None or isinstance(key_dtype, str) else key_dtype
+    if len(dtypes) != arity:
+        raise ValueError(f"delta_frame: {len(dtypes)} key dtypes for {arity} key columns")
+    for i, dtype in enumerate(dtypes):
+        data[f"c{i}"] = _column([k[i] for k, _, _ in rows], dtype)
     if value:
         data[VALUE] = _column([v for _, v, _ in rows], _dtype(semiring))
     if weight:

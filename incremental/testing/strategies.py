@@ -139,6 +139,48 @@ def _keys(keys: Iterable[Any]) -> tuple[list[Any], str | None]:
     return domain, ("int64" if ints else "object")
 
 
+def _column_domains(
+    query: Query | Program, arities: Mapping[str, int], domain: list[Any]
+) -> dict[str, list[list[Any]]]:
+    """Per input relation, the keys each of its columns draws from: ``domain``, plus the
+    constants the rules compare that column with (``F(b, 'x')``: a row matching the
+    constant is drawn as often as any).  A column compared with constants of another type
+    than ``domain``'s (a string constant, integer keys) draws those constants and one key
+    that matches none of them: drawing ``domain`` there would give a relation the query
+    refuses ("keys are never cast")."""
+    kind = int if isinstance(domain[0], int) else str
+    consts: dict[tuple[str, int], list[Any]] = {}
+    for rule in query.rules if isinstance(query, Program) else (query.rule,):
+        for atom in rule.atoms:
+            if atom.relation in arities:
+                for pos, c in atom.consts:
+                    consts.setdefault((atom.relation, pos), []).append(c)
+    out = {}
+    for name, arity in arities.items():
+        cols = []
+        for pos in range(arity):
+            cs = list(dict.fromkeys(consts.get((name, pos), [])))
+            kinds = {int if isinstance(c, int) else str for c in cs}
+            if len(kinds) > 1:
+                raise InvalidArgument(
+                    f"column {pos} of relation {name!r} is compared with constants of two "
+                    f"types, {cs!r}: no key matches both"
+                )
+            if not cs or kinds == {kind}:
+                cols.append(list(dict.fromkeys([*domain, *cs])))
+            elif isinstance(cs[0], int):
+                cols.append([*cs, max(cs) + 1])
+            else:
+                cols.append([*cs, "~" + max(cs)])
+        out[name] = cols
+    return out
+
+
+def _dtype(keys: list[Any]) -> str:
+    """The dtype of a key column drawing from ``keys`` (all integers or all strings)."""
+    return "int64" if isinstance(keys[0], int) else "object"
+
+
 def _net_insertions(rows: list[Row]) -> dict[tuple[tuple[Any, ...], Any], int]:
     """The rows that ``rows`` insert more often than they retract, and by how much."""
     net: dict[tuple[tuple[Any, ...], Any], int] = {}
@@ -174,7 +216,9 @@ class _Draw:
             self.sets = set_modes(sets, self.arities)
         except ValueError as e:
             raise InvalidArgument(str(e)) from e
-        self.domain, self.key_dtype = _keys(keys)
+        self.domain, _ = _keys(keys)
+        self.columns = _column_domains(query, self.arities, self.domain)
+        self.key_dtypes = {n: [_dtype(c) for c in cols] for n, cols in self.columns.items()}
         self.values = _checked(self.S, values)
         self.own_values = values is not None
         self.ring = self.S.is_ring
@@ -214,12 +258,16 @@ class _Draw:
         self, name: str, arity: int, key_filter: KeyFilter | None
     ) -> st.SearchStrategy[tuple[Any, ...]]:
         """The keys of relation ``name`` (those ``key_filter`` accepts)."""
-        every = st.tuples(*[st.sampled_from(self.domain)] * arity)
+        cols = self.columns[name]
+        every = st.tuples(*[st.sampled_from(c) for c in cols])
         if key_filter is None:
             return every
-        if len(self.domain) ** arity > _ENUMERATE:
+        space = 1
+        for c in cols:
+            space *= len(c)
+        if space > _ENUMERATE:
             return every.filter(lambda k: key_filter(name, k))
-        ok = [k for k in itertools.product(self.domain, repeat=arity) if key_filter(name, k)]
+        ok = [k for k in itertools.product(*cols) if key_filter(name, k)]
         if not ok:
             raise InvalidArgument(
                 f"key_filter accepts no key of relation {name!r} ({arity} column(s) over "
@@ -232,15 +280,14 @@ class _Draw:
         """One of ``items`` (shrinks towards the first)."""
         return items[draw(st.integers(0, len(items) - 1))]
 
-    def frame(self, draw: Any, rows: list[Row], arity: int) -> pd.DataFrame:
-        """Rows as a frame, in a drawn one of the legal forms (no ``_weight`` when every
-        weight is 1, no ``value`` when every value is one)."""
+    def frame(self, draw: Any, rows: list[Row], name: str) -> pd.DataFrame:
+        """Rows of relation ``name`` as a frame, in a drawn one of the legal forms (no
+        ``_weight`` when every weight is 1, no ``value`` when every value is one)."""
         weight = not all(w == 1 for _, _, w in rows) or draw(st.booleans())
         one = all(same_value(v, self.S.one, 0.0, 0.0) for _, v, _ in rows)
         value = not one or draw(st.booleans())
-        return delta_frame(
-            rows, self.S, arity, value=value, weight=weight, key_dtype=self.key_dtype
-        )
+        dtypes = self.key_dtypes[name]
+        return delta_frame(rows, self.S, len(dtypes), value=value, weight=weight, key_dtype=dtypes)
 
     def initial_rows(self, draw: Any, model: Model, name: str) -> list[Row]:
         """``min_rows`` to ``max_rows`` inserted rows (weights 1 to 3), one of them maybe
@@ -375,15 +422,17 @@ class _Draw:
                 if not rows:
                     rows = [(draw(self.keys[n]), draw(self.values), 1)]
                 others[n] = rows
-        frames = {n: self.frame(draw, rows, self.arities[n]) for n, rows in others.items()}
+        frames = {n: self.frame(draw, rows, n) for n, rows in others.items()}
         if kind == "unknown relation":
             frames["NoSuchRelation"] = delta_frame([((), self.S.one, 1)], self.S, 0)
             return frames
         rows = self.changes(draw, model, bad, True)
         if kind == "null key":
-            frame = self.frame(draw, [*rows, (draw(self.keys[bad]), self.S.one, 1)], arity)
-            col = frame.columns[draw(st.integers(0, arity - 1))]
-            frame[col] = frame[col].astype("float64" if self.key_dtype == "int64" else "object")
+            frame = self.frame(draw, [*rows, (draw(self.keys[bad]), self.S.one, 1)], bad)
+            at = draw(st.integers(0, arity - 1))
+            col = frame.columns[at]
+            ints = self.key_dtypes[bad][at] == "int64"
+            frame[col] = frame[col].astype("float64" if ints else "object")
             frame.loc[len(frame) - 1, col] = None
             frames[bad] = frame
             return frames
@@ -396,13 +445,13 @@ class _Draw:
                 other = self.pick(draw, [v for v in self.nonzero if not same_value(v, value)])
             rows = [*rows, (key, value, 1), (key, other, 1)]
             assert model.illegal({**others, bad: rows}) is not None, rows
-            frames[bad] = self.frame(draw, rows, arity)
+            frames[bad] = self.frame(draw, rows, bad)
             return frames
         key, value = draw(self.keys[bad]), self.pick(draw, self.nonzero)
         w = model.rows[bad][(key, value)] + 1
         while model.illegal({**others, bad: [*rows, (key, value, -w)]}) is None:
             w *= 2  # a count past every insertion, found by doubling
-        frames[bad] = self.frame(draw, [*rows, (key, value, -w)], arity)
+        frames[bad] = self.frame(draw, [*rows, (key, value, -w)], bad)
         return frames
 
 
@@ -423,7 +472,8 @@ def relations(
     query : faq.Query or faq.Program
         Gives the relations (a program's inputs), their arities and the semiring.
     keys : iterable
-        The key domain, integers or strings; small, so that keys collide.
+        The key domain, integers or strings; small, so that keys collide.  Columns the
+        rules compare with constants also draw those (as :func:`ticks` says).
     values : hypothesis strategy, optional
         The annotations; by default :func:`semiring_values` of the query's semiring.
         Every value drawn must pass the semiring's ``contains``.
@@ -447,7 +497,7 @@ def relations(
     @st.composite
     def draw_relations(draw: Any) -> dict[str, pd.DataFrame]:
         model = Model(d.S, d.arities, d.sets)
-        return {n: d.frame(draw, d.initial_rows(draw, model, n), a) for n, a in d.arities.items()}
+        return {n: d.frame(draw, d.initial_rows(draw, model, n), n) for n in d.arities}
 
     return draw_relations()
 
@@ -491,7 +541,10 @@ def ticks(
     query : faq.Query or faq.Program
         The query or program whose view is tested; any semiring.
     keys : iterable
-        The key domain (integers or strings).
+        The key domain (integers or strings).  A column the rules compare with constants
+        also draws those (``E(7, b)``: 7 besides ``keys``), or, for constants of another
+        type than ``keys`` (``F(b, 'x')`` with integer keys), draws them and one key that
+        matches none.
     max_ticks, min_ticks : int
         How many ticks.
     values : hypothesis strategy, optional
@@ -523,7 +576,7 @@ def ticks(
     def draw_ticks(draw: Any) -> Ticks:
         model = Model(d.S, d.arities, d.sets)
         initial_rows = {n: d.initial_rows(draw, model, n) for n in d.arities}
-        initial = {n: d.frame(draw, rows, d.arities[n]) for n, rows in initial_rows.items()}
+        initial = {n: d.frame(draw, rows, n) for n, rows in initial_rows.items()}
         model.apply(initial_rows)
         n = draw(st.integers(min_ticks, max_ticks))
         refused_at = draw(st.integers(0, max(n - 1, 0))) if draw(st.booleans()) else None
@@ -536,7 +589,7 @@ def ticks(
             why = model.illegal(rows)
             assert why is None, f"drew an illegal tick: {why}"  # the strategy's own check
             model.apply(rows)
-            steps.append({name: d.frame(draw, r, d.arities[name]) for name, r in rows.items()})
+            steps.append({name: d.frame(draw, r, name) for name, r in rows.items()})
         ids: list[int | None] = []
         last = draw(st.integers(0, 2)) - 1
         for _ in range(n):
