@@ -75,9 +75,8 @@ class _Memo:
     table: Table | None = None  # a keyed table's rows as one table (on first use)
     stats: RelationStats | None = None  # a local table's statistics, when the source has none
     count: int | None = None  # the row count of a checked DataFrame (counted once)
-    # an array or raw source read for a semiring S: id(S) -> (S, factor); S is kept, so a
-    # reused id is never a hit
-    by_semiring: dict[int, tuple[Semiring, Factor]] = field(default_factory=dict)
+    # an array or raw source read for a semiring S: (S, factor) pairs, found by identity
+    by_semiring: list[tuple[Semiring, Factor]] = field(default_factory=list)
 
 
 class Factor:
@@ -327,11 +326,12 @@ class Factor:
         label = name or self.name
         src = self._src
         if src.array is not None or src.raw is not None:
-            hit = self._memo.by_semiring.get(id(S))
-            if hit is None or hit[0] is not S:
-                hit = (S, Factor.from_source(unchecked_read(src, S, label_of(label)), label))
-                self._memo.by_semiring[id(S)] = hit
-            return hit[1]
+            kept = self._memo.by_semiring
+            hit = next((f for s, f in kept if s is S), None)
+            if hit is None:
+                hit = Factor.from_source(unchecked_read(src, S, label_of(label)), label)
+                kept.append((S, hit))
+            return hit
         own = src.semiring
         if own is None or own is S or not src.has_value:
             return self

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from faq.jvm_output import filtered_stderr
 from faq.kernel import compiled
@@ -190,7 +190,8 @@ def release_unreferenced(spark: SparkSession) -> None:
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
 _plans_lock = threading.Lock()
-_plans_held: dict[int, list] = {}  # per session: [blocks open, the setting before the first]
+_plans_held: dict[Any, list] = {}  # per session (held while a block is open): [blocks open,
+# the setting before the first]
 
 
 @contextlib.contextmanager
@@ -212,7 +213,7 @@ def fixed_plans(spark: SparkSession | None) -> Iterator[None]:
     if spark is None:
         yield
         return
-    key = id(spark)
+    key = spark  # the session itself (hashed by identity), held while a block is open
     with _plans_lock:
         held = _plans_held.get(key)
         if held is None:

@@ -31,7 +31,7 @@ from incremental.manifest import (
     relation_part,
     rows_part,
 )
-from incremental.protocol import Change, How
+from incremental.protocol import Change, Contents, How
 from incremental.regimes import Maintained, Sizes, row_annotations, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.store import Store
@@ -83,11 +83,11 @@ class LocalKeyed:
     rows = property(lambda self: self.kt.rows)
     base = property(lambda self: self.kt.base)
     over = property(lambda self: self.kt.over)
-    token = property(lambda self: id(self.kt))
+    token = property(lambda self: Contents(self.kt))
 
     def journaled(self) -> LocalKeyed:
         """The same relation, recording its changes from now on (for the journal)."""
-        return LocalKeyed(self.kt, id(self.kt), ())
+        return LocalKeyed(self.kt, self.token, ())
 
     def compacted(self) -> LocalKeyed:
         """The same relation with its log folded into its base (the same rows, and the

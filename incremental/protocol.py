@@ -30,7 +30,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from semirings import Semiring
     from semirings.local import LocalOps
 
-__all__ = ["Change", "How", "Keyed", "Part", "StateKind", "StepReport", "ViewState"]
+__all__ = [
+    "Change",
+    "Contents",
+    "How",
+    "Keyed",
+    "Part",
+    "StateKind",
+    "StepReport",
+    "ViewState",
+]
 
 
 class How(NamedTuple):
@@ -127,6 +136,26 @@ class Keyed(Protocol):
     def journaled(self) -> Keyed: ...
     def factor(self, S: Semiring, name: str) -> Factor: ...
     def indicator(self, S: Semiring, name: str) -> Factor: ...
+
+
+class Contents:
+    """A part's :attr:`Part.token`: the objects that hold its contents, equal to another
+    token only when it holds the very same objects (identity, never ``id()``: a freed
+    object's id may be reused, an object held here cannot be freed)."""
+
+    __slots__ = ("held",)
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, *held: object) -> None:
+        self.held = held
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Contents) or len(other.held) != len(self.held):
+            return False
+        return all(a is b for a, b in zip(self.held, other.held, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Contents({', '.join(type(x).__name__ for x in self.held)})"
 
 
 class Part(Protocol):

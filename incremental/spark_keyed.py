@@ -25,6 +25,7 @@ from faq.session import checkpoint_ids, fixed_plans, free_checkpoints, release_u
 from faq.spark import all_of, arrow_to_table, isin_literals
 from incremental import zset
 from incremental.hot import HotRows
+from incremental.protocol import Contents
 from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
 from semirings import Semiring
 from semirings import spark as sops
@@ -180,7 +181,7 @@ class RemoteKeyed:
     @property
     def token(self) -> object:
         """Identifies the contents: the base and the overrides (both kept by the state)."""
-        return (id(self.base), id(self.over))
+        return Contents(self.base, self.over)
 
     def journaled(self) -> RemoteKeyed:
         """The same relation, recording its changes from now on (for the journal)."""

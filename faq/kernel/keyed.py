@@ -296,9 +296,9 @@ class KeyedTable:
 
     def _memo(self, name: str) -> Any:
         """What :meth:`_remember` kept under ``name`` for these overrides over this base."""
-        got = self._index.get((name, id(self.over)))
-        if got is not None and got[0] is self.over and got[1] is self.base.values:
-            return got[2]
+        for over, values, value in self._index.get(("memo", name), ()):
+            if over is self.over and values is self.base.values:
+                return value
         return None
 
     def _remember(self, name: str, value: Any, over: Table | None = None) -> None:
@@ -306,10 +306,9 @@ class KeyedTable:
         older overrides are dropped (those of the last two are kept: a tick reads the state
         before its change while it builds the state after)."""
         over = self.over if over is None else over
-        old = [k for k in self._index if isinstance(k, tuple) and k[0] == name]
-        for k in old[:-1]:
-            del self._index[k]
-        self._index[(name, id(over))] = (over, self.base.values, value)
+        kept = self._index.get(("memo", name), ())
+        kept = [e for e in kept if e[0] is not over][-1:]  # matched by identity, not id()
+        self._index[("memo", name)] = [*kept, (over, self.base.values, value)]
 
     def _before(self) -> np.ndarray:
         """The base's annotation at each key of the overrides (zero where it has none),
