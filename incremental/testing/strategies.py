@@ -570,6 +570,11 @@ def ticks(
     if not 0 <= min_ticks <= max_ticks:
         raise InvalidArgument(f"need 0 <= min_ticks <= max_ticks, got {min_ticks}, {max_ticks}")
 
+    if isinstance(query, Query):  # a query no view maintains: said now, not as a failure
+        try:
+            query.check_incremental("ticks")
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from e
     d = _Draw(query, keys, values, min_rows, max_rows, key_filter, sets)
 
     @st.composite
