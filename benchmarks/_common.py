@@ -281,7 +281,33 @@ def run_info(script: str, argv: Sequence[str] | None) -> dict[str, Any]:
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "hugepages": hugepages(),
     }
+
+
+def hugepages() -> str:
+    """The machine's transparent huge pages (``enabled``/``defrag``, the chosen modes) and
+    whether numpy asks for them on its large arrays: where both are ``madvise``, the first
+    touch of a fresh large array can be several times slower (the kernel compacts memory
+    to find huge pages), which weighs on any contender that copies big results.
+    ``NUMPY_MADVISE_HUGEPAGE=0`` turns numpy's request off (docs/wcoj.md)."""
+    modes = []
+    for name in ("enabled", "defrag"):
+        try:
+            with open(f"/sys/kernel/mm/transparent_hugepage/{name}") as f:
+                text = f.read()
+        except OSError:
+            return "unknown (no /sys/kernel/mm/transparent_hugepage)"
+        chosen = text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
+        modes.append(f"{name}={chosen}")
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+
+        asked = _set_madvise_hugepage(True)  # returns the setting before; put it back
+        _set_madvise_hugepage(asked)
+    except (ImportError, AttributeError):
+        return f"THP {' '.join(modes)}"
+    return f"THP {' '.join(modes)}, numpy madvise {'on' if asked else 'off'}"
 
 
 def add_out_argument(parser: Any) -> None:

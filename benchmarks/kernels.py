@@ -729,7 +729,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = QUICK if args.quick else FULL
     meta = run_info("kernels", argv)
-    print(f"{meta['command']}  ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+    print(
+        f"{meta['command']}  ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+        f"{meta['hugepages']})"
+    )
     rng = np.random.default_rng(args.seed)
     results: list[Result] = []
     for w in args.workloads:
