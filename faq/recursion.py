@@ -36,7 +36,7 @@ cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -144,6 +144,21 @@ class Program:
     def head(self) -> tuple[str, ...]:
         """The answer's variables."""
         return self.rules[0].head
+
+    def witness_paths(
+        self,
+        final: Callable[[str], Table],
+        relations: Callable[[Rule], dict[str, Factor]],
+        opts: Mapping[str, Any],
+    ) -> WitnessPaths:
+        """The paths along the witnesses of the answer (``out.path(key)``), given each
+        relation of the answer's group at the fixpoint (``final(name)``), the factors a
+        rule reads (``relations(rule)``) and the ``order``, ``join`` and ``backend`` of
+        every solve; built on the first ``path`` call.  A batch solve and a view's
+        maintained relations give the same paths."""
+        g = next(g for g in self.groups if self.answer in g.names)
+        group = {n: final(n) for n in g.names}
+        return WitnessPaths(self.rules, g.names, self.answer, self.semiring, group, relations, opts)
 
     # -- checks ------------------------------------------------------------------------------
     def _check_arities(self) -> None:
@@ -310,11 +325,7 @@ class Program:
                 ev.relations,
                 ev.opts,
             )
-            g = next(g for g in self.groups if self.answer in g.names)
-            final = {n: ev.state[n] for n in g.names}
-            paths = WitnessPaths(
-                self.rules, g.names, self.answer, self.semiring, final, ev.relations, ev.opts
-            )
+            paths = self.witness_paths(ev.state.__getitem__, ev.relations, ev.opts)
             found = Witnesses(frame, paths)
         src = Source.local(answer, self.semiring)
         out = Factor.from_source(src, self.answer, witnesses=found)

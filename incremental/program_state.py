@@ -235,7 +235,13 @@ class ProgramState:
             frame = program_witnesses(p, self.relation, out, self.how)
         else:
             return out
-        return Factor.from_source(out.source, out.name, witnesses=Witnesses(frame))
+        rels = self.rels
+        paths = p.witness_paths(  # over this state's relations (a tick makes another state)
+            lambda name: rels[name].table(),
+            lambda rule: {n: self.relation(n) for n in rule.relations},
+            {"order": self.how.order, "join": self.how.join, "backend": "auto"},
+        )
+        return Factor.from_source(out.source, out.name, witnesses=Witnesses(frame, paths))
 
     def relation(self, name: str) -> Factor:
         """Relation ``name`` (an input or a defined one) in the program's semiring."""

@@ -274,6 +274,22 @@ def _predecessors_sum_up(sp: faq.Program, view: IncrementalView) -> None:
             assert S.mul(D[(x,)], E[(x, y)]) == D[(y,)], (y, w)
 
 
+def _paths_attain(sp: faq.Program, view: IncrementalView) -> None:
+    """Each key's ``path`` starts at a source, follows edges the view holds, and its
+    source's value ⊗ the edges' is the key's distance."""
+    S = sp.semiring
+    out = view.result()
+    E = view.relation("E").to_dict()
+    sources = view.relation("S").to_dict()
+    for key, value in out.to_dict().items():
+        path = out.path(key)
+        assert path[-1] == key and path[0] in sources, (key, path)
+        total = sources[path[0]]
+        for (x,), (y,) in zip(path, path[1:], strict=False):
+            total = S.mul(total, E[(x, y)])
+        assert total == value, (key, path, total, value)
+
+
 @pytest.mark.parametrize("S", ["min-plus", "max-product", "boolean", BOTTLENECK], ids=_name)
 def test_program_views_keep_witnesses(S: object) -> None:
     sp = query(SSSP, semiring=S)
@@ -290,6 +306,7 @@ def test_program_views_keep_witnesses(S: object) -> None:
         for step in t.steps:
             view.step(**step)
             _predecessors_sum_up(sp, view)
+            _paths_attain(sp, view)  # view.result().path(key), as a batch answer's
             batch = sp.solve(witness=True, **{n: view.relation(n) for n in ("S", "E")})
             assert view.result().to_dict() == batch.to_dict()
 
@@ -314,9 +331,14 @@ def test_a_program_view_repairs_a_cut_shortest_path() -> None:
     E = _edges([(0, 1, 4.0), (0, 2, 1.0), (2, 1, 2.0), (1, 7, 1.0)])
     view = IncrementalView(sp, witness=True, S=pd.DataFrame({"x": [0], "value": [0.0]}), E=E)
     assert view.result().witnesses()[(1,)] == {"x_": 2}
+    assert view.result().path((7,)) == [(0,), (2,), (1,), (7,)]
+    before = view.result()
     view.step(E=_edges([(2, 1, 2.0)], -1))
     assert view.result().to_dict()[(7,)] == 5.0
     assert view.result().witnesses()[(1,)] == {"x_": 0}
+    # the maintained route, not a stale one; a result read before the tick keeps its own
+    assert view.result().path((7,)) == [(0,), (1,), (7,)]
+    assert before.path((7,)) == [(0,), (2,), (1,), (7,)]
     _predecessors_sum_up(sp, view)
 
 
