@@ -83,8 +83,8 @@ class SparkState(Sizes):
         read the relations in Spark; when those rows are more than the bound, as Spark
         jobs from the start (:func:`faq.solve_delta` with ``local=False``).
         """
-        m = self.m.journaled()
-        near = self._gather(deltas, how)
+        m = self.m.journaled().typed(deltas)  # a key type refused before any fetch
+        near = self._gather(m, deltas, how)
         beyond = near if isinstance(near, Beyond) else None
         if beyond is not None:  # the driver's own lookups would meet the same bound
             how, near = how._replace(local=False), None
@@ -100,12 +100,13 @@ class SparkState(Sizes):
             m = replace(m, rels=rels, out=m.out.without_near())
         return replace(self, m=m), change
 
-    def _gather(self, deltas: Mapping[str, Rows], how: How) -> Near | Beyond | None:
-        """The rows a tick reads, fetched hop by hop (:func:`incremental.reach.gather`),
-        when that applies: an additive regime, delta queries allowed in the driver
-        (``how``), integer or string keys, within the bounds of :func:`faq.plan.bounds`
-        (``max_literals`` values to look for in a round, ``max_fetch_rows`` rows)."""
-        m = self.m
+    @staticmethod
+    def _gather(m: Maintained, deltas: Mapping[str, Rows], how: How) -> Near | Beyond | None:
+        """The rows a tick of state ``m`` (its deltas' key types checked) reads, fetched
+        hop by hop (:func:`incremental.reach.gather`), when that applies: an additive
+        regime, delta queries allowed in the driver (``how``), integer or string keys,
+        within the bounds of :func:`faq.plan.bounds` (``max_literals`` values to look for
+        in a round, ``max_fetch_rows`` rows)."""
         if m.regime == "general" or m.comp or not how.local:
             return None
         if any(k not in ("int", "str") for r in m.rels.values() for k in r.kinds()):

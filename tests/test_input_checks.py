@@ -237,3 +237,67 @@ def test_a_spark_value_column_is_refused_naming_its_nulls_or_its_type(
     df = spark.createDataFrame([(0, 1, value)], f"a long, b long, value {schema}")
     with pytest.raises(ValueError, match=message):
         query("Q(a) :- E(a, b)", semiring="real").solve(E=df)
+
+
+# -- key columns of single values -----------------------------------------------------------
+NOT_SINGLE = {
+    "dicts": pd.DataFrame({"a": [{"x": 1}], "b": [1]}),
+    "lists": pd.DataFrame({"a": [[1, 2]], "b": [1]}),
+    "tuples": pd.DataFrame({"a": [(1, 2)], "b": [1]}),
+    "integers and strings": pd.DataFrame({"a": [1, "x"], "b": [1, 2]}),
+    "complex numbers": pd.DataFrame({"a": [1 + 2j], "b": [1]}),
+}
+
+
+@pytest.mark.parametrize("frame", NOT_SINGLE.values(), ids=NOT_SINGLE.keys())
+def test_a_key_column_of_no_single_values_is_refused_by_solve_and_views(frame):
+    """solve() raised Python's 'unhashable type: dict' or "'<' not supported between
+    instances of 'int' and 'str'"; a view refused them, a solve took tuples and complex
+    keys: each is now refused everywhere, naming the column."""
+    from incremental import IncrementalView
+
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    with pytest.raises(ValueError, match="key column 'a' .*(single values|cannot be read)"):
+        q.solve(E=frame)
+    with pytest.raises(ValueError, match="key column 'a' .*single values"):
+        Factor.from_pandas(frame, semiring="counting")
+    with pytest.raises(ValueError, match="relation 'E'.*column 'a'"):
+        IncrementalView(q, E=frame)
+    view = IncrementalView(q, E=pd.DataFrame({"a": [1], "b": [1]}))
+    with pytest.raises(ValueError, match="delta of relation 'E'"):
+        view.step(E=frame)
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+
+
+def test_datetime_keys_read_back_as_timestamps_in_solve_and_views():
+    """A datetime64 key column read back as nanoseconds (1577836800000000000)."""
+    from incremental import IncrementalView
+
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    E = pd.DataFrame({"a": pd.to_datetime(["2020-01-01", "2020-01-02"]), "b": [1, 2]})
+    want = {(pd.Timestamp("2020-01-01"),): 1, (pd.Timestamp("2020-01-02"),): 1}
+    assert q.solve(E=E).to_dict() == want
+    assert IncrementalView(q, E=E).result().to_dict() == want
+    assert list(q.solve(E=E).to_pandas()["a"]) == [k for (k,) in want]
+
+
+def test_spark_key_columns_of_no_single_values_are_refused(spark):
+    """A struct or array key column raised 'unhashable type'; a Spark-state view given a
+    string key for integer keys raised int()'s "invalid literal ... 'x'"."""
+    from incremental import IncrementalView
+
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    for sql, shown in [
+        ("select named_struct('x', 1) as a, 1 as b", "struct<x:int>"),
+        ("select array(1, 2) as a, 1 as b", "array<int>"),
+    ]:
+        with pytest.raises(
+            ValueError, match=re.escape(f"key column 'a' (position 0) has type {shown}")
+        ):
+            q.solve(E=spark.sql(sql))
+    view = IncrementalView(q, state="spark", E=spark.sql("select 1 as a, 1 as b"))
+    with pytest.raises(ValueError, match="key column at position 0 holds string values"):
+        view.step(E=pd.DataFrame({"a": ["x"], "b": [1]}))
+    with pytest.raises(ValueError, match=re.escape("has type struct<x:int>")):
+        view.step(E=spark.sql("select named_struct('x', 1) as a, 1 as b"))
+    assert view.tick == 0 and view.result().to_dict() == {(1,): 1}

@@ -40,7 +40,13 @@ from faq.kernel.table import (
     with_values,
 )
 from faq.kernel.trie import NUMBA, Trie, build_trie
-from faq.kernel.values import check_annotations, scalar_value, spark_type, typed_values
+from faq.kernel.values import (
+    check_annotations,
+    check_key_type,
+    scalar_value,
+    spark_type,
+    typed_values,
+)
 
 __all__ = [
     "CHUNK",
@@ -54,6 +60,7 @@ __all__ = [
     "cat_rows",
     "changed_rows",
     "check_annotations",
+    "check_key_type",
     "concat",
     "consolidated",
     "empty_table",

@@ -30,9 +30,11 @@ __all__ = [
     "witness_dict",
     "check_annotations",
     "check_int64_range",
+    "check_key_type",
     "check_members",
     "checked_table",
     "key_array",
+    "key_column",
     "key_type",
     "numpy_values",
     "pandas_table",
@@ -42,6 +44,65 @@ __all__ = [
     "spark_type",
     "typed_values",
 ]
+
+
+_NESTED = ("struct<", "array<", "list<", "large_list<", "fixed_size_list<", "map<")
+_SINGLE = frozenset(
+    {"string", "bytes", "integer", "floating", "mixed-integer-float", "decimal", "boolean"}
+    | {"datetime", "datetime64", "date", "time", "timedelta", "timedelta64", "empty"}
+)
+"""pandas' ``infer_dtype`` of an object column of single keys of one kind."""
+
+
+def key_column(a: np.ndarray, label: str, column: Any, position: int) -> np.ndarray:
+    """A local key column as the kernel keeps it: integers as int64; dates and times as
+    objects (pandas ``Timestamp``/``Timedelta``, which read back as such: a datetime64
+    column's own ``tolist`` gives nanoseconds); other numbers, strings and booleans as
+    they are.  ValueError for complex numbers, and for an object column whose values are
+    not single keys of one kind (dicts, lists, tuples, sets; integers mixed with strings):
+    keys are compared, hashed and sorted as single values."""
+    kind = a.dtype.kind
+    if kind in "iu":
+        return a.astype(np.int64)
+    if kind in "mM":
+        import pandas as pd
+
+        return pd.Series(a).astype(object).to_numpy()
+    bad = None
+    if kind == "c":
+        bad = "complex numbers"
+    elif kind == "O" and len(a):
+        import pandas as pd
+
+        inferred = pd.api.types.infer_dtype(a, skipna=False)
+        if inferred not in _SINGLE:
+            kinds = sorted({type(x).__name__ for x in a[:1000]})
+            bad = f"values of the types {', '.join(kinds)} ({inferred!r})"
+    if bad is not None:
+        raise ValueError(
+            f"{label}: key column {column!r} (position {position}) holds {bad}; keys are "
+            "single values of one kind (integers, floats, strings, bytes, booleans, dates, "
+            "timestamps): convert the column first"
+        )
+    return a
+
+
+def check_key_type(label: str, column: Any, position: int, type_name: str) -> None:
+    """Refuse a key column whose Spark or Arrow type (``type_name``, e.g. ``struct<x:int>``
+    or ``list<item: int64>``) holds no single key: a struct, an array, a map, or nulls only
+    (``void``, ``null``).  A key is compared, hashed and grouped as one value."""
+    t = type_name.strip()
+    if t in ("void", "null"):
+        raise ValueError(
+            f"{label}: key column {column!r} (position {position}) holds only nulls (type "
+            f"{t}); keys must not be null"
+        )
+    if t.startswith(_NESTED):
+        raise ValueError(
+            f"{label}: key column {column!r} (position {position}) has type {t}; keys are "
+            "single values (numbers, strings, booleans, dates, timestamps): select or "
+            "flatten its fields into key columns of their own"
+        )
 
 
 def plain_semiring(dtype: np.dtype) -> Semiring:
@@ -155,7 +216,7 @@ def raw_pandas(
                 f"{label}: key column {k!r} holds {c.max()}, beyond the 64-bit integers keys "
                 "are read as"
             )
-        cols.append(c.astype(np.int64) if c.dtype.kind in "iu" else c)
+        cols.append(key_column(c, label, k, i))
     values = pdf[VALUE].to_numpy(copy=own) if VALUE in pdf.columns else None
     return Table(vars_, tuple(cols), values, unique=False)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq.kernel.table import Table, group_reduce
-from faq.kernel.values import check_annotations, spark_type, typed_values
+from faq.kernel.values import check_annotations, key_column, spark_type, typed_values
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops
@@ -52,8 +52,7 @@ def arrow_to_table(
                 f"{label}: key column {v!r} (position {i}) has {col.null_count} null "
                 "value(s); keys must not be null"
             )
-        a = col.to_numpy()
-        cols.append(a.astype(np.int64) if a.dtype.kind in "iu" else a)
+        cols.append(key_column(col.to_numpy(), label, v, i))
     o = local_ops(S)
     values = None
     if VALUE in names:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from faq import Program, Query
+from incremental.testing.domains import column_domains, key_domain, key_dtype
 from incremental.testing.model import (
     Model,
     Row,
@@ -129,58 +130,6 @@ def _checked(S: Semiring, values: st.SearchStrategy[Any] | None) -> st.SearchStr
     return values.map(check)
 
 
-def _keys(keys: Iterable[Any]) -> tuple[list[Any], str | None]:
-    domain = list(dict.fromkeys(keys))
-    if not domain:
-        raise InvalidArgument("keys= must hold at least one key value")
-    ints = all(isinstance(k, int) and not isinstance(k, bool) for k in domain)
-    if not ints and not all(isinstance(k, str) for k in domain):
-        raise InvalidArgument(f"keys= must be all integers or all strings, got {domain!r}")
-    return domain, ("int64" if ints else "object")
-
-
-def _column_domains(
-    query: Query | Program, arities: Mapping[str, int], domain: list[Any]
-) -> dict[str, list[list[Any]]]:
-    """Per input relation, the keys each of its columns draws from: ``domain``, plus the
-    constants the rules compare that column with (``F(b, 'x')``: a row matching the
-    constant is drawn as often as any).  A column compared with constants of another type
-    than ``domain``'s (a string constant, integer keys) draws those constants and one key
-    that matches none of them: drawing ``domain`` there would give a relation the query
-    refuses ("keys are never cast")."""
-    kind = int if isinstance(domain[0], int) else str
-    consts: dict[tuple[str, int], list[Any]] = {}
-    for rule in query.rules if isinstance(query, Program) else (query.rule,):
-        for atom in rule.atoms:
-            if atom.relation in arities:
-                for pos, c in atom.consts:
-                    consts.setdefault((atom.relation, pos), []).append(c)
-    out = {}
-    for name, arity in arities.items():
-        cols = []
-        for pos in range(arity):
-            cs = list(dict.fromkeys(consts.get((name, pos), [])))
-            kinds = {int if isinstance(c, int) else str for c in cs}
-            if len(kinds) > 1:
-                raise InvalidArgument(
-                    f"column {pos} of relation {name!r} is compared with constants of two "
-                    f"types, {cs!r}: no key matches both"
-                )
-            if not cs or kinds == {kind}:
-                cols.append(list(dict.fromkeys([*domain, *cs])))
-            elif isinstance(cs[0], int):
-                cols.append([*cs, max(cs) + 1])
-            else:
-                cols.append([*cs, "~" + max(cs)])
-        out[name] = cols
-    return out
-
-
-def _dtype(keys: list[Any]) -> str:
-    """The dtype of a key column drawing from ``keys`` (all integers or all strings)."""
-    return "int64" if isinstance(keys[0], int) else "object"
-
-
 def _net_insertions(rows: list[Row]) -> dict[tuple[tuple[Any, ...], Any], int]:
     """The rows that ``rows`` insert more often than they retract, and by how much."""
     net: dict[tuple[tuple[Any, ...], Any], int] = {}
@@ -216,9 +165,9 @@ class _Draw:
             self.sets = set_modes(sets, self.arities)
         except ValueError as e:
             raise InvalidArgument(str(e)) from e
-        self.domain, _ = _keys(keys)
-        self.columns = _column_domains(query, self.arities, self.domain)
-        self.key_dtypes = {n: [_dtype(c) for c in cols] for n, cols in self.columns.items()}
+        self.domain = key_domain(keys)
+        self.columns = column_domains(query, self.arities, self.domain)
+        self.key_dtypes = {n: [key_dtype(c) for c in cols] for n, cols in self.columns.items()}
         self.values = _checked(self.S, values)
         self.own_values = values is not None
         self.ring = self.S.is_ring
