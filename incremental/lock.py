@@ -76,6 +76,20 @@ if hasattr(os, "register_at_fork"):  # a forked child holds nothing of its own
     os.register_at_fork(after_in_child=_HELD.clear)
 
 
+def state_folder(root: str | os.PathLike[str]) -> Path:
+    """The folder ``root``, created with its parents if missing; a ValueError when it is a
+    file, and an OSError of the same kind naming ``state_dir`` when it cannot be made
+    (no permission, a parent that is a file or cannot exist)."""
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"state_dir {str(path)!r} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(e.errno, f"state_dir {str(path)!r} cannot be created: {e.strerror}") from e
+    return path
+
+
 class FolderLock:
     """An exclusive hold on a view's folder (see the module docstring).
 
@@ -92,8 +106,7 @@ class FolderLock:
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = state_folder(root)
         self.key = os.path.realpath(self.root)
         self.token = uuid.uuid4().hex
         self._closed = False

@@ -151,7 +151,7 @@ class Store:
         if_ticks_lost: str = "error",
         view: ViewId | None = None,
     ) -> None:
-        self.root = Path(root)
+        self.root = Path(root)  # made (or refused, by name) by the view's FolderLock first
         self.root.mkdir(parents=True, exist_ok=True)
         self.semiring = semiring
         self.guard = guard

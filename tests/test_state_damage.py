@@ -246,3 +246,19 @@ def test_a_manifest_that_is_not_json_is_refused(durable, tmp_path):
     (copy / MANIFEST).write_text("this is not JSON {", encoding="utf-8")
     problem = _refusal(copy, MANIFEST, _snapshot(copy))
     assert problem is None, problem
+
+
+def test_a_state_dir_that_is_a_file_or_cannot_be_made_is_named(tmp_path):
+    """Were Python's bare FileExistsError and FileNotFoundError ('[Errno 17] File
+    exists'), which did not say it was the view's state_dir."""
+    import pandas as pd
+
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    E = pd.DataFrame({"a": [1], "b": [2]})
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    with pytest.raises(ValueError, match=r"state_dir '.*notes.txt' is a file, not a folder"):
+        IncrementalView(q, state_dir=file, E=E)
+    assert file.read_text() == "mine"
+    with pytest.raises(OSError, match=r"state_dir '.*notes.txt/v' cannot be created"):
+        IncrementalView(q, state_dir=file / "v", E=E)
