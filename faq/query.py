@@ -290,6 +290,17 @@ class Query:
                     f"explain: the first argument is a Run (from q.run(...)), got "
                     f"{type(run).__name__}; pass relations by name: q.explain(E=...)"
                 )
+            if run.plan.rule != self.rule or run.semiring != self.semiring.name:
+                raise ValueError(
+                    f"explain: the run is of {run.plan.rule} over {run.semiring!r}, not of "
+                    f"this query, {self.rule} over {self.semiring.name!r}"
+                )
+            if relations:
+                raise ValueError(
+                    f"explain: a run is reported as it ran; relation(s) "
+                    f"{', '.join(map(repr, relations))} given as well would not be read: "
+                    "pass the run, or the relations"
+                )
             return run.explain()
         physical.check_options(join, backend)
         atoms, stats, pairs = self._stage.read(relations, backend)

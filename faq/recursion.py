@@ -353,6 +353,17 @@ class Program:
                 f"explain: the first argument is a ProgramRun (from p.run(...)), got "
                 f"{type(run).__name__}; pass relations by name: p.explain(E=...)"
             )
+        elif run.program is not self and (
+            run.program.text != self.text or run.program.semiring is not self.semiring
+        ):
+            raise ValueError(
+                f"explain: the run is of program {run.program!r}, not of this one, {self!r}"
+            )
+        elif relations:
+            raise ValueError(
+                f"explain: a run is reported as it ran; relation(s) "
+                f"{', '.join(map(repr, relations))} given as well would not be read"
+            )
         return run.explain()
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import semirings
@@ -295,6 +296,26 @@ def test_explain_after_a_solve_is_never_stale(spark):
     assert ran not in forced and "variable order (eliminated first to last): c, b, a" in forced
     assert ran not in q.explain(E=read_edge_list(DATA / "karate.txt", spark))
     assert not hasattr(q, "last_plan") and not hasattr(q, "last_trace")  # no state kept
+
+
+def test_explain_refuses_a_run_of_another_query_or_a_run_with_relations():
+    """q2.explain(run) of q's run reported q's plan under q2; q.explain(run, E=...)
+    dropped E without a word."""
+    E = pd.DataFrame({"a": [1, 2, 3], "b": [2, 3, 1]})
+    hop = query("Q(a, c) :- E(a, b), E(b, c)", semiring="counting")
+    run = hop.run(E=E)
+    assert query("Q(a, c) :- E(a, b), E(b, c)", semiring="counting").explain(run)
+    with pytest.raises(ValueError, match=r"the run is of Q\(a, c\) :- .* not of this query"):
+        query("Q(a) :- E(a, b)", semiring="counting").explain(run)
+    with pytest.raises(ValueError, match="over 'counting', not of this query.*over 'integer'"):
+        query("Q(a, c) :- E(a, b), E(b, c)", semiring="integer").explain(run)
+    with pytest.raises(ValueError, match="relation\\(s\\) 'E' given as well would not be read"):
+        hop.explain(run, E=E)
+    sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    prun = sp.run(S=pd.DataFrame({"x": [1], "value": [0.0]}), E=E.assign(value=1.0))
+    assert query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus").explain(prun)
+    with pytest.raises(ValueError, match="the run is of program .* not of this one"):
+        query("D(x) :- S(x)\nD(y) :- D(x), E(y, x)", semiring="min-plus").explain(prun)
 
 
 def test_pairwise_join_sizes_are_exact_locally_and_none_are_counted_on_spark(spark):
