@@ -1,6 +1,9 @@
 """Witnesses of a program's answer: per key, the bound variables of a rule attaining its
 value (``witness_frame``), and the paths they make (``out.path(key)``).
 
+A path is read off the witnesses' own pointers first (:class:`PointerPaths`, time
+proportional to the path); the tree below answers where those cannot.
+
 A witness of a recursive rule such as ``D(y) :- D(x), E(x, y)`` names a predecessor
 ``x`` whose value, ⊗ the edge, attains ``D(y)``.  Following one witness per key need not
 end at a source: where values tie (a zero-weight cycle in min-plus, weight-1 edges in
@@ -38,7 +41,7 @@ from faq.rule import Rule
 from semirings import Semiring
 from semirings.local import equal
 
-__all__ = ["WitnessPaths", "answer_witnesses"]
+__all__ = ["PointerPaths", "WitnessPaths", "answer_witnesses"]
 
 Key = tuple[Any, ...]
 Node = tuple[str, Key]
@@ -237,3 +240,85 @@ class WitnessPaths:
             with np.errstate(invalid="ignore"):
                 same |= np.isclose(have, target, rtol=1e-12, atol=0.0)
         return [k for k, ok in zip(rows, known & same, strict=True) if ok]
+
+
+class PointerPaths:
+    """Paths read off a witness frame's own pointers, in time proportional to the path;
+    ``fallback`` (a :class:`WitnessPaths`) answers whatever the pointers cannot.
+
+    For an answer that is its own recursive group, each witness row names the bound
+    values of the rule attaining its key; for a rule with one atom of the answer
+    (``D(y) :- D(x), E(x, y)``) those values give the key before it, and a rule with none
+    (``D(x) :- S(x)``) ends the path at a source.  Every step attains its key, so the
+    path does.  Where rules cannot be told apart by which bound columns a row fills, or a
+    pointer is missing or loops (ties: a zero-weight cycle), the path comes from
+    ``fallback``'s tree.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        answer: str,
+        head: tuple[str, ...],
+        frame: pd.DataFrame,
+        fallback: WitnessPaths,
+    ) -> None:
+        self.fallback = fallback
+        self.head = head
+        own = [r for r in rules if r.name == answer]
+        bound_cols = {}  # the frame's column of each rule's bound variable
+        for r in own:
+            names = {}
+            for b in r.bound:
+                name = b
+                while name in head:
+                    name += "_"
+                names[b] = name
+            bound_cols[r] = names
+        signature: dict[frozenset[str], Rule | None] = {}
+        for r in own:
+            sig = frozenset(bound_cols[r].values())
+            signature[sig] = None if sig in signature else r  # None: two rules alike
+        usable = len(own) == len(rules) and all(
+            sum(a.relation == answer for a in r.atoms) <= 1 for r in own
+        )
+        self.rules = signature if usable else {}
+        self.bound_cols = bound_cols
+        self.answer = answer
+        self.columns = [c for c in frame.columns if c not in head and c != "value"]
+        keys = list(zip(*(frame[v].tolist() for v in head), strict=True))
+        rows = list(zip(*(frame[c].tolist() for c in self.columns), strict=True))
+        self.rows = dict(zip(keys, rows, strict=True)) if self.columns else dict.fromkeys(keys)
+
+    def path(self, key: Any) -> list[Key]:
+        """The keys from a source to ``key`` (see :meth:`WitnessPaths.path`)."""
+        want = key if isinstance(key, tuple) else (key,)
+        want = tuple(v.item() if hasattr(v, "item") else v for v in want)
+        out = self._follow(want) if self.rules else None
+        return out if out is not None else self.fallback.path(key)
+
+    def _follow(self, key: Key) -> list[Key] | None:
+        out: list[Key] = []
+        seen: set[Key] = set()
+        while True:
+            if key in seen or key not in self.rows:
+                return None
+            seen.add(key)
+            out.append(key)
+            row = self.rows[key] or ()
+            filled = frozenset(c for c, v in zip(self.columns, row, strict=True) if v is not None)
+            r = self.rules.get(filled)
+            if r is None:
+                return None
+            inner = [a for a in r.atoms if a.relation == self.answer]
+            if not inner:
+                return out[::-1]
+            value = dict(zip(r.head, key, strict=True))
+            cols = self.bound_cols[r]
+            for b, c in cols.items():
+                v = row[self.columns.index(c)]
+                value[b] = v.item() if hasattr(v, "item") else v
+            (a,) = inner
+            consts = dict(a.consts)
+            it = iter(a.vars)
+            key = tuple(consts[p] if p in consts else value[next(it)] for p in range(a.arity))

@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,7 +48,7 @@ from faq.factor import Factor
 from faq.inputs import relation_factor
 from faq.kernel.merge import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
-from faq.paths import WitnessPaths, answer_witnesses
+from faq.paths import PointerPaths, WitnessPaths, answer_witnesses
 from faq.plan.convergence import (
     idempotent_on,
     improving_cycle,
@@ -69,6 +69,9 @@ from faq.witness import Witnesses
 from semirings import Semiring
 from semirings import spark as spark_ops
 from semirings.local import local_ops
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 __all__ = [
     "Program",
@@ -150,15 +153,20 @@ class Program:
         final: Callable[[str], Table],
         relations: Callable[[Rule], dict[str, Factor]],
         opts: Mapping[str, Any],
-    ) -> WitnessPaths:
-        """The paths along the witnesses of the answer (``out.path(key)``), given each
-        relation of the answer's group at the fixpoint (``final(name)``), the factors a
-        rule reads (``relations(rule)``) and the ``order``, ``join`` and ``backend`` of
-        every solve; built on the first ``path`` call.  A batch solve and a view's
-        maintained relations give the same paths."""
+        frame: pd.DataFrame,
+    ) -> PointerPaths:
+        """The paths along the witnesses of the answer (``out.path(key)``), given its
+        witness ``frame``, each relation of the answer's group at the fixpoint
+        (``final(name)``), the factors a rule reads (``relations(rule)``) and the
+        ``order``, ``join`` and ``backend`` of every solve: read off the frame's pointers
+        where they say it, else from the tree of attaining derivations
+        (:class:`faq.paths.WitnessPaths`, built on the first ``path`` call that needs it).
+        A batch solve and a view's maintained relations give them alike."""
         g = next(g for g in self.groups if self.answer in g.names)
         group = {n: final(n) for n in g.names}
-        return WitnessPaths(self.rules, g.names, self.answer, self.semiring, group, relations, opts)
+        tree = WitnessPaths(self.rules, g.names, self.answer, self.semiring, group, relations, opts)
+        rules = [r for r in self.rules if r.name in g.names]
+        return PointerPaths(rules, self.answer, self.vars[self.answer], frame, tree)
 
     # -- checks ------------------------------------------------------------------------------
     def _check_arities(self) -> None:
@@ -325,7 +333,7 @@ class Program:
                 ev.relations,
                 ev.opts,
             )
-            paths = self.witness_paths(ev.state.__getitem__, ev.relations, ev.opts)
+            paths = self.witness_paths(ev.state.__getitem__, ev.relations, ev.opts, frame)
             found = Witnesses(frame, paths)
         src = Source.local(answer, self.semiring)
         out = Factor.from_source(src, self.answer, witnesses=found)

@@ -240,6 +240,7 @@ class ProgramState:
             lambda name: rels[name].table(),
             lambda rule: {n: self.relation(n) for n in rule.relations},
             {"order": self.how.order, "join": self.how.join, "backend": "auto"},
+            frame,
         )
         return Factor.from_source(out.source, out.name, witnesses=Witnesses(frame, paths))
 
