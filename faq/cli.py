@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import textwrap
 import time
@@ -107,6 +108,10 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one-line :class:`CliError`."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        given = re.findall(r"(?<![\w-])([A-Za-z_]\w*=\S+)", message.partition(": ")[2])
+        if message.startswith("unrecognized arguments") and given:
+            shown = " ".join(f"--relation {g}" for g in given)
+            raise CliError(f"{message}: a relation is given as {shown} (see '{self.prog} --help')")
         raise CliError(f"{message} (see '{self.prog} --help')")
 
 

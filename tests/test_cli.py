@@ -188,6 +188,14 @@ def test_unreadable_file(tmp_path, no_spark, capsys):
     assert "cannot read" in _one_error_line(capsys.readouterr().err)
 
 
+def test_a_relation_given_without_its_flag_names_the_flag(no_spark, capsys):
+    """'E=edges.txt' without --relation was only 'unrecognized arguments'."""
+    assert main(["query", "Q(a) :- E(a, b)", "E=edges.txt"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "unrecognized arguments: E=edges.txt: a relation is given as" in line
+    assert "--relation E=edges.txt" in line
+
+
 def test_directory_as_edge_list(tmp_path, no_spark, capsys):
     assert main(["triangles", str(tmp_path), "--format", "edgelist"]) == 2
     assert "is a directory" in _one_error_line(capsys.readouterr().err)
