@@ -301,3 +301,17 @@ def test_spark_key_columns_of_no_single_values_are_refused(spark):
     with pytest.raises(ValueError, match=re.escape("has type struct<x:int>")):
         view.step(E=spark.sql("select named_struct('x', 1) as a, 1 as b"))
     assert view.tick == 0 and view.result().to_dict() == {(1,): 1}
+
+
+def test_spark_dates_and_timestamps_join_pandas_ones_and_read_back_as_dates(spark):
+    """A pandas datetime64 column joined to a Spark timestamp column was refused as
+    'string' against 'timestamp'; a Spark date key must read back as a date."""
+    import datetime
+
+    q = query("Q(a) :- E(a, b), F(b)", semiring="real")
+    E = spark.createDataFrame(
+        [(datetime.date(2020, 1, 1), datetime.datetime(2020, 1, 1, 5), 2.0)],
+        "a date, b timestamp, value double",
+    )
+    F = pd.DataFrame({"b": pd.to_datetime(["2020-01-01 05:00"]), "value": [10.0]})
+    assert q.solve(E=E, F=F).to_dict() == {(datetime.date(2020, 1, 1),): 20.0}

@@ -55,19 +55,22 @@ _SINGLE = frozenset(
 
 
 def key_column(a: np.ndarray, label: str, column: Any, position: int) -> np.ndarray:
-    """A local key column as the kernel keeps it: integers as int64; dates and times as
-    objects (pandas ``Timestamp``/``Timedelta``, which read back as such: a datetime64
-    column's own ``tolist`` gives nanoseconds); other numbers, strings and booleans as
-    they are.  ValueError for complex numbers, and for an object column whose values are
-    not single keys of one kind (dicts, lists, tuples, sets; integers mixed with strings):
-    keys are compared, hashed and sorted as single values."""
+    """A local key column as the kernel keeps it: integers as int64; dates as
+    ``datetime.date`` and times as pandas ``Timestamp``/``Timedelta`` objects, which read
+    back as such (a datetime64[ns] column's own ``tolist`` gives nanoseconds); other
+    numbers, strings and booleans as they are.  ValueError for complex numbers, and for
+    an object column whose values are not single keys of one kind (dicts, lists, tuples,
+    sets; integers mixed with strings): keys are compared, hashed and sorted as single
+    values."""
     kind = a.dtype.kind
     if kind in "iu":
         return a.astype(np.int64)
     if kind in "mM":
+        if np.datetime_data(a.dtype)[0] in ("Y", "M", "W", "D"):
+            return a.astype("datetime64[D]").astype(object)  # datetime.date, as Spark's
         import pandas as pd
 
-        return pd.Series(a).astype(object).to_numpy()
+        return pd.Series(a).astype(object).to_numpy()  # Timestamp / Timedelta
     bad = None
     if kind == "c":
         bad = "complex numbers"
@@ -280,6 +283,8 @@ def key_type(a: np.ndarray) -> str:
 
     kind = infer_dtype(a, skipna=False)
     names = {"string": "string", "integer": "bigint", "floating": "double", "boolean": "boolean"}
+    names |= {"datetime": "timestamp", "datetime64": "timestamp", "date": "date"}
+    names |= {"bytes": "binary"}
     if kind in names:
         return names[kind]
     return "string" if kind == "empty" else f"mixed ({kind})"
