@@ -28,7 +28,7 @@ import semirings
 from faq.kernel.stats import RelationStats, table_stats
 from faq.kernel.table import GridTable, Table, group_reduce
 from faq.kernel.values import (
-    check_key_type,
+    check_key_types,
     check_members,
     checked_table,
     key_array,
@@ -305,7 +305,8 @@ def frame_source(
             f"{len(keys)} key columns {keys!r} (columns found: {cols!r}; "
             f"the annotation column must be named {VALUE!r})"
         )
-    check_spark_keys(df, keys, label)
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}  # no Spark job
+    check_key_types(label, [(k, types[k]) for k in keys])
     shaped = df
     if cols != [*vars_, *([VALUE] if has_value else [])]:  # else no select (JVM round trips)
         selected = [df[k].alias(v) for k, v in zip(keys, vars_, strict=True)]
@@ -314,14 +315,6 @@ def frame_source(
         shaped = df.select(*selected)
     S = None if semiring is None else semirings.get(semiring)
     return Source.spark(shaped, vars_, S, has_value=has_value, original=df)
-
-
-def check_spark_keys(df: DataFrame, keys: Sequence[str], label: str) -> None:
-    """Refuse a key column of a type whose values are not single keys
-    (:func:`faq.kernel.values.check_key_type`): read from the schema, no Spark job."""
-    types = {f.name: f.dataType for f in df.schema.fields}
-    for i, k in enumerate(keys):
-        check_key_type(label, k, i, types[k].simpleString())
 
 
 def trusted_source(

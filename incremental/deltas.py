@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from faq import VALUE, Factor, relation_kind
-from faq.kernel import Table, check_annotations, check_key_type, typed_values
+from faq.kernel import Table, check_annotations, check_key_types, typed_values
 from faq.spark import arrow_to_table
 from semirings import Semiring
 from semirings.local import local_ops
@@ -146,8 +146,7 @@ def read_delta(
             return _from_numpy(plain[1], lay, S, label)
         at = _local_arrow(given, label)
         lay = layout(at.column_names, arity, label, atom)
-        for i, k in enumerate(lay[0]):
-            check_key_type(label, at.column_names[k], i, str(at.column(k).type))
+        check_key_types(label, [(at.column_names[k], str(at.column(k).type)) for k in lay[0]])
         if lay[2] is not None:
             check_weight_type(_type_name(at.column(lay[2]).type), label)
         if most is not None and at.num_rows > most:
@@ -156,8 +155,7 @@ def read_delta(
     schema = given.schema  # one round trip; columns and types both come from it
     cols = schema.fieldNames()
     lay = layout(cols, arity, label, atom)
-    for i, k in enumerate(lay[0]):
-        check_key_type(label, cols[k], i, schema.fields[k].dataType.simpleString())
+    check_key_types(label, [(cols[k], schema.fields[k].dataType.simpleString()) for k in lay[0]])
     if lay[2] is not None:
         check_weight_type(schema.fields[lay[2]].dataType.simpleString(), label)
     if most is None and given.isLocal():

@@ -315,3 +315,16 @@ def test_spark_dates_and_timestamps_join_pandas_ones_and_read_back_as_dates(spar
     )
     F = pd.DataFrame({"b": pd.to_datetime(["2020-01-01 05:00"]), "value": [10.0]})
     assert q.solve(E=E, F=F).to_dict() == {(datetime.date(2020, 1, 1),): 20.0}
+
+
+def test_day_timedelta_keys_stay_timedeltas():
+    """faq.kernel.values.key_column read a timedelta64[D] column as dates (1970-01-02),
+    taking it for a datetime64[D] one.  pandas keeps no day resolution (it reads such a
+    column as seconds), so the kernel function is called on the numpy column itself."""
+    from faq.kernel.values import key_column
+
+    days = key_column(np.array([1, 2], dtype="timedelta64[D]"), "relation 'E'", "a", 0)
+    assert list(days) == [pd.Timedelta(days=1), pd.Timedelta(days=2)]
+    q = query("Q(a) :- E(a, b)", semiring="counting")
+    E = pd.DataFrame({"a": np.array([1, 2], dtype="timedelta64[D]"), "b": [1, 2]})
+    assert q.solve(E=E).to_dict() == {(pd.Timedelta(days=1),): 1, (pd.Timedelta(days=2),): 1}

@@ -42,7 +42,7 @@ from faq.kernel.table import (
 from faq.kernel.trie import NUMBA, Trie, build_trie
 from faq.kernel.values import (
     check_annotations,
-    check_key_type,
+    check_key_types,
     scalar_value,
     spark_type,
     typed_values,
@@ -60,7 +60,7 @@ __all__ = [
     "cat_rows",
     "changed_rows",
     "check_annotations",
-    "check_key_type",
+    "check_key_types",
     "concat",
     "consolidated",
     "empty_table",

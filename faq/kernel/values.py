@@ -30,7 +30,7 @@ __all__ = [
     "witness_dict",
     "check_annotations",
     "check_int64_range",
-    "check_key_type",
+    "check_key_types",
     "check_members",
     "checked_table",
     "key_array",
@@ -66,7 +66,7 @@ def key_column(a: np.ndarray, label: str, column: Any, position: int) -> np.ndar
     if kind in "iu":
         return a.astype(np.int64)
     if kind in "mM":
-        if np.datetime_data(a.dtype)[0] in ("Y", "M", "W", "D"):
+        if kind == "M" and np.datetime_data(a.dtype)[0] in ("Y", "M", "W", "D"):
             return a.astype("datetime64[D]").astype(object)  # datetime.date, as Spark's
         import pandas as pd
 
@@ -90,22 +90,24 @@ def key_column(a: np.ndarray, label: str, column: Any, position: int) -> np.ndar
     return a
 
 
-def check_key_type(label: str, column: Any, position: int, type_name: str) -> None:
-    """Refuse a key column whose Spark or Arrow type (``type_name``, e.g. ``struct<x:int>``
-    or ``list<item: int64>``) holds no single key: a struct, an array, a map, or nulls only
-    (``void``, ``null``).  A key is compared, hashed and grouped as one value."""
-    t = type_name.strip()
-    if t in ("void", "null"):
-        raise ValueError(
-            f"{label}: key column {column!r} (position {position}) holds only nulls (type "
-            f"{t}); keys must not be null"
-        )
-    if t.startswith(_NESTED):
-        raise ValueError(
-            f"{label}: key column {column!r} (position {position}) has type {t}; keys are "
-            "single values (numbers, strings, booleans, dates, timestamps): select or "
-            "flatten its fields into key columns of their own"
-        )
+def check_key_types(label: str, columns: Sequence[tuple[Any, str]]) -> None:
+    """Refuse a key column, of ``columns`` (name and Spark or Arrow type, e.g.
+    ``struct<x:int>`` or ``list<item: int64>``, in key order), whose type holds no single
+    key: a struct, an array, a map, or nulls only (``void``, ``null``).  A key is
+    compared, hashed and grouped as one value.  Reads types only: no data, no job."""
+    for position, (column, type_name) in enumerate(columns):
+        t = type_name.strip()
+        if t in ("void", "null"):
+            raise ValueError(
+                f"{label}: key column {column!r} (position {position}) holds only nulls "
+                f"(type {t}); keys must not be null"
+            )
+        if t.startswith(_NESTED):
+            raise ValueError(
+                f"{label}: key column {column!r} (position {position}) has type {t}; keys "
+                "are single values (numbers, strings, booleans, dates, timestamps): select "
+                "or flatten its fields into key columns of their own"
+            )
 
 
 def plain_semiring(dtype: np.dtype) -> Semiring:
