@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -264,6 +265,7 @@ class PointerPaths:
         fallback: WitnessPaths,
     ) -> None:
         self.fallback = fallback
+        self.frame = frame
         self.head = head
         own = [r for r in rules if r.name == answer]
         bound_cols = {}  # the frame's column of each rule's bound variable
@@ -286,9 +288,16 @@ class PointerPaths:
         self.bound_cols = bound_cols
         self.answer = answer
         self.columns = [c for c in frame.columns if c not in head and c != "value"]
-        keys = list(zip(*(frame[v].tolist() for v in head), strict=True))
-        rows = list(zip(*(frame[c].tolist() for c in self.columns), strict=True))
-        self.rows = dict(zip(keys, rows, strict=True)) if self.columns else dict.fromkeys(keys)
+
+    @cached_property
+    def rows(self) -> dict[Key, tuple[Any, ...] | None]:
+        """Per key, its witness row: built on the first ``path``, not with the result."""
+        f, head = self.frame, self.head
+        keys = list(zip(*(f[v].tolist() for v in head), strict=True))
+        if not self.columns:
+            return dict.fromkeys(keys)
+        rows = zip(*(f[c].tolist() for c in self.columns), strict=True)
+        return dict(zip(keys, rows, strict=True))
 
     def path(self, key: Any) -> list[Key]:
         """The keys from a source to ``key`` (see :meth:`WitnessPaths.path`)."""
