@@ -374,18 +374,22 @@ def plain_array_source(arr: np.ndarray, vars: Sequence[str], label: str) -> Sour
     return Source.unchecked_array(own, vars_)
 
 
-def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) -> Source:
+def array_source(
+    arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str, own: bool = False
+) -> Source:
     """The non-zero entries of a dense array as local rows of ``S`` (each entry checked).
 
     An array without a zero entry becomes a :class:`~faq.kernel.table.GridTable` (its
-    cells in row-major order; key columns spelled out only if read)."""
+    cells in row-major order; key columns spelled out only if read).  ``own``: ``arr``
+    is a factor's own read-only copy, checked for NaN (:func:`plain_array_source`), which
+    the rows may share instead of copying it again."""
     vars_ = _array_vars(arr, vars, label)
     values = numpy_values(arr, S, label)
-    if arr.ndim and arr.size and bool((values != S.zero).all()):  # every cell, in row-major order
+    if arr.ndim and arr.size and bool((values != S.zero).all()):  # every cell, row-major
         kept = values.reshape(-1)
-        if np.may_share_memory(kept, arr):  # the factor's own, not the caller's array
+        if not own and np.may_share_memory(kept, arr):  # the factor's own, not the caller's
             kept = kept.copy()
-        check_members(kept, S, label)
+        check_members(kept, S, label, nan_free=own)
         grid = GridTable(vars_, tuple(np.arange(n, dtype=np.int64) for n in arr.shape), kept)
         return Source.local(grid, S, RelationStats(kept.size, tuple(int(n) for n in arr.shape)))
     mask = values != S.zero
@@ -395,7 +399,7 @@ def array_source(arr: np.ndarray, vars: Sequence[str], S: Semiring, label: str) 
     else:
         idx = np.nonzero(mask)
         kept = values[mask]
-    check_members(kept, S, label)
+    check_members(kept, S, label, nan_free=own)
     table = Table(vars_, tuple(np.asarray(ix, dtype=np.int64) for ix in idx), kept)
     distinct = tuple(
         int(np.count_nonzero(np.any(mask, axis=tuple(a for a in range(arr.ndim) if a != i))))
@@ -456,7 +460,7 @@ def pandas_source(
 def unchecked_read(src: Source, S: Semiring, label: str) -> Source:
     """An ``array`` or ``raw`` source checked for ``S``: local rows, zeros dropped."""
     if src.array is not None:
-        return array_source(src.array, src.vars, S, label)
+        return array_source(src.array, src.vars, S, label, own=True)
     if src.raw is None:
         raise ValueError(f"{label}: a {src.form} source is not read per semiring")
     table, stats = checked_table(src.raw, S, label)

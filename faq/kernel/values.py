@@ -127,6 +127,9 @@ def key_array(values: list[Any]) -> np.ndarray:
 
 
 def numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
+    """The entries of ``arr`` as the numpy type of ``S``'s annotations, checked for that type
+    (not yet for ``S``'s domain: see :func:`check_members`); ``arr`` itself when it already
+    is of that type (no copy: the caller copies what it keeps of a caller's array)."""
     t = sops.ops(S).type
     if t == "boolean":
         if arr.dtype != np.bool_:
@@ -142,11 +145,11 @@ def numpy_values(arr: np.ndarray, S: Semiring, label: str) -> np.ndarray:
                 " or non-finite values"
             )
         check_int64_range(arr, S, label)
-        return arr.astype(np.int64)
+        return arr.astype(np.int64, copy=False)
     if t == "double":
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
             raise ValueError(f"{label}: semiring {S.name!r} needs numbers, got {arr.dtype}")
-        return arr.astype(np.float64)
+        return arr.astype(np.float64, copy=False)
     return arr
 
 
@@ -173,10 +176,11 @@ def check_int64_range(arr: np.ndarray, S: Semiring, label: str) -> None:
         )
 
 
-def check_members(values: np.ndarray, S: Semiring, label: str) -> None:
-    """Every annotation is a value of ``S`` (vectorised for the built-ins)."""
+def check_members(values: np.ndarray, S: Semiring, label: str, nan_free: bool = False) -> None:
+    """Every annotation is a value of ``S`` (vectorised for the built-ins); ``nan_free``:
+    the caller has checked that no annotation is NaN (a pass saved)."""
     flat = values.reshape(-1)
-    if flat.dtype == np.float64 and has_nan(flat):
+    if not nan_free and flat.dtype == np.float64 and has_nan(flat):
         raise ValueError(f"{label}: NaN is not a value of the {S.name!r} semiring ({S.domain})")
     ok = local_ops(S).valid(flat)
     if not ok.all():
