@@ -41,6 +41,12 @@ Recompute
     ratio recompute ÷ p50 tick is set against the targets of issue 42 (1,000× for one
     edge, 100× for 1,000 changes) and marked met or missed.
 
+Beside the ticks
+    With ``--beside python`` a thread of the same process runs plain Python (a loop of
+    additions) for as long as the ticks run, as a user's own thread or a callback
+    server's would: a compiled call that lets go of the GIL then waits to get it back
+    (see :data:`faq.kernel.numba_jit.GIL_ROWS`).  The header line says so.
+
 The view's final count is checked against :func:`faq.testing.triangle_count_numpy`
 and against the recompute; a mismatch stops the script with an error.  The machine's
 load average (``os.getloadavg``) is printed with every graph's figures.  The rows are
@@ -72,6 +78,7 @@ import gc
 import os
 import resource
 import statistics
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -375,6 +382,29 @@ def warm_up(q: Any) -> None:
     compiled.warm_up()
 
 
+@contextlib.contextmanager
+def beside(kind: str) -> Any:
+    """A thread running plain Python for the block (``"python"``), or none (``"none"``)."""
+    if kind == "none":
+        yield
+        return
+    stop = threading.Event()
+
+    def busy() -> None:
+        x = 0
+        while not stop.is_set():
+            for i in range(10_000):
+                x += i
+
+    t = threading.Thread(target=busy, name="ticks-beside", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
 def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
     """Build the view on ``g``, run every delta size's ticks, recompute, check."""
     import pandas as pd
@@ -401,10 +431,11 @@ def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
     view = IncrementalView(q, E=graph)
     build = time.perf_counter() - t0
     reset = peak_rss_reset()
-    for key, frame in seq:
-        t0 = time.perf_counter()
-        view.step(E=frame)
-        cells[key].ticks.append(time.perf_counter() - t0)
+    with beside(args.beside):
+        for key, frame in seq:
+            t0 = time.perf_counter()
+            view.step(E=frame)
+            cells[key].ticks.append(time.perf_counter() - t0)
     peak = peak_rss_mb(reset)
     load_ticks = load()
     got = int(view.result().scalar())
@@ -573,6 +604,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="one-edge ticks run again after the larger ones, their changes in the log "
         "(default: as many as the first one-edge ticks; 0: none)",
     )  # fmt: skip
+    p.add_argument(
+        "--beside", choices=("none", "python"), default="none",
+        help="a thread running plain Python beside the ticks (default none)",
+    )  # fmt: skip
     add_out_argument(p)
     args = p.parse_args(argv)
     if args.edges is None:
@@ -601,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"`{info['command']}` on {info['date']}, {info['cores']} cores, load average "
         f"{info['load_average_at_start']}; {DELETIONS:.0%} deletions (uniform over the "
-        f"present edges), insertions with {args.inserts} endpoints."
+        f"present edges), insertions with {args.inserts} endpoints"
+        + ("; a thread running plain Python beside the ticks." if args.beside != "none" else ".")
     )
     warm_up(q)
     rows = []

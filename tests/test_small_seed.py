@@ -81,18 +81,25 @@ def test_cancelling_corrections_and_several_relations(monkeypatch):
         assert as_dict(fast[0]) == as_dict(slow[0])
 
 
+def spy_sums(monkeypatch, seen):
+    """Call ``seen`` with what each compiled sum returns: ``seeded_sums`` and its variant
+    that keeps the GIL (``seeded_sums_held``, for a change of a few rows)."""
+    for name in ("seeded_sums", "seeded_sums_held"):
+        real = getattr(seeded.compiled, name)
+
+        def spy(*args, _real=real):
+            out = _real(*args)
+            seen(out)
+            return out
+
+        monkeypatch.setattr(seeded.compiled, name, spy)
+
+
 def test_annotations_near_the_int64_range_take_the_general_path(monkeypatch):
     """Where a partial sum could leave int64 the compiled path declines: the general path
     runs as before (an exact answer at 2**60, OverflowError past int64)."""
-    called = []
-    real = seeded.compiled.seeded_sums
-
-    def spy(*args):
-        out = real(*args)
-        called.append(out[1])
-        return out
-
-    monkeypatch.setattr(seeded.compiled, "seeded_sums", spy)
+    called: list[float] = []
+    spy_sums(monkeypatch, lambda out: called.append(out[1]))
     d = {"E": table([(1, 2, 1)])}
     kt = KeyedTable.of(table([(1, 2, 2**30), (2, 3, 2**30), (1, 3, 2**30)]), OPS)
     fast = seeded_delta(TRI, (), OPS, {"E": kt}, d)
@@ -236,14 +243,8 @@ def test_one_level_path_takes_atoms_of_the_last_variable_alone(
     deltas = {n: d for n, d in deltas.items() if d.rows}
     if "R" not in deltas:
         return
-    called = []
-    real = seeded.compiled.seeded_sums
-
-    def spy(*args):
-        called.append(True)
-        return real(*args)
-
-    monkeypatch.setattr(seeded.compiled, "seeded_sums", spy)
+    called: list[bool] = []
+    spy_sums(monkeypatch, lambda out: called.append(True))
     fast, slow = both_paths(monkeypatch, atoms, head, {"R": r, "S": s, "U": u, "T": t}, deltas)
     assert as_dict(fast[0]) == as_dict(slow[0])
     assert called  # R's term ran compiled

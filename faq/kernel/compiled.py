@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from faq.kernel.compiled_merge import merge_two, spread_into
-from faq.kernel.compiled_seeded import descend, near_level, seeded_sums
+from faq.kernel.compiled_seeded import (
+    descend,
+    descend_held,
+    near_level,
+    near_level_held,
+    seeded_sums,
+    seeded_sums_held,
+)
 from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
 
 __all__ = [
@@ -35,11 +42,15 @@ __all__ = [
     "Warmed",
     "count",
     "descend",
+    "descend_held",
     "intersect",
     "jit",
     "lookup",
+    "lookup_held",
     "near_level",
+    "near_level_held",
     "seeded_sums",
+    "seeded_sums_held",
     "warm_up",
     "warm_up_in_background",
 ]
@@ -58,6 +69,12 @@ if NUMBA:
             lo = lower_bound(vals, starts[nodes[i]], end, x[i])
             out[i] = lo if lo < end and vals[lo] == x[i] else -1
         return out
+
+    @jit()
+    def lookup_held(vals, starts, nodes, x):  # pragma: no cover - compiled
+        """:func:`lookup`, the GIL kept while it runs (a call on a few keys: see
+        :data:`faq.kernel.numba_jit.GIL_ROWS`)."""
+        return lookup(vals, starts, nodes, x)
 
     @jit(nogil=True)
     def intersect(vals, starts, nodes, proposer, skip, take, total):  # pragma: no cover
@@ -186,7 +203,7 @@ _THREAD: list[threading.Thread] = []
 def _dispatchers() -> list[Any]:
     return [
         lookup, intersect, count, _count_two, seeded_sums, descend, near_level, merge_two,
-        spread_into,
+        spread_into, lookup_held, seeded_sums_held, descend_held, near_level_held,
     ]  # fmt: skip
 
 
@@ -209,13 +226,16 @@ def _run_searches(k: int) -> None:
     skip = np.zeros(1, dtype=np.int64)
     take = np.array([3], dtype=np.int64)
     lookup(vals[0], starts[0], nodes[0], np.array([2], dtype=np.int64))
+    lookup_held(vals[0], starts[0], nodes[0], np.array([2], dtype=np.int64))
     intersect(vals, starts, nodes, proposer, skip, take, 3)
     count(vals, starts, nodes, proposer, skip, take)
     w = np.ones(1, dtype=np.int64)
     seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
+    seeded_sums_held(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
     if k == 2:  # the one-level seeded path over binary relations
-        descend(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
-        near_level(vals[:2], w, vals[:2], w, vals[:1], True)
+        for d, n in ((descend, near_level), (descend_held, near_level_held)):
+            d(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
+            n(vals[:2], w, vals[:2], w, vals[:1], True)
         # a fold's merge of a binary relation (on the helper thread: loaded here, not there)
         one, three = np.ones(1, dtype=np.int64), np.ones(3, dtype=np.int64)
         merge_two(one, starts[0], vals[0], three, skip, skip, take, one)

@@ -4,7 +4,9 @@
   atoms of base plus correction (one pass, no product split);
 * :func:`descend`: the node each seed row reaches down a trie's first levels;
 * :func:`near_level`: the last level of a trie of a relation's correction, built only
-  from the rows a seed row can reach.
+  from the rows a seed row can reach;
+* ``*_held``: each of them keeping the GIL while it runs, for calls on a few rows
+  (:data:`faq.kernel.numba_jit.GIL_ROWS`).
 
 Compiled with :func:`faq.kernel.numba_jit.jit` (numba's disk cache) and warmed up with
 the kernel's other searches (:func:`faq.kernel.compiled.warm_up`).
@@ -16,7 +18,14 @@ import numpy as np
 
 from faq.kernel.numba_jit import gallop, jit, lower_bound
 
-__all__ = ["descend", "near_level", "seeded_sums"]
+__all__ = [
+    "descend",
+    "descend_held",
+    "near_level",
+    "near_level_held",
+    "seeded_sums",
+    "seeded_sums_held",
+]
 
 
 @jit(nogil=True, inline="always")
@@ -445,3 +454,24 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no co
         if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
             node[r] = lo
     return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest
+
+
+# -- the same kernels holding the GIL (for small calls: see faq.kernel.numba_jit.GIL_ROWS) --
+@jit()
+def seeded_sums_held(
+    bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w
+):  # pragma: no cover - compiled
+    """:func:`seeded_sums`, the GIL kept while it runs."""
+    return seeded_sums(bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w)
+
+
+@jit()
+def descend_held(vals, starts, seeds, low, at):  # pragma: no cover - compiled
+    """:func:`descend`, the GIL kept while it runs."""
+    return descend(vals, starts, seeds, low, at)
+
+
+@jit()
+def near_level_held(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no cover
+    """:func:`near_level`, the GIL kept while it runs."""
+    return near_level(ccols, cvalues, dcols, dvalues, seeds, csorted)

@@ -32,6 +32,7 @@ import numpy as np
 import faq.kernel.compiled as compiled
 from faq.kernel.join import generic_join
 from faq.kernel.keyed import KeyedTable
+from faq.kernel.numba_jit import GIL_ROWS
 from faq.kernel.table import Table, concat, group_reduce
 from faq.kernel.trie import NUMBA, Trie, build_trie
 from faq.plan.settings import current
@@ -215,6 +216,9 @@ def _one_level(
         return None
     n = seed.rows
     c = np.ascontiguousarray
+    small = n <= GIL_ROWS  # a few rows: calls that keep the GIL (a fold thread waits)
+    descend = compiled.descend_held if small else compiled.descend
+    near_level = compiled.near_level_held if small else compiled.near_level
     levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for j, r, cols_at, seed_at in arms:
         kt = keyed[r]
@@ -224,7 +228,7 @@ def _one_level(
             if tr.values is None or not _int64((*tr.vals, tr.values)):
                 return None
             if prefix:
-                nodes = compiled.descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
+                nodes = descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
             else:  # an atom of x alone: every seed row reaches the root
                 nodes = np.zeros(n, dtype=np.int64)
             levels.append((tr.vals[-1], tr.starts[-1], tr.values, nodes))
@@ -242,9 +246,7 @@ def _one_level(
             return None
         if prefix:
             in_order = cols_at == tuple(range(len(cols_at))) and kt.in_key_order()
-            *level, biggest = compiled.near_level(
-                cols, c(corr.values), dcols, c(dvalues), prefix, in_order
-            )
+            *level, biggest = near_level(cols, c(corr.values), dcols, c(dvalues), prefix, in_order)
         else:  # an atom of x alone: one node, which every seed row reaches
             *level, biggest = _flat_level(cols[0], corr.values, dcols[0], dvalues, n)
         if biggest >= _SAFE:
@@ -278,7 +280,8 @@ def _sums(
     n = len(w)
     T = _CORES if n >= max(2, current().delta_thread_rows) else 1
     if T == 1:
-        return compiled.seeded_sums(*base, *corr, w)  # type: ignore[no-any-return]
+        sums = compiled.seeded_sums_held if n <= GIL_ROWS else compiled.seeded_sums
+        return sums(*base, *corr, w)  # type: ignore[no-any-return]
 
     def part(t: int) -> tuple[np.ndarray, float]:
         def rows(nodes: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:

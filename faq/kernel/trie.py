@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import faq.kernel.compiled as compiled
+from faq.kernel.numba_jit import GIL_ROWS
 from faq.kernel.rows import spread
 from faq.kernel.table import Table
 from semirings.local import LocalOps, distinct, sort_rows
@@ -82,7 +83,8 @@ class Trie:
         if len(x) == 0:
             return np.empty(0, dtype=np.int64)
         if NUMBA and x.dtype.kind in "iu":
-            return compiled.lookup(self.vals[d], self.starts[d], nodes, x)
+            find = compiled.lookup_held if len(x) <= GIL_ROWS else compiled.lookup
+            return find(self.vals[d], self.starts[d], nodes, x)  # type: ignore[no-any-return]
         return self._lookup_numpy(d, nodes, x)
 
     def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
