@@ -45,7 +45,7 @@ Beside the ticks
     With ``--beside python`` a thread of the same process runs plain Python (a loop of
     additions) for as long as the ticks run, as a user's own thread or a callback
     server's would: a compiled call that lets go of the GIL then waits to get it back
-    (see :data:`faq.kernel.numba_jit.GIL_ROWS`).  The header line says so.
+    (see the ``gil_rows`` setting).  The header line says so.
 
 The view's final count is checked against :func:`faq.testing.triangle_count_numpy`
 and against the recompute; a mismatch stops the script with an error.  The machine's

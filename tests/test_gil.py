@@ -4,7 +4,7 @@ A kernel compiled with ``nogil=True`` lets go of the GIL while it runs; if anoth
 of the process is running Python, it takes the GIL and the tick waits up to Python's
 switch interval (5 ms) to get it back.  A one-edge tick made some fifteen such calls, so
 beside a busy Python thread it took about 12 ms instead of 0.4 ms.  Calls on at most
-``GIL_ROWS`` rows now use the ``*_held`` variants, which keep the GIL.  No speed is
+``gil_rows`` rows (a setting) now use the ``*_held`` variants, which keep the GIL.  No speed is
 asserted: whether another thread's Python ran during a call (it makes no step for most
 of a call that keeps the GIL, and keeps stepping beside one that does not).
 """
@@ -17,9 +17,10 @@ import time
 import numpy as np
 import pytest
 
+import faq
 import faq.kernel.compiled as compiled
 from faq.kernel import KeyedTable, seeded
-from faq.kernel.numba_jit import GIL_ROWS, NUMBA
+from faq.kernel.numba_jit import NUMBA
 from faq.kernel.table import Table
 from semirings import INTEGER
 from semirings.local import local_ops
@@ -76,6 +77,8 @@ def test_a_held_kernel_keeps_the_gil_and_the_plain_one_lets_go():
 
 
 def test_a_small_change_runs_the_held_kernels_and_a_large_one_the_others(monkeypatch):
+    """Up to ``gil_rows`` seed rows the held kernels, past it (or with ``gil_rows=0``) the
+    plain ones."""
     names = ("seeded_sums", "descend", "near_level")
     used: list[str] = []
     for name in names:
@@ -96,7 +99,8 @@ def test_a_small_change_runs_the_held_kernels_and_a_large_one_the_others(monkeyp
     kt = kt.plus(Table(("c0", "c1"), (np.array([0]), np.array([299])), np.ones(1, np.int64)))[
         0
     ]  # a log, so that the corrections' levels are read too
-    for n, held in ((1, True), (GIL_ROWS + 1, False)):
+    rows = faq.settings().gil_rows
+    for n, held, limit in ((1, True, rows), (rows + 1, False, rows), (1, False, 0)):
         fresh = sorted({(a, a + 1 + int(rng.integers(0, 5))) for a in range(n)})[:n]
         change = Table(
             ("c0", "c1"),
@@ -104,7 +108,8 @@ def test_a_small_change_runs_the_held_kernels_and_a_large_one_the_others(monkeyp
             np.ones(len(fresh), np.int64),
         )
         used.clear()
-        got = seeded.seeded_delta(TRI, (), OPS, {"E": kt}, {"E": change})
+        with faq.settings(gil_rows=limit):  # 0: every call lets go of the GIL
+            got = seeded.seeded_delta(TRI, (), OPS, {"E": kt}, {"E": change})
         assert got is not None
         assert used and all(u.endswith("_held") == held for u in used), (n, used)
         assert {u.removesuffix("_held") for u in used} == set(names)

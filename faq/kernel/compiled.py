@@ -36,6 +36,7 @@ from faq.kernel.compiled_seeded import (
     seeded_sums_held,
 )
 from faq.kernel.numba_jit import NUMBA, gallop, jit, lower_bound
+from faq.plan.settings import current
 
 __all__ = [
     "NUMBA",
@@ -51,6 +52,7 @@ __all__ = [
     "near_level_held",
     "seeded_sums",
     "seeded_sums_held",
+    "sized",
     "warm_up",
     "warm_up_in_background",
 ]
@@ -73,7 +75,7 @@ if NUMBA:
     @jit()
     def lookup_held(vals, starts, nodes, x):  # pragma: no cover - compiled
         """:func:`lookup`, the GIL kept while it runs (a call on a few keys: see
-        :data:`faq.kernel.numba_jit.GIL_ROWS`)."""
+        :func:`sized`)."""
         return lookup(vals, starts, nodes, x)
 
     @jit(nogil=True)
@@ -180,6 +182,12 @@ if NUMBA:
                     ia += 1
             out[i] = n
         return out
+
+
+def sized(rows: int, plain: Any, held: Any) -> Any:
+    """The kernel for a call on ``rows`` rows: ``held`` (the variant that keeps the GIL)
+    up to the ``gil_rows`` setting, else ``plain`` (which lets other threads run)."""
+    return held if rows <= current().gil_rows else plain
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 * :func:`near_level`: the last level of a trie of a relation's correction, built only
   from the rows a seed row can reach;
 * ``*_held``: each of them keeping the GIL while it runs, for calls on a few rows
-  (:data:`faq.kernel.numba_jit.GIL_ROWS`).
+  (the ``gil_rows`` setting, :func:`faq.kernel.compiled.sized`).
 
 Compiled with :func:`faq.kernel.numba_jit.jit` (numba's disk cache) and warmed up with
 the kernel's other searches (:func:`faq.kernel.compiled.warm_up`).
@@ -456,7 +456,7 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no co
     return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest
 
 
-# -- the same kernels holding the GIL (for small calls: see faq.kernel.numba_jit.GIL_ROWS) --
+# -- the same kernels keeping the GIL (small calls: faq.kernel.compiled.sized) ------------
 @jit()
 def seeded_sums_held(
     bvals, bstarts, bvalues, bnodes, xvals, xstarts, xvalues, xnodes, w

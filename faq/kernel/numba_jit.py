@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GIL_ROWS", "NUMBA", "gallop", "jit", "lower_bound"]
+__all__ = ["NUMBA", "gallop", "jit", "lower_bound"]
 
 try:
     import numba as _numba
@@ -20,19 +20,6 @@ try:
 except ImportError:  # pragma: no cover - numba is a dependency; kept for odd platforms
     _numba = None
     NUMBA = False
-
-
-GIL_ROWS = 64
-"""Rows up to which a tick's compiled calls keep the GIL (their ``*_held`` variants).
-
-A kernel compiled with ``nogil=True`` lets go of the GIL while it runs and takes it back
-when it returns.  If another thread of the process wants the GIL meanwhile (a keyed
-table's fold on the helper thread, a user's own thread running Python), it takes it, and
-the caller then waits until that thread lets go: at its next call that releases the GIL,
-or after Python's switch interval (5 ms).  A one-edge tick makes some fifteen such calls
-of a few microseconds each, so beside a busy Python thread it took 12 ms instead of
-0.4 ms.  A call on at most this many rows is short enough to hold the GIL throughout;
-a longer one still lets other threads run."""
 
 
 def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:

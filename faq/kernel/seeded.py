@@ -32,7 +32,6 @@ import numpy as np
 import faq.kernel.compiled as compiled
 from faq.kernel.join import generic_join
 from faq.kernel.keyed import KeyedTable
-from faq.kernel.numba_jit import GIL_ROWS
 from faq.kernel.table import Table, concat, group_reduce
 from faq.kernel.trie import NUMBA, Trie, build_trie
 from faq.plan.settings import current
@@ -216,9 +215,8 @@ def _one_level(
         return None
     n = seed.rows
     c = np.ascontiguousarray
-    small = n <= GIL_ROWS  # a few rows: calls that keep the GIL (a fold thread waits)
-    descend = compiled.descend_held if small else compiled.descend
-    near_level = compiled.near_level_held if small else compiled.near_level
+    descend = compiled.sized(n, compiled.descend, compiled.descend_held)
+    near_level = compiled.sized(n, compiled.near_level, compiled.near_level_held)
     levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for j, r, cols_at, seed_at in arms:
         kt = keyed[r]
@@ -280,7 +278,7 @@ def _sums(
     n = len(w)
     T = _CORES if n >= max(2, current().delta_thread_rows) else 1
     if T == 1:
-        sums = compiled.seeded_sums_held if n <= GIL_ROWS else compiled.seeded_sums
+        sums = compiled.sized(n, compiled.seeded_sums, compiled.seeded_sums_held)
         return sums(*base, *corr, w)  # type: ignore[no-any-return]
 
     def part(t: int) -> tuple[np.ndarray, float]:

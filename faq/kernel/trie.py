@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import faq.kernel.compiled as compiled
-from faq.kernel.numba_jit import GIL_ROWS
 from faq.kernel.rows import spread
 from faq.kernel.table import Table
 from semirings.local import LocalOps, distinct, sort_rows
@@ -83,7 +82,7 @@ class Trie:
         if len(x) == 0:
             return np.empty(0, dtype=np.int64)
         if NUMBA and x.dtype.kind in "iu":
-            find = compiled.lookup_held if len(x) <= GIL_ROWS else compiled.lookup
+            find = compiled.sized(len(x), compiled.lookup, compiled.lookup_held)
             return find(self.vals[d], self.starts[d], nodes, x)  # type: ignore[no-any-return]
         return self._lookup_numpy(d, nodes, x)
 

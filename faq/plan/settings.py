@@ -114,6 +114,15 @@ class Settings:
         (handing it to threads would cost more than it saves).  From 768 rows a
         1,000-change triangle tick's median is 11-17 % lower on 2 cores than on one
         thread, its p99 2-3 ms higher (docs/incremental.md).
+    gil_rows : int
+        A compiled kernel call on at most this many rows keeps the GIL while it runs
+        (its ``*_held`` variant, :func:`faq.kernel.compiled.sized`); a larger one lets
+        go of it.  A kernel that lets go takes the GIL back when it returns, and if
+        another thread of the process is running Python meanwhile, the caller waits
+        until that thread lets go: up to Python's switch interval (5 ms).  A one-edge
+        tick makes some fifteen such calls of a few microseconds each (beside a busy
+        Python thread it took about 11 ms instead of 0.4 ms, docs/incremental.md).
+        0: every call lets go.
     max_fetch_rows : int
         ... as long as those matching rows are at most this many.  Also the rows a
         Spark-resident view's tick brings into the driver (:mod:`incremental.reach`);
@@ -200,6 +209,7 @@ class Settings:
     connect_payload: int = 96 * 2**20
     local_delta_rows: int = 100_000
     delta_thread_rows: int = 768
+    gil_rows: int = 64
     max_fetch_rows: int = 2_000_000
     max_literals: int = 200_000
     log_rows: int = 50_000
