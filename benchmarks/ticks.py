@@ -47,6 +47,11 @@ Beside the ticks
     server's would: a compiled call that lets go of the GIL then waits to get it back
     (see the ``gil_rows`` setting).  The header line says so.
 
+Settings
+    ``--set NAME=VALUE`` (repeatable) runs the ticks under ``faq.settings(NAME=VALUE)``
+    (the build and the recompute under the defaults), so that a threshold can be set
+    against its default by the same command.
+
 The view's final count is checked against :func:`faq.testing.triangle_count_numpy`
 and against the recompute; a mismatch stops the script with an error.  The machine's
 load average (``os.getloadavg``) is printed with every graph's figures.  The rows are
@@ -58,6 +63,8 @@ Usage::
     python benchmarks/ticks.py --edges 1000000 --order both --deltas 1 1000 10000
     python benchmarks/ticks.py /work/shared/data/graphs/web-NotreDame.txt.gz --deltas 1 1000
     python benchmarks/ticks.py --exponents 2.3 --order low --ticks 1000 --deltas 1 --spark
+    python benchmarks/ticks.py --exponents 2.3 --deltas 1 1000 --beside python --set gil_rows=0
+    python benchmarks/ticks.py --exponents 2.3 --deltas 1000 --set delta_thread_rows=4096
 """
 
 from __future__ import annotations
@@ -409,6 +416,7 @@ def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
     """Build the view on ``g``, run every delta size's ticks, recompute, check."""
     import pandas as pd
 
+    import faq
     from faq.testing import triangle_count_numpy
     from incremental import IncrementalView
 
@@ -431,7 +439,7 @@ def bench_graph(q: Any, g: Graph, args: argparse.Namespace) -> dict[str, Any]:
     view = IncrementalView(q, E=graph)
     build = time.perf_counter() - t0
     reset = peak_rss_reset()
-    with beside(args.beside):
+    with beside(args.beside), faq.settings(**dict(args.set)):
         for key, frame in seq:
             t0 = time.perf_counter()
             view.step(E=frame)
@@ -586,6 +594,23 @@ def results_of(rows: list[dict[str, Any]]) -> list[Result]:
 
 
 # -- main ------------------------------------------------------------------------------------
+def setting(text: str) -> tuple[str, int | float]:
+    """``--set NAME=VALUE``: a field of :class:`faq.plan.settings.Settings` and a number."""
+    from dataclasses import replace
+
+    from faq.plan.settings import DEFAULTS
+
+    name, eq, value = text.partition("=")
+    if not eq or not hasattr(DEFAULTS, name):
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=VALUE with NAME a faq setting")
+    try:
+        number = int(value) if value.lstrip("-").isdigit() else float(value)
+        replace(DEFAULTS, **{name: number})  # the settings' own checks
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return name, number
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", help="SNAP edge lists (.txt or .txt.gz)")
@@ -603,6 +628,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--after", type=int, default=None,
         help="one-edge ticks run again after the larger ones, their changes in the log "
         "(default: as many as the first one-edge ticks; 0: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", type=setting,
+        help="an engine setting for the ticks (repeatable), e.g. delta_thread_rows=4096",
     )  # fmt: skip
     p.add_argument(
         "--beside", choices=("none", "python"), default="none",
@@ -637,7 +666,9 @@ def main(argv: list[str] | None = None) -> int:
         f"`{info['command']}` on {info['date']}, {info['cores']} cores, load average "
         f"{info['load_average_at_start']}; {DELETIONS:.0%} deletions (uniform over the "
         f"present edges), insertions with {args.inserts} endpoints"
-        + ("; a thread running plain Python beside the ticks." if args.beside != "none" else ".")
+        + ("; a thread running plain Python beside the ticks" if args.beside != "none" else "")
+        + "".join(f"; {n}={v} for the ticks" for n, v in args.set)
+        + "."
     )
     warm_up(q)
     rows = []

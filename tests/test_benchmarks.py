@@ -337,6 +337,30 @@ def test_ticks_graphs_and_deltas():
         assert {(int(u), int(v)) for u, v in pool.current()} == present
 
 
+def test_ticks_settings_and_a_thread_beside(capsys):
+    """``--set NAME=VALUE`` takes a faq setting the settings' own checks accept (else an
+    argparse error naming it); ``--beside python`` runs a Python thread for the block."""
+    import threading
+
+    from benchmarks import ticks
+
+    args = ticks.parse_args(["--quick", "--set", "gil_rows=0", "--set", "log_fraction=0.1"])
+    assert args.set == [("gil_rows", 0), ("log_fraction", 0.1)]
+    for bad, says in (("bogus=1", "NAME a faq setting"), ("gil_rows=-1", "non-negative")):
+        with pytest.raises(SystemExit):
+            ticks.parse_args(["--quick", "--set", bad])
+        assert says in capsys.readouterr().err
+
+    def busy() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "ticks-beside"]
+
+    with ticks.beside("python"):
+        assert len(busy()) == 1 and busy()[0].is_alive()
+    assert not busy()  # stopped and joined
+    with ticks.beside("none"):
+        assert not busy()
+
+
 def test_ticks_script_quick(tmp_path):
     """``python benchmarks/ticks.py --quick``: tables, a checked count, the result files, and
     the one-edge ticks run again after the larger ones (``--after``, on by default)."""
