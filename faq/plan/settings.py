@@ -112,7 +112,7 @@ class Settings:
         holds at least this many rows splits its compiled sums over the driver's cores
         (its rows taken in turn by each thread); a smaller one runs on one thread
         (handing it to threads would cost more than it saves).  From 768 rows a
-        1,000-change triangle tick's median is 11-17 % lower on 2 cores than on one
+        1,000-change triangle tick's median is 8-17 % lower on 2 cores than on one
         thread, its p99 2-3 ms higher (docs/incremental.md).
     gil_rows : int
         A compiled kernel call on at most this many rows keeps the GIL while it runs
