@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from incremental.deltas import Rows
     from incremental.spark_keyed import RemoteKeyed
 
-__all__ = ["OUT", "Beyond", "Near", "Reach", "fetch", "gather"]
+__all__ = ["OUT", "Beyond", "Near", "Reach", "fetch", "gather", "one_hop"]
 
 Reach = dict[str, dict[int, np.ndarray]]
 """Per relation, per key column, the values whose rows a tick reads (sorted, distinct)."""
@@ -86,6 +86,20 @@ class _Term:
     known: dict[str, np.ndarray]
     read: set[int] = field(default_factory=set)
     asked: bool = False  # for the output's rows (see gather)
+
+
+def one_hop(rule: Rule, deltas: Mapping[str, Rows]) -> bool:
+    """Whether every term of a tick with ``deltas`` reads each other atom at its change's
+    values (every atom shares a variable with each changed one: a triangle, a clique, a
+    star).  Then a term's lookups, at the change's values of the variables it shares
+    with an atom, all fall inside the rows :func:`gather` fetched for that atom through
+    one of those variables, whatever order its join binds the rest in; a term of two
+    hops or more may look up an atom at values its own join reaches, which the values
+    gathered per variable over-approximate, but by a different route."""
+    changed = [
+        i for i, a in enumerate(rule.atoms) if a.relation in deltas and deltas[a.relation].rows
+    ]
+    return all(len(hops(rule, i).rounds) <= 1 for i in changed)
 
 
 def gather(

@@ -139,6 +139,7 @@ class RemoteKeyed:
     origin: object | None = field(default=None, compare=False, repr=False)
     changes: tuple[Table, ...] = field(default=(), compare=False, repr=False)
     hot: HotRows | None = field(default=None, compare=False, repr=False)
+    exact: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -255,12 +256,20 @@ class RemoteKeyed:
         return self._collect(self._near(keys))
 
     def with_near(
-        self, rows: Table, cover: dict[int, np.ndarray], hot: HotRows | None = None
+        self,
+        rows: Table,
+        cover: dict[int, np.ndarray],
+        hot: HotRows | None = None,
+        exact: bool = False,
     ) -> RemoteKeyed:
         """This relation with the base ``rows`` one tick reads, whose column ``c`` holds one
         of ``cover[c]`` (see :mod:`incremental.reach`), and the base rows it keeps in the
-        driver from now on (``hot``; None: those it kept)."""
-        return replace(self, near=rows, cover=cover, hot=self.hot if hot is None else hot)
+        driver from now on (``hot``; None: those it kept).  ``exact``: every lookup the
+        delta rule's keyed runners make falls inside the cover (each term reads the other
+        atoms at its change's values: one hop), so :meth:`factor` may hand them the rows
+        as a keyed table."""
+        hot = self.hot if hot is None else hot
+        return replace(self, near=rows, cover=cover, hot=hot, exact=exact)
 
     def with_rows_at(self, keys: tuple[np.ndarray, ...], rows: Table) -> RemoteKeyed:
         """This relation with the base ``rows`` at (a superset of) the keys ``keys``,
@@ -271,7 +280,7 @@ class RemoteKeyed:
         """This relation without the rows fetched for a tick."""
         if self.near is None and self.at_rows is None:
             return self
-        return replace(self, near=None, cover=None, at_rows=None, at_keys=None)
+        return replace(self, near=None, cover=None, at_rows=None, at_keys=None, exact=False)
 
     def near_rows(self, at: Any) -> Table:
         """Fetched base rows (an Arrow table of the keys, then ``value``; ``()``: none) as a
@@ -363,7 +372,7 @@ class RemoteKeyed:
         base = self.ctx.materialise(self.current())
         hot = None if self.hot is None else self.hot.folded(self.over, self.ops)
         over = empty_table(self.vars, self.ops, self.over.cols)
-        gone = {"near": None, "cover": None, "at_rows": None, "at_keys": None}
+        gone = {"near": None, "cover": None, "at_rows": None, "at_keys": None, "exact": False}
         return replace(self, base=base, over=over, under=(over, over), hot=hot, **gone)
 
     def _under(self, over: Table, new: Table, old: Table) -> tuple[Table, Table] | None:
@@ -388,7 +397,11 @@ class RemoteKeyed:
     # -- as factors ---------------------------------------------------------------------------
     def factor(self, S: Semiring, name: str) -> Factor:
         """The contents as a trusted Spark factor (no job); during a tick whose reads were
-        fetched (``near``), a local factor over the fetched rows and the overrides.
+        fetched (``near``), a local factor over the fetched rows and the overrides: a
+        keyed one when every lookup of the delta rule falls inside what was fetched
+        (``exact``, see :meth:`with_near`), so that the tick runs the driver state's
+        runners for keyed relations (:func:`incremental.terms.keyed_terms`: seeded joins
+        on tries of the fetched rows) instead of planning and joining each term.
 
         With integer annotations in a ring (``S.is_ring``: the stored counts of the
         additive regimes), changed keys are not cut from the base by an anti-join (a
@@ -401,7 +414,10 @@ class RemoteKeyed:
             kept = self.near
             if self.over.rows:
                 kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
-            return Factor.from_table(concat(kept, drop_zeros(self.over, self.ops)), S, name)
+            rows = concat(kept, drop_zeros(self.over, self.ops))
+            if self.exact:
+                return Factor.keyed(KeyedTable.of(rows, self.ops), S, name)
+            return Factor.from_table(rows, S, name)
         fix = self._correction(S)
         if fix is not None:
             df = self.base.unionByName(self.ctx.frame(fix, self.types, self.vtype))

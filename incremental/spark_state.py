@@ -46,7 +46,7 @@ from incremental.manifest import (
     rows_part,
 )
 from incremental.protocol import Change, How
-from incremental.reach import OUT, Beyond, Near, gather
+from incremental.reach import OUT, Beyond, Near, gather, one_hop
 from incremental.regimes import Maintained, Sizes, compensated, step_semiring, stored_semiring
 from incremental.regimes import regime as regime_of
 from incremental.spark_keyed import RemoteKeyed, SparkContext
@@ -91,7 +91,8 @@ class SparkState(Sizes):
             held = {n: m.rels[n].with_rows_at(deltas[n].cols, r) for n, r in beyond.at_keys.items()}
             m = replace(m, rels={**m.rels, **held})  # the tick's own lookups read them
         if near is not None:
-            rels = {n: r.with_near(*near[n]) for n, r in m.rels.items() if n in near}
+            exact = one_hop(m.rule, deltas)  # the delta rule may read them as keyed tables
+            rels = {n: r.with_near(*near[n], exact=exact) for n, r in m.rels.items() if n in near}
             out = m.out.with_near(*near[OUT]) if OUT in near else m.out
             m = replace(m, rels={**m.rels, **rels}, out=out)
         m, change = m.apply(deltas, how, sets)
