@@ -157,8 +157,10 @@ def equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Whether each of ``col`` is one of ``values`` (sorted, distinct): a binary search
-    per row, no sort of the column (``np.isin`` sorts both).
+    """Whether each of ``col`` is one of ``values`` (sorted, distinct), with no sort of the
+    column (``np.isin`` sorts both): for many integer rows and values spanning at most a
+    few times as many integers, one load a row from a table over that span; otherwise a
+    binary search a row.
 
     >>> member(np.array([4, 1, 9]), np.array([1, 4, 7])).tolist()
     [True, True, False]
@@ -167,8 +169,35 @@ def member(col: np.ndarray, values: np.ndarray) -> np.ndarray:
         return np.zeros(len(col), dtype=bool)
     if len(values) == 1:
         return col == values[0]
+    if len(col) >= _DENSE_MEMBER_ROWS and _signed(col) and _signed(values):
+        lo, hi = int(values[0]), int(values[-1])
+        if hi - lo < _DENSE_MEMBER_SPAN * len(col) + (1 << 16):
+            return _member_dense(col, values, lo, hi)
     pos = np.searchsorted(values, col)
     return values[np.minimum(pos, len(values) - 1)] == col
+
+
+_DENSE_MEMBER_ROWS = 64
+_DENSE_MEMBER_SPAN = 8
+"""A table of the values' span (bytes) is worth building for a column of at least this
+many rows when the span is at most this many times the rows (plus 64 KiB): one load a
+row, where a binary search costs log2(values) (500,000 rows against 1,850 values:
+3 ms against 47 ms on a loaded 2-core machine)."""
+
+
+def _signed(a: np.ndarray) -> bool:
+    return a.dtype.kind == "i" or (a.dtype.kind == "u" and a.dtype.itemsize < 8)
+
+
+def _member_dense(col: np.ndarray, values: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """:func:`member` by a table over ``lo … hi`` (``values``' span, integers).  Each
+    offset ``col - lo`` is computed in int64 and read as unsigned: one outside the span
+    stays outside it even where the subtraction wraps (the span is less than 2**63)."""
+    table = np.zeros(hi - lo + 2, dtype=bool)
+    table[np.subtract(values, lo, dtype=np.int64)] = True  # the last slot stays False
+    at = np.subtract(col, lo, dtype=np.int64).view(np.uint64)
+    np.minimum(at, hi - lo + 1, out=at)
+    return table[at]
 
 
 def has_nan(a: np.ndarray) -> bool:
