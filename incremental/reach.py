@@ -93,9 +93,10 @@ def one_hop(rule: Rule, deltas: Mapping[str, Rows]) -> bool:
     values (every atom shares a variable with each changed one: a triangle, a clique, a
     star).  Then a term's lookups, at the change's values of the variables it shares
     with an atom, all fall inside the rows :func:`gather` fetched for that atom through
-    one of those variables, whatever order its join binds the rest in; a term of two
-    hops or more may look up an atom at values its own join reaches, which the values
-    gathered per variable over-approximate, but by a different route."""
+    one of those variables, whatever order its join binds the rest in.  A term of two
+    hops or more reads a far atom at values its join reaches, which the fetched rows
+    hold only along the hops :func:`faq.plan.hops` planned: such a tick keeps the
+    general path, whose lookups follow those hops."""
     changed = [
         i for i, a in enumerate(rule.atoms) if a.relation in deltas and deltas[a.relation].rows
     ]
