@@ -19,12 +19,13 @@ none (they are learned again).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from faq import settings
-from faq.kernel import Table, match_keys
+from faq.kernel import KeyedTable, Table, match_keys
 from incremental.tables import concat, drop_zeros
 from semirings.local import LocalOps, distinct, member
 
@@ -53,6 +54,25 @@ class HotRows:
 
     rows: Table
     cover: tuple[np.ndarray, ...]
+    # the keyed table over the rows (per semiring), built on first use: the rows change
+    # only when values are learned or a fold is written into them, so its tries serve
+    # every tick in between
+    _keyed: dict[Any, tuple[Table, KeyedTable]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def keyed(self, ops: LocalOps) -> KeyedTable:
+        """The kept rows as a keyed table of ``ops``'s semiring, made once (its tries
+        built once, at their first use, and kept with it)."""
+        got = self._keyed.get(ops.semiring)
+        if got is None or got[0] is not self.rows:  # made for these very rows
+            got = self._keyed[ops.semiring] = (self.rows, KeyedTable.of(self.rows, ops))
+        return got[1]
+
+    def holds(self, t: Table) -> np.ndarray:
+        """Whether each row of ``t`` (rows of the same relation) holds a covered value in
+        its column: for a base row, whether it is among the kept rows."""
+        return _holds(t, enumerate(self.cover))
 
     @classmethod
     def empty(cls, like: Table) -> HotRows:

@@ -29,7 +29,7 @@ from incremental.protocol import Contents
 from incremental.tables import concat, distinct_keys, drop_zeros, empty_table, with_values
 from semirings import Semiring
 from semirings import spark as sops
-from semirings.local import LocalOps
+from semirings.local import LocalOps, sort_rows
 from semirings.local import distinct as distinct_values
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -411,13 +411,12 @@ class RemoteKeyed:
         overflow (checked).
         """
         if self.near is not None:
+            if self.exact:
+                return Factor.keyed(self._near_keyed(), S, name)
             kept = self.near
             if self.over.rows:
                 kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
-            rows = concat(kept, drop_zeros(self.over, self.ops))
-            if self.exact:
-                return Factor.keyed(KeyedTable.of(rows, self.ops), S, name)
-            return Factor.from_table(rows, S, name)
+            return Factor.from_table(concat(kept, drop_zeros(self.over, self.ops)), S, name)
         fix = self._correction(S)
         if fix is not None:
             df = self.base.unionByName(self.ctx.frame(fix, self.types, self.vtype))
@@ -427,6 +426,39 @@ class RemoteKeyed:
             )
         df = self.current()
         return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
+
+    def _near_keyed(self) -> KeyedTable:
+        """The rows a tick fetched, with the changed keys, as a keyed table.
+
+        Where the relation keeps hub rows in the driver (``hot``), the table is theirs
+        (:meth:`incremental.hot.HotRows.keyed`, whose tries are built once and serve every
+        tick until the kept rows change) with the tick's other rows and the changed keys
+        as its overrides: a tick then sorts the rows it fetched from Spark, not the
+        hundreds of thousands of hub rows it reads again.  Its contents are the
+        relation's rows at every kept or fetched key (a base row holding a covered
+        value is a kept one: :mod:`incremental.hot`)."""
+        near, over, ops = self.near, self.over, self.ops
+        assert near is not None
+        hot = self.hot
+        if hot is None or not hot.rows.rows:
+            kept = near
+            if over.rows:
+                kept = kept.take(np.flatnonzero(~match_keys(kept.cols, over.cols)[0]))
+            return KeyedTable.of(concat(kept, drop_zeros(over, ops)), ops)
+        rest = near.take(np.flatnonzero(~hot.holds(near)))  # fetched, not kept
+        if over.rows and rest.rows:
+            rest = rest.take(np.flatnonzero(~match_keys(rest.cols, over.cols)[0]))
+        changes = concat(rest, over) if over.rows else rest
+        changes = changes.take(sort_rows(changes.cols))  # in key order, each key once
+        base = hot.keyed(ops)
+        # the rows of the contents: the kept ones, the others read, and the changed keys'
+        # (a key changed to zero drops a kept row; one changed from nothing adds one)
+        was = base.values_at(over.cols) if over.rows else np.zeros(0, dtype=ops.dtype)
+        now = ops.nonzero(over.values) if over.rows else np.zeros(0, dtype=bool)
+        had = ops.nonzero(was)
+        rows = base.rows + rest.rows + int(np.count_nonzero(now & ~had))
+        rows -= int(np.count_nonzero(~now & had))
+        return base.overridden(changes, rows)
 
     def _correction(self, S: Semiring) -> Table | None:
         """What turns the base into the contents when ⊕-added to it (see :meth:`factor`),

@@ -80,6 +80,12 @@ class KeyedTable:
         base = tb.with_values(table, ops)
         return cls(base, tb.empty_table(base.vars, ops, base.cols), ops, base.rows)
 
+    def overridden(self, over: Table, rows: int) -> KeyedTable:
+        """The same base (its sorted columns and tries shared, built once for both) with
+        the overrides ``over`` instead (distinct keys in key order, the current annotation
+        of each, zero where gone) and ``rows`` the rows of the contents."""
+        return KeyedTable(self.base, over, self.ops, rows, self._index)
+
     @property
     def vars(self) -> tuple[str, ...]:
         """The key columns."""
