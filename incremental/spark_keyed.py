@@ -413,10 +413,7 @@ class RemoteKeyed:
         if self.near is not None:
             if self.exact:
                 return Factor.keyed(self._near_keyed(), S, name)
-            kept = self.near
-            if self.over.rows:
-                kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
-            return Factor.from_table(concat(kept, drop_zeros(self.over, self.ops)), S, name)
+            return Factor.from_table(self._near_contents(), S, name)
         fix = self._correction(S)
         if fix is not None:
             df = self.base.unionByName(self.ctx.frame(fix, self.types, self.vtype))
@@ -426,6 +423,14 @@ class RemoteKeyed:
             )
         df = self.current()
         return Factor.trusted(df, self.vars, S, rows=self.rows, distinct=self.distinct, name=name)
+
+    def _near_contents(self) -> Table:
+        """The fetched rows with the changed keys written in (a key changed to zero gone)."""
+        assert self.near is not None
+        kept = self.near
+        if self.over.rows:
+            kept = kept.take(np.flatnonzero(~match_keys(kept.cols, self.over.cols)[0]))
+        return concat(kept, drop_zeros(self.over, self.ops))
 
     def _near_keyed(self) -> KeyedTable:
         """The rows a tick fetched, with the changed keys, as a keyed table.
@@ -437,27 +442,21 @@ class RemoteKeyed:
         hundreds of thousands of hub rows it reads again.  Its contents are the
         relation's rows at every kept or fetched key (a base row holding a covered
         value is a kept one: :mod:`incremental.hot`)."""
-        near, over, ops = self.near, self.over, self.ops
+        near, over, ops, hot = self.near, self.over, self.ops, self.hot
         assert near is not None
-        hot = self.hot
         if hot is None or not hot.rows.rows:
-            kept = near
-            if over.rows:
-                kept = kept.take(np.flatnonzero(~match_keys(kept.cols, over.cols)[0]))
-            return KeyedTable.of(concat(kept, drop_zeros(over, ops)), ops)
+            return KeyedTable.of(self._near_contents(), ops)
         rest = near.take(np.flatnonzero(~hot.holds(near)))  # fetched, not kept
         if over.rows and rest.rows:
             rest = rest.take(np.flatnonzero(~match_keys(rest.cols, over.cols)[0]))
         changes = concat(rest, over) if over.rows else rest
         changes = changes.take(sort_rows(changes.cols))  # in key order, each key once
         base = hot.keyed(ops)
-        # the rows of the contents: the kept ones, the others read, and the changed keys'
-        # (a key changed to zero drops a kept row; one changed from nothing adds one)
-        was = base.values_at(over.cols) if over.rows else np.zeros(0, dtype=ops.dtype)
-        now = ops.nonzero(over.values) if over.rows else np.zeros(0, dtype=bool)
-        had = ops.nonzero(was)
-        rows = base.rows + rest.rows + int(np.count_nonzero(now & ~had))
-        rows -= int(np.count_nonzero(~now & had))
+        # counted as KeyedTable.replace counts them (not replace itself: past log_rows it
+        # begins a fold on the helper thread, for a table that lives one tick): the kept
+        # rows, less those at changed keys, plus every non-zero override
+        held = int(np.count_nonzero(ops.nonzero(base.values_at(over.cols)))) if over.rows else 0
+        rows = base.rows - held + int(np.count_nonzero(ops.nonzero(changes.values)))
         return base.overridden(changes, rows)
 
     def _correction(self, S: Semiring) -> Table | None:
