@@ -19,6 +19,11 @@ Usage::
     python benchmarks/tick_profile.py --delta 1 --durable
     python benchmarks/tick_profile.py --state spark --ticks 5    # the Spark-resident state
     python benchmarks/tick_profile.py --state spark --fetch-rows 0  # ... past the fetch bound
+    python benchmarks/tick_profile.py --state spark --no-profile --ticks 18  # medians, no cProfile
+
+With ``--no-profile`` the ticks run without cProfile and the script prints the median
+tick and the median time of its delta rule (``incremental.terms.delta_rule``: in a
+Spark-state tick, the driver's part once the rows the tick reads are fetched).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import cProfile
 import gc
 import io
 import pstats
+import statistics
 import tempfile
 import time
 
@@ -61,6 +67,51 @@ def profile_ticks(
     with ``state_dir``, of a view whose ticks are durable there; ``state`` is the
     view's (``"driver"`` or ``"spark"``); with ``fetch_rows``, the ticks run under
     ``max_fetch_rows=fetch_rows`` (0: a Spark state's ticks all read past the bound)."""
+    prof = cProfile.Profile()
+
+    def run(step):
+        prof.enable()
+        step()
+        prof.disable()
+
+    times = _ticks(
+        spark, edges, delta, kind, ticks, warmup, seed, state_dir, state, fetch_rows, run
+    )
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+    return sum(t for t, _ in times) / max(ticks, 1), out.getvalue()
+
+
+def time_ticks(
+    spark,
+    edges: int,
+    delta: int,
+    kind: str,
+    ticks: int,
+    warmup: int,
+    seed: int = 0,
+    state_dir: str | None = None,
+    state: str = "driver",
+    fetch_rows: int | None = None,
+) -> tuple[float, float]:
+    """The ticks of :func:`profile_ticks` without a profiler: the median seconds of a
+    tick and of its delta rule (``incremental.terms.delta_rule``, the relations read as
+    factors included: the part of a Spark-state tick that runs in the driver once the
+    rows it reads are fetched)."""
+    times = _ticks(
+        spark, edges, delta, kind, ticks, warmup, seed, state_dir, state, fetch_rows,
+        lambda step: step(),
+    )  # fmt: skip
+    return statistics.median(t for t, _ in times), statistics.median(r for _, r in times)
+
+
+def _ticks(
+    spark, edges, delta, kind, ticks, warmup, seed, state_dir, state, fetch_rows, run
+) -> list[tuple[float, float]]:
+    """Build the view, run ``warmup`` ticks, then ``ticks`` more each through ``run``
+    (given the tick as a function of no argument); per timed tick, its seconds and those
+    of its delta rule.  The view's count is checked against numpy at the end."""
+    import incremental.regimes as regimes
     from benchmarks.incremental import apply, delta_frame, fetch_bound, make_delta
     from faq import query, testing
     from faq.io import edges_dataframe
@@ -78,25 +129,36 @@ def profile_ticks(
     tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
     view = IncrementalView(tri, E=edges_dataframe(graph, spark), state_dir=state_dir, state=state)
     frames = [delta_frame(spark, d, kind) for d in changes]
-    with fetch_bound(fetch_rows):
-        for f in frames[:warmup]:
-            view.step(E=f)
-        gc.collect()
-        prof = cProfile.Profile()
-        t = time.perf_counter()
-        prof.enable()
-        for f in frames[warmup:]:
-            view.step(E=f)
-        prof.disable()
-    per_tick = (time.perf_counter() - t) / max(ticks, 1)
+    rule_s: list[float] = []
+    real = regimes.delta_rule
+
+    def timed_rule(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            rule_s.append(time.perf_counter() - t0)
+
+    out = []
+    regimes.delta_rule = timed_rule  # the name the regimes call (restored below)
+    try:
+        with fetch_bound(fetch_rows):
+            for f in frames[:warmup]:
+                view.step(E=f)
+            gc.collect()
+            for f in frames[warmup:]:
+                rule_s.clear()
+                t0 = time.perf_counter()
+                run(lambda f=f: view.step(E=f))
+                out.append((time.perf_counter() - t0, sum(rule_s)))
+    finally:
+        regimes.delta_rule = real
     final = np.asarray(sorted(present), dtype=np.int64).reshape(-1, 2)
     got, want = view.result().scalar(), testing.triangle_count_numpy(final)
     if got != want:
         raise AssertionError(f"the view counts {got} triangles, numpy {want}")
     view.close()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
-    return per_tick, out.getvalue()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the ticks under max_fetch_rows=N (with --state spark, 0: every tick reads "
         "past the bound, its delta queries run as Spark jobs)",
     )
+    p.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="time the ticks without cProfile: the median tick and the median of its "
+        "delta rule (the driver's part of a Spark-state tick once its rows are fetched)",
+    )
     args = p.parse_args(argv)
     if args.edges < 10 or args.delta < 1 or args.ticks < 1 or args.warmup < 0:
         p.error("--edges must be at least 10, --delta and --ticks positive, --warmup >= 0")
@@ -129,6 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     from faq.session import local_session
 
     spark = local_session("local[2]", **{"spark.driver.memory": "4g"})
+    head = " ".join(["python benchmarks/tick_profile.py", *(argv or sys.argv[1:])])
+    if args.no_profile:
+        with tempfile.TemporaryDirectory(prefix="tick_profile-") as tmp:
+            tick, rule = time_ticks(
+                spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.seed,
+                f"{tmp}/state" if args.durable else None, args.state, args.fetch_rows,
+            )  # fmt: skip
+        print(
+            f"# {head}\n{args.edges:,} edges, Δ={args.delta} ({args.input}, {args.state} "
+            f"state): tick {tick * 1e3:.1f} ms, its delta rule {rule * 1e3:.1f} ms "
+            f"(medians of {args.ticks} ticks after {args.warmup}, no profiler)"
+        )
+        return 0
     with tempfile.TemporaryDirectory(prefix="tick_profile-") as tmp:
         per_tick, lines = profile_ticks(
             spark, args.edges, args.delta, args.input, args.ticks, args.warmup, args.top,
@@ -138,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fetch_rows is not None:
         durable += f", max_fetch_rows={args.fetch_rows:,}"
     print(
-        f"# {' '.join(['python benchmarks/tick_profile.py', *(argv or sys.argv[1:])])}\n"
+        f"# {head}\n"
         f"{args.edges:,} edges, Δ={args.delta} ({args.input}{durable}): "
         f"{per_tick * 1e3:.1f} ms per "
         f"tick under cProfile, mean of {args.ticks} ticks after {args.warmup}\n"

@@ -700,6 +700,21 @@ def test_tick_profile_names_the_delta_rule_and_checks_the_count(spark, tmp_path)
     assert "delta.py" in lines and "(_spark)" in lines, lines
 
 
+def test_tick_profile_times_the_delta_rule_without_a_profiler(spark, capsys):
+    """``--no-profile``: the ticks timed without cProfile, the median tick and the median
+    of its delta rule, a part of it (a Spark state's fetch is not in it); the count is
+    still checked against numpy."""
+    from benchmarks.tick_profile import main, time_ticks
+
+    for state in ("driver", "spark"):
+        tick, rule = time_ticks(spark, 2000, 20, "pandas", 3, 1, state=state)
+        assert 0 < rule < tick, (state, tick, rule)
+    argv = ["--edges", "2000", "--delta", "20", "--ticks", "2", "--warmup", "1", "--no-profile"]
+    assert main([*argv, "--state", "spark"]) == 0
+    out = capsys.readouterr().out
+    assert "its delta rule" in out and "spark state" in out and "no profiler" in out, out
+
+
 def test_beyond_driver_floor_reads_every_row_in_one_job(spark, tmp_path, capsys):
     """The ``floor`` contender (one job, the input into one Python task, no join) counts
     the rows it read, checked against the graph's edges and the chain's non-zeros, and
