@@ -72,6 +72,7 @@ from faq.plan import (
     overflowed,
 )
 from incremental.driver_state import LocalKeyed
+from incremental.linear_dred import linear_dred
 from incremental.protocol import How
 from incremental.regimes import regime, step_semiring
 from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table, negated
@@ -200,6 +201,9 @@ class Fixpoint:
             up = equal(self._plus(d.old.values, d.new.values), d.new.values)
             worse[n] = drop_zeros(d.old.take(np.flatnonzero(~up)), self.o)
             better[n] = drop_zeros(d.new.take(np.flatnonzero(up)), self.o)
+        walked = linear_dred(self, g, old, new, worse, better)
+        if walked is not None:  # a path program: two compiled walks
+            return walked
         marked = self._overdelete(g, old, worse)
         rest = {**new}
         for n in g.names:

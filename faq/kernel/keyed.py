@@ -248,7 +248,7 @@ class KeyedTable:
         """
         best: tuple[int, np.ndarray, np.ndarray] | None = None
         for k, values in cond.items():
-            _, sorted_col = self._sorted(k)
+            _, sorted_col = self.column_index(k)
             v = np.asarray(values)
             lo = np.searchsorted(sorted_col, v, side="left")
             hi = np.searchsorted(sorted_col, v, side="right")
@@ -256,13 +256,15 @@ class KeyedTable:
                 best = (k, lo, hi)
         assert best is not None
         k0, lo, hi = best
-        pos = self._sorted(k0)[0][ranges(lo, hi - lo)]
+        pos = self.column_index(k0)[0][ranges(lo, hi - lo)]
         for k, values in cond.items():
             if k != k0 and len(pos):
                 pos = pos[np.isin(self.base.cols[k][pos], values)]
         return pos
 
-    def _sorted(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def column_index(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The base's row numbers in the order of column ``k`` (stable), and that column
+        sorted: built once per base."""
         if k not in self._index:
             order = np.argsort(self.base.cols[k], kind="stable")
             self._index[k] = (order, self.base.cols[k][order])
@@ -414,7 +416,7 @@ class KeyedTable:
         """Sort every column of the base now, and build the whole-key code of a key of
         several columns (otherwise each is built at its first use)."""
         for k in range(len(self.vars)):
-            self._sorted(k)
+            self.column_index(k)
         if len(self.vars) > 1:
             self._whole_key_index()
 

@@ -45,6 +45,7 @@ class Trie:
     rows: int
     _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     _first: list[tuple[int, np.ndarray]] = field(default_factory=list)  # first_index, once
+    _range: list[tuple[float, float]] = field(default_factory=list)  # value_range, once
 
     @property
     def depth(self) -> int:
@@ -60,6 +61,15 @@ class Trie:
         """How many children each node (at depth ``d``) has."""
         s = self.starts[d]
         return s[nodes + 1] - s[nodes]
+
+    def value_range(self) -> tuple[float, float] | None:
+        """The least and the greatest annotation (None: no row, or no annotations),
+        computed once per trie."""
+        if self.values is None or not len(self.values):
+            return None
+        if not self._range:
+            self._range.append((float(self.values.min()), float(self.values.max())))
+        return self._range[0]
 
     def first_index(self) -> tuple[int, np.ndarray]:
         """A dense index of the first level's integer values: ``(low, at)`` where

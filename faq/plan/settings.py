@@ -181,6 +181,11 @@ class Settings:
         GraphBLAS product or masked product, BLAS on dense factors) when the planner
         estimates it cheaper than the Generic Join kernel.  False: the Generic Join
         kernel runs every step (the same answers).
+    path_walks : bool
+        Whether a maintained path program (``D(y) :- D(x), E(x, y)`` over min-plus,
+        max-plus or max-product, edge values that make no path better) takes its ticks
+        as two compiled graph walks (:mod:`incremental.linear_dred`).  False: its delta
+        queries run round by round, as for any other program (the same answers).
     dense_fraction : float
         A factor is dense, for the ``blas`` runner, when it holds at least this fraction
         of the cells of its variables' key domains (more than 0, at most 1).
@@ -224,6 +229,7 @@ class Settings:
     lease_seconds: float = 1.0
     progress_seconds: float = 5.0
     library_runners: bool = True
+    path_walks: bool = True
     dense_fraction: float = 0.5
     dense_cells: int = 1 << 26
     spark_adaptive: bool = False
