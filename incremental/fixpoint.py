@@ -72,7 +72,7 @@ from faq.plan import (
     overflowed,
 )
 from incremental.driver_state import LocalKeyed
-from incremental.linear_dred import linear_dred
+from incremental.linear_dred import Walked, linear_dred
 from incremental.protocol import How
 from incremental.regimes import regime, step_semiring
 from incremental.tables import at_groups, distinct_keys, drop_zeros, empty_table, negated
@@ -137,6 +137,8 @@ class Fixpoint:
         self.where: set[str] = set()
         #: the rounds of every linear recursive ring group (see the module docstring)
         self.traces: dict[tuple[str, ...], Rounds] = dict(traces or {})
+        #: per relation maintained by the compiled walks this tick, what they set
+        self.walked: dict[str, Walked] = {}
 
     # -- one tick -----------------------------------------------------------------------------
     def apply(

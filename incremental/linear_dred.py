@@ -27,6 +27,7 @@ leaving the domain) returns None and the general path runs it: the same answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,12 +46,23 @@ from semirings.local import member
 if TYPE_CHECKING:
     from incremental.fixpoint import Fixpoint
 
-__all__ = ["linear_dred", "path_order", "path_shape"]
+__all__ = ["Walked", "linear_dred", "path_order", "path_shape"]
 
 RTOL = 1e-9
 """The relative tolerance within which a derivation counts as tight (the general path's)."""
 
 _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)
+
+
+@dataclass(frozen=True)
+class Walked:
+    """What the walks set in a tick: the keys (sorted) and, per key, the key its value came
+    from (the ``x`` of the recursive rule number ``rule``; -1: a base rule; -2: deleted),
+    which a view keeping witnesses takes as theirs."""
+
+    rule: int
+    keys: np.ndarray
+    preds: np.ndarray
 
 
 def path_shape(p: Any, g: Any) -> tuple[int, str, str] | None:
@@ -200,7 +212,7 @@ def linear_dred(
     into = into[np.argsort(fwd[5][into], kind="stable")]
     sk = np.ascontiguousarray(seed.cols[0]) if seed is not None else np.empty(0, _I64)
     sv = np.ascontiguousarray(seed.values) if seed is not None else np.empty(0, _F64)
-    keys, values = repair(
+    keys, values, preds = repair(
         *dcols,
         marked,
         *fwd,
@@ -220,7 +232,8 @@ def linear_dred(
         return None  # a value left the domain: the general path refuses it
     fx.report((), "driver")
     perm = np.argsort(keys)
-    keys, values = keys[perm], values[perm]
+    keys, values, preds = keys[perm], values[perm], preds[perm]
+    fx.walked[D] = Walked(rule, keys, preds)
     was = _at(old[D], keys)
     held = np.flatnonzero(was != zero)
     vars_ = fx.p.vars[D]

@@ -218,8 +218,10 @@ class ProgramState:
         answer = changed.get(self.program.answer)
         change = engine.change(answer) if answer is not None else self.empty_change()
         wit = self.wit
-        if wit is not None:  # witnesses kept tick by tick
-            wit = wit.after(self.program, self.rels, new, deltas, change)
+        if wit is not None:  # witnesses kept tick by tick: the walks' own, or found again
+            walked = engine.walked.get(self.program.answer)
+            kept = wit.walked(self.program, walked) if walked is not None else None
+            wit = kept or wit.after(self.program, self.rels, new, deltas, change)
         nxt = replace(st, rels=new, rows=rows, traces=engine.traces, wit=wit, how=how)
         where = ", ".join(sorted(engine.where)) or "nothing to do"
         return nxt, Change(change, tuple(engine.terms), where)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,9 @@ from incremental.witnesses import (
     worsened,
 )
 from semirings.local import equal
+
+if TYPE_CHECKING:
+    from incremental.linear_dred import Walked
 
 __all__ = ["ProgramWitnesses", "program_witnesses"]
 
@@ -153,6 +156,28 @@ class ProgramWitnesses:
         for r, index in zip(self.rules, self.indexes, strict=True):
             old_rows = index.at_prefix(at) if index.rows else None
             found = _attaining(program, r, new, live)
+            indexes.append(swapped(index, old_rows, found))
+        return ProgramWitnesses(self.rules, tuple(indexes))
+
+    def walked(self, program: Program, walk: Walked) -> ProgramWitnesses | None:
+        """The witnesses after a tick the compiled walks took (:mod:`incremental.linear_dred`),
+        from what they set: each key they set gets the edge its value came from (the
+        recursive rule's row ``(y, x)``) or the base rule (its row ``(y,)``), and a key they
+        deleted none.  Every other key keeps its witness: one whose witness got worse had
+        a tight derivation through it, so the walks marked and set it.  None where the
+        answer's rules are not the walked rule and one base rule without bound variables
+        (whose value is then attributed to it); :meth:`after` finds them then."""
+        walked = program.rules[walk.rule]
+        base = [r for r in self.rules if r != walked]
+        if len(base) != 1 or base[0].bound or len(self.rules) != 2 or walked not in self.rules:
+            return None
+        keys, preds = walk.keys, walk.preds
+        indexes = []
+        for r, index in zip(self.rules, self.indexes, strict=True):
+            old_rows = index.at_prefix((keys,)) if index.rows and len(keys) else None
+            pick = np.flatnonzero(preds == -1) if r == base[0] else np.flatnonzero(preds >= 0)
+            cols = (keys[pick],) if r == base[0] else (keys[pick], preds[pick])
+            found = Table(r.head + r.bound, cols, None)
             indexes.append(swapped(index, old_rows, found))
         return ProgramWitnesses(self.rules, tuple(indexes))
 

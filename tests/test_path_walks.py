@@ -3,8 +3,10 @@
 After every tick of insertions, deletions and changed weights, of edges and of sources,
 the view that walks equals the view that runs its delta queries round by round
 (``path_walks=False``) and a batch solve, for min-plus, max-plus and max-product; the
-walks ran (a spy counts them); and a tick they cannot take (an edge value that could
-improve a path) takes the general path with the same answer or the same refusal."""
+walks ran (a spy counts them); a view keeping witnesses takes the walks' (every
+witness attains its key's value, every path its distance); and a tick they cannot take
+(an edge value that could improve a path) takes the general path with the same answer
+or the same refusal."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ import incremental.linear_dred as walks
 import semirings
 from faq import query
 from incremental import IncrementalView
+from incremental.witness_programs import ProgramWitnesses
+from tests.test_view_witnesses import _paths_attain as paths_attain
+from tests.test_view_witnesses import _predecessors_sum_up as predecessors_sum_up
 
 SSSP = "D(x) :- S(x)\nD(y) :- D(x), E(x, y)"
 N = 7
@@ -149,3 +154,25 @@ def test_a_user_semiring_without_library_operations_takes_the_general_path(monke
     view = IncrementalView(p, S=frame({(0,): 0.0}, 1, ("a",)), E=frame(E, 1, ("a", "b")))
     view.step(E=frame({(0, 1): 1.0}, -1, ("a", "b")))
     assert view.result().to_dict() == {(0,): 0.0} and not walked
+
+
+@pytest.mark.parametrize("name", ["min-plus", "max-product"])
+@given(data=st.data())
+def test_a_walked_view_keeps_witnesses_that_attain_their_values(name, data, monkeypatch):
+    E, S, ticks = data.draw(streams(name), label="stream")
+    kept = []
+    real = ProgramWitnesses.walked
+
+    def spy(self, program, walk):  # type: ignore[no-untyped-def]
+        got = real(self, program, walk)
+        kept.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ProgramWitnesses, "walked", spy)
+    p = query(SSSP, semiring=name)
+    view = IncrementalView(p, witness=True, S=frame(S, 1, ("a",)), E=frame(E, 1, ("a", "b")))
+    for out, add, s_out, s_add in ticks:
+        view.step(E=deltas(out, add, ("a", "b")), S=deltas(s_out, s_add, ("a",)))
+        predecessors_sum_up(p, view)
+        paths_attain(p, view)
+    assert all(kept) and (kept or not any(out or add for out, add, _, _ in ticks))

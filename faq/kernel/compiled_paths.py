@@ -155,29 +155,31 @@ def overdelete(
 
 
 @jit(nogil=True, inline="always")
-def _push(hv, hk, n, v, k, minimize):  # pragma: no cover - compiled
-    """Push ``(v, k)`` onto the binary heap ``hv``/``hk`` of ``n`` entries (best on top);
-    returns the arrays (grown when full) and the new size."""
+def _push(hv, hk, hp, n, v, k, p, minimize):  # pragma: no cover - compiled
+    """Push ``(v, k, p)`` (a value, its key and the key it came from) onto the binary heap
+    ``hv``/``hk``/``hp`` of ``n`` entries (best value on top); returns the arrays (grown
+    when full) and the new size."""
     if n == len(hv):
         hv = np.concatenate((hv, np.empty(len(hv), np.float64)))
         hk = np.concatenate((hk, np.empty(len(hk), np.int64)))
+        hp = np.concatenate((hp, np.empty(len(hp), np.int64)))
     i = n
     while i > 0:
         parent = (i - 1) >> 1
         if not _better(v, hv[parent], minimize):
             break
-        hv[i], hk[i] = hv[parent], hk[parent]
+        hv[i], hk[i], hp[i] = hv[parent], hk[parent], hp[parent]
         i = parent
-    hv[i], hk[i] = v, k
-    return hv, hk, n + 1
+    hv[i], hk[i], hp[i] = v, k, p
+    return hv, hk, hp, n + 1
 
 
 @jit(nogil=True, inline="always")
-def _pop(hv, hk, n, minimize):  # pragma: no cover - compiled
-    """Remove the heap's best entry (``hv[0]``, ``hk[0]``, read by the caller first);
-    returns the new size."""
+def _pop(hv, hk, hp, n, minimize):  # pragma: no cover - compiled
+    """Remove the heap's best entry (``hv[0]``, ``hk[0]``, ``hp[0]``, read by the caller
+    first); returns the new size."""
     n -= 1
-    v, k = hv[n], hk[n]
+    v, k, p = hv[n], hk[n], hp[n]
     i = 0
     while True:
         c = 2 * i + 1
@@ -187,10 +189,10 @@ def _pop(hv, hk, n, minimize):  # pragma: no cover - compiled
             c += 1
         if not _better(hv[c], v, minimize):
             break
-        hv[i], hk[i] = hv[c], hk[c]
+        hv[i], hk[i], hp[i] = hv[c], hk[c], hp[c]
         i = c
     if n:
-        hv[i], hk[i] = v, k
+        hv[i], hk[i], hp[i] = v, k, p
     return n
 
 
@@ -222,9 +224,11 @@ def repair(
     minimize,
     times,
 ):  # pragma: no cover - compiled
-    """The keys of ``D`` whose annotation the tick sets, and their new annotations
-    (``zero``: deleted): the ``marked`` keys (sorted) rederived from the rest of the old
-    ``D`` (base ``dbk``/``dbv``, log ``dlk``/``dlv``) over the new ``E``, then every
+    """The keys of ``D`` whose annotation the tick sets, their new annotations (``zero``:
+    deleted) and the key each came from (its witness: the ``x`` of the edge that gives
+    it; -1: a base rule's value; -2: deleted): the ``marked`` keys (sorted) rederived
+    from the rest of the old ``D`` (base ``dbk``/``dbv``, log ``dlk``/``dlv``) over the
+    new ``E``, then every
     improvement relaxed best first from them, from the base rules' values ``sk``/``sv``
     and from the improved edges ``gx``/``gy``/``gw``.
 
@@ -237,16 +241,18 @@ def repair(
     path no better (the caller checks): then each key is final when it leaves the heap,
     as in Dijkstra's algorithm."""
     dist = dict()
-    dist[np.int64(0)] = 0.0
+    dist[np.int64(0)] = (0.0, np.int64(0))
     del dist[np.int64(0)]
     hv = np.empty(64, np.float64)
     hk = np.empty(64, np.int64)
+    hp = np.empty(64, np.int64)
     n = 0
     # the marked keys: the best derivation from an unmarked key over the new edges
     li = 0
     for m in range(len(marked)):
         y = marked[m]
         best = zero
+        via = np.int64(-1)
         lo = lower_bound(rsorted, 0, len(rsorted), y)
         hi = lo
         while hi < len(rsorted) and rsorted[hi] == y:
@@ -266,7 +272,7 @@ def repair(
                 continue
             cand = _mul(dx, bvals[r], times)
             if _better(cand, best, minimize):
-                best = cand
+                best, via = cand, x
         while li < len(lin) and l1[lin[li]] < y:
             li += 1
         while li < len(lin) and l1[lin[li]] == y:
@@ -280,22 +286,23 @@ def repair(
                 continue
             cand = _mul(dx, lw[q], times)
             if _better(cand, best, minimize):
-                best = cand
+                best, via = cand, x
         if best != zero:
-            hv, hk, n = _push(hv, hk, n, best, y, minimize)
+            hv, hk, hp, n = _push(hv, hk, hp, n, best, y, via, minimize)
     for s in range(len(sk)):
         if sv[s] != zero:
-            hv, hk, n = _push(hv, hk, n, sv[s], sk[s], minimize)
+            hv, hk, hp, n = _push(hv, hk, hp, n, sv[s], sk[s], np.int64(-1), minimize)
     for e in range(len(gx)):
         dx = _current(dist, marked, dbk, dbv, dlk, dlv, gx[e], zero)
         if dx != zero and gw[e] != zero:
-            hv, hk, n = _push(hv, hk, n, _mul(dx, gw[e], times), gy[e], minimize)
+            c = _mul(dx, gw[e], times)
+            hv, hk, hp, n = _push(hv, hk, hp, n, c, gy[e], gx[e], minimize)
     while n:
-        v, y = hv[0], hk[0]
-        n = _pop(hv, hk, n, minimize)
+        v, y, via = hv[0], hk[0], hp[0]
+        n = _pop(hv, hk, hp, n, minimize)
         if not _better(v, _current(dist, marked, dbk, dbv, dlk, dlv, y, zero), minimize):
             continue
-        dist[y] = v
+        dist[y] = (v, via)
         lo, hi = _log_run(l0, y)
         p = _node(b0, y)
         a = bs[p] if p >= 0 else 0
@@ -314,24 +321,23 @@ def repair(
                 continue
             c = _mul(v, w, times)
             if _better(c, _current(dist, marked, dbk, dbv, dlk, dlv, z, zero), minimize):
-                hv, hk, n = _push(hv, hk, n, c, z, minimize)
+                hv, hk, hp, n = _push(hv, hk, hp, n, c, z, y, minimize)
     extra = 0
     for m in range(len(marked)):
         if marked[m] not in dist:
             extra += 1
     keys = np.empty(len(dist) + extra, np.int64)
     values = np.empty(len(dist) + extra, np.float64)
+    preds = np.empty(len(dist) + extra, np.int64)
     i = 0
-    for k, v in dist.items():
-        keys[i] = k
-        values[i] = v
+    for k, got in dist.items():
+        keys[i], values[i], preds[i] = k, got[0], got[1]
         i += 1
     for m in range(len(marked)):
         if marked[m] not in dist:
-            keys[i] = marked[m]
-            values[i] = zero
+            keys[i], values[i], preds[i] = marked[m], zero, -2
             i += 1
-    return keys, values
+    return keys, values, preds
 
 
 @jit(nogil=True, inline="always")
@@ -345,7 +351,7 @@ def _current(dist, marked, dbk, dbv, dlk, dlv, k, zero):  # pragma: no cover - c
     """``k``'s annotation as the repair stands: set by it, else deleted (marked), else the
     old relation's."""
     if k in dist:
-        return dist[k]
+        return dist[k][0]
     if _is_marked(marked, k):
         return zero
     return _at(dbk, dbv, dlk, dlv, k, zero)
