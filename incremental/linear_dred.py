@@ -12,11 +12,11 @@ the same delete and rederive:
 
 1. the base rules' candidates through worsened inputs, judged tight against the old
    ``D`` (delta queries, as in the general path);
-2. :func:`faq.kernel.compiled_paths.overdelete`: those keys, the heads of the worsened
+2. :func:`faq.kernel.compiled_paths.path_overdelete`: those keys, the heads of the worsened
    edges that a tight derivation used, and every key a tight derivation from a marked
    key reaches, over the old relations;
 3. the base rules at the marked keys and through improved inputs (delta queries);
-4. :func:`faq.kernel.compiled_paths.repair`: the marked keys rederived over the new
+4. :func:`faq.kernel.compiled_paths.path_repair`: the marked keys rederived over the new
    edges from the rest of ``D``, and every improvement relaxed best value first.
 
 A tick the walks cannot take (another shape, a key or annotation type they were not
@@ -28,23 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from faq.kernel import Table
-from faq.kernel.compiled_paths import overdelete, repair
-from faq.kernel.keyed import KeyedTable
-from faq.kernel.trie import NUMBA
-from faq.plan.settings import current as settings
+from faq.kernel import NUMBA, KeyedTable, Table, path_overdelete, path_repair
+from faq.plan import current as settings
 from incremental.driver_state import LocalKeyed
 from incremental.tables import drop_zeros
 from incremental.terms import recompute_groups
 from semirings import Semiring
 from semirings.local import member
-
-if TYPE_CHECKING:
-    from incremental.fixpoint import Fixpoint
 
 __all__ = ["Walked", "linear_dred", "path_order", "path_shape"]
 
@@ -57,12 +51,14 @@ _I64, _F64 = np.dtype(np.int64), np.dtype(np.float64)
 @dataclass(frozen=True)
 class Walked:
     """What the walks set in a tick: the keys (sorted) and, per key, the key its value came
-    from (the ``x`` of the recursive rule number ``rule``; -1: a base rule; -2: deleted),
+    from (the ``x`` of the recursive rule number ``rule``) and how
+    (:data:`faq.kernel.compiled_paths.VIA_EDGE`, ``VIA_BASE``: a base rule, ``VIA_GONE``: deleted),
     which a view keeping witnesses takes as theirs."""
 
     rule: int
     keys: np.ndarray
     preds: np.ndarray
+    kinds: np.ndarray
 
 
 def path_shape(p: Any, g: Any) -> tuple[int, str, str] | None:
@@ -152,7 +148,7 @@ def _at(rel: LocalKeyed, keys: np.ndarray) -> np.ndarray:
 
 
 def linear_dred(
-    fx: Fixpoint,
+    fx: Any,
     g: Any,
     old: Mapping[str, LocalKeyed],
     new: Mapping[str, LocalKeyed],
@@ -160,7 +156,9 @@ def linear_dred(
     better: Mapping[str, Table],
 ) -> tuple[dict[str, LocalKeyed], dict[str, list[Table]]] | None:
     """The group's relation after the tick and the keys it touched, by the compiled walks
-    (see the module docstring), or None where they do not apply."""
+    (see the module docstring), or None where they do not apply.  ``fx`` is the tick's
+    :class:`incremental.fixpoint.Fixpoint` (its program, semiring, delta queries and
+    reports; what the walks set goes to its ``walked``)."""
     shape, order = path_shape(fx.p, g), path_order(fx.S)
     if not NUMBA or not settings().path_walks or shape is None or order is None:
         return None
@@ -189,7 +187,7 @@ def linear_dred(
     w = worse.get(E)
     wcols = _edge_rows(w)
     start = np.ascontiguousarray(np.concatenate(init)) if init else np.empty(0, _I64)
-    marked, _ = overdelete(*dcols, *_edges(e_old), start, *wcols, zero, times, RTOL)
+    marked, _ = path_overdelete(*dcols, *_edges(e_old), start, *wcols, zero, times, RTOL)
     marked = np.sort(marked)
     seeds = []
     for i in g.base:  # 3. the base rules at the marked keys and through improved inputs
@@ -212,7 +210,7 @@ def linear_dred(
     into = into[np.argsort(fwd[5][into], kind="stable")]
     sk = np.ascontiguousarray(seed.cols[0]) if seed is not None else np.empty(0, _I64)
     sv = np.ascontiguousarray(seed.values) if seed is not None else np.empty(0, _F64)
-    keys, values, preds = repair(
+    keys, values, preds, kinds = path_repair(
         *dcols,
         marked,
         *fwd,
@@ -232,8 +230,8 @@ def linear_dred(
         return None  # a value left the domain: the general path refuses it
     fx.report((), "driver")
     perm = np.argsort(keys)
-    keys, values, preds = keys[perm], values[perm], preds[perm]
-    fx.walked[D] = Walked(rule, keys, preds)
+    keys, values = keys[perm], values[perm]
+    fx.walked[D] = Walked(rule, keys, preds[perm], kinds[perm])
     was = _at(old[D], keys)
     held = np.flatnonzero(was != zero)
     vars_ = fx.p.vars[D]

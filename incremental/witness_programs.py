@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from faq import VALUE, Factor, Program, Query, Rule
-from faq.kernel import KeyedTable, Table, match_keys
+from faq.kernel import VIA_BASE, VIA_EDGE, KeyedTable, Table, match_keys
 from incremental.deltas import Rows
 from incremental.protocol import How
 from incremental.regimes import Maintained
@@ -175,7 +175,7 @@ class ProgramWitnesses:
         indexes = []
         for r, index in zip(self.rules, self.indexes, strict=True):
             old_rows = index.at_prefix((keys,)) if index.rows and len(keys) else None
-            pick = np.flatnonzero(preds == -1) if r == base[0] else np.flatnonzero(preds >= 0)
+            pick = np.flatnonzero(walk.kinds == (VIA_BASE if r == base[0] else VIA_EDGE))
             cols = (keys[pick],) if r == base[0] else (keys[pick], preds[pick])
             found = Table(r.head + r.bound, cols, None)
             indexes.append(swapped(index, old_rows, found))

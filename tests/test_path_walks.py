@@ -87,8 +87,8 @@ def deltas(out: dict, add: dict, cols: tuple[str, ...]) -> pd.DataFrame | None:
 def test_walked_ticks_equal_the_general_path_and_the_batch(name, data, monkeypatch):
     E, S, ticks = data.draw(streams(name), label="stream")
     walked = []
-    real = walks.repair
-    monkeypatch.setattr(walks, "repair", lambda *a: walked.append(1) or real(*a))
+    real = walks.path_repair
+    monkeypatch.setattr(walks, "path_repair", lambda *a: walked.append(1) or real(*a))
     p = query(SSSP, semiring=name)
     edges, src = frame(E, 1, ("a", "b")), frame(S, 1, ("a",))
     fast = IncrementalView(p, S=src, E=edges)
@@ -125,8 +125,8 @@ def test_a_deleted_edge_is_rederived_through_another_path_and_unreached_keys_lea
 
 def test_an_edge_that_could_improve_a_path_takes_the_general_path(monkeypatch):
     walked = []
-    real = walks.repair
-    monkeypatch.setattr(walks, "repair", lambda *a: walked.append(1) or real(*a))
+    real = walks.path_repair
+    monkeypatch.setattr(walks, "path_repair", lambda *a: walked.append(1) or real(*a))
     p = query(SSSP, semiring="min-plus")
     E = {(0, 1): 1.0, (1, 2): 1.0}
     view = IncrementalView(p, S=frame({(0,): 0.0}, 1, ("a",)), E=frame(E, 1, ("a", "b")))
@@ -142,8 +142,8 @@ def test_an_edge_that_could_improve_a_path_takes_the_general_path(monkeypatch):
 
 def test_a_user_semiring_without_library_operations_takes_the_general_path(monkeypatch):
     walked = []
-    real = walks.repair
-    monkeypatch.setattr(walks, "repair", lambda *a: walked.append(1) or real(*a))
+    real = walks.path_repair
+    monkeypatch.setattr(walks, "path_repair", lambda *a: walked.append(1) or real(*a))
     M = semirings.MIN_PLUS
     copy = semirings.Semiring(
         "shortest", M.zero, M.one, M.add, M.mul, idempotent=True, selective="min", tight=True
@@ -176,3 +176,16 @@ def test_a_walked_view_keeps_witnesses_that_attain_their_values(name, data, monk
         predecessors_sum_up(p, view)
         paths_attain(p, view)
     assert all(kept) and (kept or not any(out or add for out, add, _, _ in ticks))
+
+
+def test_witnesses_of_negative_keys_name_their_edges():
+    # keys -1 and -2 are nodes like any other: how a key was set is not read off its value
+    p = query(SSSP, semiring="min-plus")
+    E = {(-2, -1): 1.0, (-1, 0): 1.0, (-2, 0): 3.0, (0, 1): 1.0}
+    src = frame({(-2,): 0.0}, 1, ("a",))
+    view = IncrementalView(p, witness=True, S=src, E=frame(E, 1, ("a", "b")))
+    view.step(E=frame({(-1, 0): 1.0}, -1, ("a", "b")))  # 0 now through the edge from -2
+    assert view.result().to_dict() == {(-2,): 0.0, (-1,): 1.0, (0,): 3.0, (1,): 4.0}
+    assert view.result().witnesses()[(0,)] == {"x_": -2}
+    assert view.result().path((1,)) == [(-2,), (0,), (1,)]
+    predecessors_sum_up(p, view)

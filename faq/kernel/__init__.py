@@ -22,6 +22,7 @@ the driver and inside Spark tasks.
 """
 
 from faq.kernel.compiled import warm_up_in_background
+from faq.kernel.compiled_paths import VIA_BASE, VIA_EDGE, VIA_GONE, path_overdelete, path_repair
 from faq.kernel.join import CHUNK, JoinStats, generic_join, generic_join_threads, index
 from faq.kernel.keyed import KeyedTable
 from faq.kernel.merge import changed_rows, match_keys
@@ -50,6 +51,9 @@ from faq.kernel.values import (
 
 __all__ = [
     "CHUNK",
+    "VIA_BASE",
+    "VIA_EDGE",
+    "VIA_GONE",
     "NUMBA",
     "JoinStats",
     "KeyedTable",
@@ -72,6 +76,8 @@ __all__ = [
     "match_keys",
     "narrow",
     "pair_join_size",
+    "path_overdelete",
+    "path_repair",
     "paired_at",
     "paired_delta",
     "ranges",

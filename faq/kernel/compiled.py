@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from faq.kernel.compiled_merge import merge_two, spread_into
-from faq.kernel.compiled_paths import overdelete, repair
+from faq.kernel.compiled_paths import path_overdelete, path_repair
 from faq.kernel.compiled_seeded import (
     descend,
     descend_held,
@@ -252,9 +252,9 @@ def _run_searches(k: int) -> None:
         # a maintained path program's walks (incremental.linear_dred)
         e, f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         root = np.zeros(1, dtype=np.int64)
-        overdelete(e, f, e, f, e, root, e, f, e, e, f, e, e, e, f, np.inf, False, 1e-9)
+        path_overdelete(e, f, e, f, e, root, e, f, e, e, f, e, e, e, f, np.inf, False, 1e-9)
         edges = (e, root, e, f, e, e, f)
-        repair(e, f, e, f, e, *edges, e, e, e, f, e, e, f, e, e, f, np.inf, True, False)
+        path_repair(e, f, e, f, e, *edges, e, e, e, f, e, e, f, e, e, f, np.inf, True, False)
 
 
 def warm_up() -> Warmed | None:

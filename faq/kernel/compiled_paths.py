@@ -8,9 +8,9 @@ better (``w ≥ 0`` under min-plus, ``0 ≤ w ≤ 1`` under max-times, ``w ≤ 0
 max-plus) the tick's delete-and-rederive is two graph walks
 (:mod:`incremental.linear_dred`):
 
-* :func:`overdelete`: the keys whose old value some tight derivation through a worsened
+* :func:`path_overdelete`: the keys whose old value some tight derivation through a worsened
   fact attains, to a fixpoint, over the old relations (a depth-first walk);
-* :func:`repair`: those keys rederived from the rest, and the improved facts relaxed,
+* :func:`path_repair`: those keys rederived from the rest, and the improved facts relaxed,
   best value first (Dijkstra's order), over the new relations.
 
 Each reads a relation's current annotation at a key as the log's, if the log holds the
@@ -26,7 +26,11 @@ import numpy as np
 
 from faq.kernel.numba_jit import jit, lower_bound
 
-__all__ = ["overdelete", "repair"]
+__all__ = ["VIA_BASE", "VIA_EDGE", "VIA_GONE", "path_overdelete", "path_repair"]
+
+VIA_BASE, VIA_EDGE, VIA_GONE = 0, 1, 2
+"""How :func:`path_repair` set a key: a base rule's value, an edge's, or deleted."""
+_VIA_BASE, _VIA_EDGE, _VIA_GONE = np.int8(VIA_BASE), np.int8(VIA_EDGE), np.int8(VIA_GONE)
 
 
 @jit(nogil=True, inline="always")
@@ -81,7 +85,7 @@ def _node(b0, x):  # pragma: no cover - compiled
 
 
 @jit(nogil=True)
-def overdelete(
+def path_overdelete(
     dbk, dbv, dlk, dlv, b0, bs, b1, bw, l0, l1, lw, init, wx, wy, ww, zero, times, rtol
 ):  # pragma: no cover - compiled
     """The keys of ``D`` to delete, and their old values: ``init`` (already judged), the
@@ -155,31 +159,33 @@ def overdelete(
 
 
 @jit(nogil=True, inline="always")
-def _push(hv, hk, hp, n, v, k, p, minimize):  # pragma: no cover - compiled
-    """Push ``(v, k, p)`` (a value, its key and the key it came from) onto the binary heap
-    ``hv``/``hk``/``hp`` of ``n`` entries (best value on top); returns the arrays (grown
-    when full) and the new size."""
+def _push(hv, hk, hp, hf, n, v, k, p, f, minimize):  # pragma: no cover - compiled
+    """Push ``(v, k, p, f)`` (a value, its key, the key it came from and whether it came
+    from an edge: 1, or a base rule: 0) onto the binary heap ``hv``/``hk``/``hp``/``hf``
+    of ``n`` entries (best value on top); returns the arrays (grown when full) and the
+    new size."""
     if n == len(hv):
         hv = np.concatenate((hv, np.empty(len(hv), np.float64)))
         hk = np.concatenate((hk, np.empty(len(hk), np.int64)))
         hp = np.concatenate((hp, np.empty(len(hp), np.int64)))
+        hf = np.concatenate((hf, np.empty(len(hf), np.int8)))
     i = n
     while i > 0:
         parent = (i - 1) >> 1
         if not _better(v, hv[parent], minimize):
             break
-        hv[i], hk[i], hp[i] = hv[parent], hk[parent], hp[parent]
+        hv[i], hk[i], hp[i], hf[i] = hv[parent], hk[parent], hp[parent], hf[parent]
         i = parent
-    hv[i], hk[i], hp[i] = v, k, p
-    return hv, hk, hp, n + 1
+    hv[i], hk[i], hp[i], hf[i] = v, k, p, f
+    return hv, hk, hp, hf, n + 1
 
 
 @jit(nogil=True, inline="always")
-def _pop(hv, hk, hp, n, minimize):  # pragma: no cover - compiled
-    """Remove the heap's best entry (``hv[0]``, ``hk[0]``, ``hp[0]``, read by the caller
-    first); returns the new size."""
+def _pop(hv, hk, hp, hf, n, minimize):  # pragma: no cover - compiled
+    """Remove the heap's best entry (``hv[0]``, ``hk[0]``, ``hp[0]``, ``hf[0]``, read by
+    the caller first); returns the new size."""
     n -= 1
-    v, k, p = hv[n], hk[n], hp[n]
+    v, k, p, f = hv[n], hk[n], hp[n], hf[n]
     i = 0
     while True:
         c = 2 * i + 1
@@ -189,15 +195,15 @@ def _pop(hv, hk, hp, n, minimize):  # pragma: no cover - compiled
             c += 1
         if not _better(hv[c], v, minimize):
             break
-        hv[i], hk[i], hp[i] = hv[c], hk[c], hp[c]
+        hv[i], hk[i], hp[i], hf[i] = hv[c], hk[c], hp[c], hf[c]
         i = c
     if n:
-        hv[i], hk[i], hp[i] = v, k, p
+        hv[i], hk[i], hp[i], hf[i] = v, k, p, f
     return n
 
 
 @jit(nogil=True)
-def repair(
+def path_repair(
     dbk,
     dbv,
     dlk,
@@ -225,10 +231,10 @@ def repair(
     times,
 ):  # pragma: no cover - compiled
     """The keys of ``D`` whose annotation the tick sets, their new annotations (``zero``:
-    deleted) and the key each came from (its witness: the ``x`` of the edge that gives
-    it; -1: a base rule's value; -2: deleted): the ``marked`` keys (sorted) rederived
-    from the rest of the old ``D`` (base ``dbk``/``dbv``, log ``dlk``/``dlv``) over the
-    new ``E``, then every
+    deleted), the key each came from (its witness: the ``x`` of the edge that gives it)
+    and how (:data:`VIA_EDGE`, :data:`VIA_BASE`: a base rule's value, :data:`VIA_GONE`: deleted):
+    the ``marked`` keys (sorted) rederived from the rest of the old ``D`` (base
+    ``dbk``/``dbv``, log ``dlk``/``dlv``) over the new ``E``, then every
     improvement relaxed best first from them, from the base rules' values ``sk``/``sv``
     and from the improved edges ``gx``/``gy``/``gw``.
 
@@ -241,11 +247,12 @@ def repair(
     path no better (the caller checks): then each key is final when it leaves the heap,
     as in Dijkstra's algorithm."""
     dist = dict()
-    dist[np.int64(0)] = (0.0, np.int64(0))
+    dist[np.int64(0)] = (0.0, np.int64(0), np.int8(0))
     del dist[np.int64(0)]
     hv = np.empty(64, np.float64)
     hk = np.empty(64, np.int64)
     hp = np.empty(64, np.int64)
+    hf = np.empty(64, np.int8)
     n = 0
     # the marked keys: the best derivation from an unmarked key over the new edges
     li = 0
@@ -288,21 +295,21 @@ def repair(
             if _better(cand, best, minimize):
                 best, via = cand, x
         if best != zero:
-            hv, hk, hp, n = _push(hv, hk, hp, n, best, y, via, minimize)
+            hv, hk, hp, hf, n = _push(hv, hk, hp, hf, n, best, y, via, _VIA_EDGE, minimize)
     for s in range(len(sk)):
         if sv[s] != zero:
-            hv, hk, hp, n = _push(hv, hk, hp, n, sv[s], sk[s], np.int64(-1), minimize)
+            hv, hk, hp, hf, n = _push(hv, hk, hp, hf, n, sv[s], sk[s], sk[s], _VIA_BASE, minimize)
     for e in range(len(gx)):
         dx = _current(dist, marked, dbk, dbv, dlk, dlv, gx[e], zero)
         if dx != zero and gw[e] != zero:
             c = _mul(dx, gw[e], times)
-            hv, hk, hp, n = _push(hv, hk, hp, n, c, gy[e], gx[e], minimize)
+            hv, hk, hp, hf, n = _push(hv, hk, hp, hf, n, c, gy[e], gx[e], _VIA_EDGE, minimize)
     while n:
-        v, y, via = hv[0], hk[0], hp[0]
-        n = _pop(hv, hk, hp, n, minimize)
+        v, y, via, f = hv[0], hk[0], hp[0], hf[0]
+        n = _pop(hv, hk, hp, hf, n, minimize)
         if not _better(v, _current(dist, marked, dbk, dbv, dlk, dlv, y, zero), minimize):
             continue
-        dist[y] = (v, via)
+        dist[y] = (v, via, f)
         lo, hi = _log_run(l0, y)
         p = _node(b0, y)
         a = bs[p] if p >= 0 else 0
@@ -321,7 +328,7 @@ def repair(
                 continue
             c = _mul(v, w, times)
             if _better(c, _current(dist, marked, dbk, dbv, dlk, dlv, z, zero), minimize):
-                hv, hk, hp, n = _push(hv, hk, hp, n, c, z, y, minimize)
+                hv, hk, hp, hf, n = _push(hv, hk, hp, hf, n, c, z, y, _VIA_EDGE, minimize)
     extra = 0
     for m in range(len(marked)):
         if marked[m] not in dist:
@@ -329,15 +336,16 @@ def repair(
     keys = np.empty(len(dist) + extra, np.int64)
     values = np.empty(len(dist) + extra, np.float64)
     preds = np.empty(len(dist) + extra, np.int64)
+    kinds = np.empty(len(dist) + extra, np.int8)
     i = 0
     for k, got in dist.items():
-        keys[i], values[i], preds[i] = k, got[0], got[1]
+        keys[i], values[i], preds[i], kinds[i] = k, got[0], got[1], got[2]
         i += 1
     for m in range(len(marked)):
         if marked[m] not in dist:
-            keys[i], values[i], preds[i] = marked[m], zero, -2
+            keys[i], values[i], preds[i], kinds[i] = marked[m], zero, marked[m], _VIA_GONE
             i += 1
-    return keys, values, preds
+    return keys, values, preds, kinds
 
 
 @jit(nogil=True, inline="always")
