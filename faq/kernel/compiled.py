@@ -241,8 +241,13 @@ def _run_searches(k: int) -> None:
     w = np.ones(1, dtype=np.int64)
     seeded_sums(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
     seeded_sums_held(vals, starts, vals, nodes, vals, starts, vals, nodes, w)
+    if k == 3:  # a whole key of three columns, or two of them (search_trie)
+        for d in (descend, descend_held):
+            d(vals, starts, vals, 0, np.zeros(1, np.int32))
+            d(vals[:2], starts[:2], vals[:2], 0, np.zeros(1, np.int32))
     if k == 2:  # the one-level seeded path over binary relations
         for d, n in ((descend, near_level), (descend_held, near_level_held)):
+            d(vals, starts, vals, 0, np.zeros(1, np.int32))  # a whole key (search_trie)
             d(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
             n(vals[:2], w, vals[:2], w, vals[:1], True)
         # a fold's merge of a binary relation (on the helper thread: loaded here, not there)

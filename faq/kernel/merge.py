@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+import faq.kernel.compiled as compiled
 from faq.kernel.compiled_merge import merge_two
 from faq.kernel.table import Table, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie, trie_rows
@@ -79,9 +80,19 @@ def mask_at(t: Table, conds: Mapping[int, np.ndarray]) -> np.ndarray:
 
 
 def search_trie(tr: Trie, keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``keys`` (one array per level of ``tr``): whether ``tr`` holds it,
-    and its row (deepest node) there, -1 where absent."""
+    """For each row of ``keys`` (one array per level of ``tr``, or fewer: the first
+    levels): whether ``tr`` holds it, and its node at the last level searched (its row,
+    when every level is), -1 where absent.  Integer keys descend in one compiled call
+    that finds the first level's value by the trie's dense index
+    (:meth:`faq.kernel.Trie.first_index`), one load where a binary search costs a cache
+    miss a step in a large trie."""
     n = len(keys[0])
+    d = len(keys)
+    if NUMBA and n and all(c.dtype == _I64 for c in (*keys, *tr.vals[:d])):
+        cols = tuple(np.ascontiguousarray(c) for c in keys)
+        find = compiled.sized(n, compiled.descend, compiled.descend_held)
+        at = find(tr.vals[:d], tr.starts[:d], cols, *tr.first_index())
+        return at >= 0, at
     node = np.zeros(n, dtype=np.int64)
     alive = np.arange(n, dtype=np.int64)
     for d, col in enumerate(keys):
@@ -405,3 +416,6 @@ def _insert(a: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
         prev = p
     out[prev + len(at) :] = a[prev:]
     return out
+
+
+_I64 = np.dtype(np.int64)
