@@ -409,14 +409,15 @@ class IncrementalView:
             change.where,
             commit.seconds,
         )
-        log.info(
-            "tick %d: %s -> change of %s rows (%s) in %.2f s",
-            self._tick,
-            ", ".join(f"Δ{n} {r.rows:,} rows" for n, r in rows.items()) or "no change",
-            f"{change.table.rows:,}",
-            change.where,
-            time.perf_counter() - t0,
-        )
+        if log.isEnabledFor(logging.INFO):  # its arguments are formatted only when shown
+            log.info(
+                "tick %d: %s -> change of %s rows (%s) in %.2f s",
+                self._tick,
+                ", ".join(f"Δ{n} {r.rows:,} rows" for n, r in rows.items()) or "no change",
+                f"{change.table.rows:,}",
+                change.where,
+                time.perf_counter() - t0,
+            )
         return Factor.from_table(change.table, self._change_semiring(), f"Δ{self.rule.name}")
 
     def foreach_batch(self, relation: str, kind: str | None = None) -> Callable[[Any, int], None]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import product
 
@@ -86,8 +86,9 @@ def seeded_delta(
     if any(order is None for _, order in plans):
         return None
     parts: list[Table] = []
+    read: dict[tuple[str, bool], _Read | None] = {}  # the corrections, read once a change
     for i, order in plans:
-        parts.extend(_term(atoms, i, order, head, ops, keyed, deltas))
+        parts.extend(_term(atoms, i, order, head, ops, keyed, deltas, read))
     if parts:
         change = group_reduce(concat(parts, ops), head, ops)
     else:
@@ -156,12 +157,14 @@ def _term(
     ops: LocalOps,
     keyed: Mapping[str, KeyedTable],
     deltas: Mapping[str, Table],
+    read: dict[tuple[str, bool], _Read | None] | None = None,
 ) -> list[Table]:
-    """The products of term ``i`` (its change joined with each choice of base or correction)."""
+    """The products of term ``i`` (its change joined with each choice of base or correction;
+    ``read``: see :func:`_one_level`)."""
     rel, vars_ = atoms[i]
     d = deltas[rel]
     seed = Table(vars_, d.cols, d.values)
-    fast = _one_level(atoms, i, order, head, ops, keyed, deltas, seed)
+    fast = _one_level(atoms, i, order, head, ops, keyed, deltas, seed, read)
     if fast is not None:
         return fast
     seen = {v: distinct(c) for v, c in zip(vars_, d.cols, strict=True)}
@@ -203,59 +206,67 @@ def _one_level(
     keyed: Mapping[str, KeyedTable],
     deltas: Mapping[str, Table],
     seed: Table,
+    read: dict[tuple[str, bool], _Read | None] | None = None,
 ) -> list[Table] | None:
     """:func:`_term` compiled (:func:`faq.kernel.compiled.seeded_sums`) when the seed binds
     all variables but one, ``x``, every other atom holds ``x``, the head is among the seed's
     variables, keys and annotations are int64: per seed row, the sum over ``x`` of the
     product over atoms of base plus correction, one pass with no product split and no
     numpy call per product.  None where that does not apply, or where a partial sum could
-    come near the int64 range (the general path then runs as before)."""
+    come near the int64 range (the general path then runs as before).  ``read``: each
+    relation's correction as the kernels read it (:func:`_read`), shared by the terms of
+    one change."""
     arms = _arms(tuple(atoms), i, order, head, seed.vars) if NUMBA else None
-    if arms is None or np.dtype(ops.dtype) != np.int64 or not _int64(seed.cols):
+    if arms is None or np.dtype(ops.dtype) != _I64 or not _int64(seed.cols):
         return None
+    read = {} if read is None else read
     n = seed.rows
-    c = np.ascontiguousarray
-    descend = compiled.sized(n, compiled.descend, compiled.descend_held)
-    near_level = compiled.sized(n, compiled.near_level, compiled.near_level_held)
-    levels: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    held = n <= current().gil_rows  # compiled.sized, decided once for the term
+    descend = compiled.descend_held if held else compiled.descend
+    near_level = compiled.near_level_held if held else compiled.near_level
+    scols = tuple(np.ascontiguousarray(c) for c in seed.cols)
+    base: list[list[np.ndarray]] = [[], [], [], []]  # values, offsets, annotations, nodes
+    corr: list[list[np.ndarray]] = [[], [], [], []]
     for j, r, cols_at, seed_at in arms:
         kt = keyed[r]
-        prefix = tuple(c(seed.cols[k]) for k in seed_at)
+        prefix = tuple(scols[k] for k in seed_at)
+        level: tuple[np.ndarray, ...]
         if kt.base.rows:
-            tr = kt.trie(cols_at)
-            if tr.values is None or not _int64((*tr.vals, tr.values)):
+            sk = kt.trie(cols_at).seek()
+            if sk is None:
                 return None
             if prefix:
-                nodes = descend(tr.vals[:-1], tr.starts[:-1], prefix, *tr.first_index())
+                nodes = descend(sk.vals, sk.starts, prefix, sk.low, sk.at)
             else:  # an atom of x alone: every seed row reaches the root
                 nodes = np.zeros(n, dtype=np.int64)
-            levels.append((tr.vals[-1], tr.starts[-1], tr.values, nodes))
+            level = (sk.last, sk.last_starts, sk.values, nodes)
         else:
-            levels.append(_no_level(n))
-        corr = kt.correction()
-        d = deltas[r] if j < i and r in deltas else None  # the new state: ⊕ its change
-        if not corr.rows and (d is None or not d.rows):
-            levels.append(_no_level(n))
-            continue
-        cols = tuple(c(corr.cols[k]) for k in cols_at)
-        dcols = cols if d is None else tuple(c(d.cols[k]) for k in cols_at)
-        dvalues = _NONE if d is None else d.values
-        if not _int64((*cols, *dcols, corr.values, dvalues)):
+            level = _no_level(n)
+        for k in range(4):
+            base[k].append(level[k])
+        key = (r, j < i and r in deltas)  # the new state: ⊕ the relation's change
+        if key not in read:
+            read[key] = _read(kt, deltas[r] if key[1] else None)
+        rd = read[key]
+        if rd is None:
             return None
-        if prefix:
-            in_order = cols_at == tuple(range(len(cols_at))) and kt.in_key_order()
-            *level, biggest = near_level(cols, c(corr.values), dcols, c(dvalues), prefix, in_order)
-        else:  # an atom of x alone: one node, which every seed row reaches
-            *level, biggest = _flat_level(cols[0], corr.values, dcols[0], dvalues, n)
-        if biggest >= _SAFE:
-            return None
-        levels.append(tuple(level))  # type: ignore[arg-type]
-    base, corr_levels = levels[0::2], levels[1::2]
+        if not rd.rows:
+            level = _no_level(n)
+        else:
+            cols = tuple(rd.cols[k] for k in cols_at)
+            dcols = tuple(rd.dcols[k] for k in cols_at) if rd.dcols else cols
+            if prefix:
+                in_order = rd.in_order and cols_at == tuple(range(len(cols_at)))
+                *level, biggest = near_level(cols, rd.values, dcols, rd.dvalues, prefix, in_order)
+            else:  # an atom of x alone: one node, which every seed row reaches
+                *level, biggest = _flat_level(cols[0], rd.values, dcols[0], rd.dvalues, n)
+            if biggest >= _SAFE:
+                return None
+        for k in range(4):
+            corr[k].append(level[k])
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
     out, bound = _sums(
-        [tuple(lv[k] for lv in base) for k in range(4)],
-        [tuple(lv[k] for lv in corr_levels) for k in range(4)],
-        np.ascontiguousarray(w, dtype=np.int64),
+        [tuple(a) for a in base], [tuple(a) for a in corr], np.ascontiguousarray(w, dtype=_I64)
     )
     if bound >= _SAFE:
         return None
@@ -265,6 +276,42 @@ def _one_level(
     keep = np.flatnonzero(out)
     cols = tuple(seed.col(v)[keep] for v in head)
     return [Table(head, cols, out[keep], unique=False)]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A relation's correction (:meth:`faq.kernel.KeyedTable.correction`) as the compiled
+    kernels read it: its columns and annotations (int64, contiguous), whether its rows
+    are in key order, and the change ⊕-ed in for a term's atoms before the changed one
+    (``dcols``/``dvalues``; empty: none)."""
+
+    rows: int
+    cols: tuple[np.ndarray, ...]
+    values: np.ndarray
+    in_order: bool
+    dcols: tuple[np.ndarray, ...]
+    dvalues: np.ndarray
+
+
+def _read(kt: KeyedTable, d: Table | None) -> _Read | None:
+    """:class:`_Read` of ``kt``'s correction, with the change ``d`` (None: none); None where
+    a column or annotation is not int64."""
+    corr = kt.correction()
+    c = np.ascontiguousarray
+    if not corr.rows and (d is None or not d.rows):
+        return _Read(0, (), _NONE, False, (), _NONE)
+    cols = tuple(c(x) for x in corr.cols)
+    values = c(corr.values)
+    dcols: tuple[np.ndarray, ...] = ()
+    dvalues = _NONE
+    if d is not None:
+        dcols, dvalues = tuple(c(x) for x in d.cols), c(d.values)
+    if not _int64((*cols, values, *dcols, dvalues)):
+        return None
+    in_order = bool(corr.rows) and kt.in_key_order()
+    return _Read(
+        corr.rows + (len(dvalues) if d is not None else 0), cols, values, in_order, dcols, dvalues
+    )
 
 
 def _sums(

@@ -46,6 +46,7 @@ class Trie:
     _composite: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     _first: list[tuple[int, np.ndarray]] = field(default_factory=list)  # first_index, once
     _range: list[tuple[float, float]] = field(default_factory=list)  # value_range, once
+    _seek: list[Seek | None] = field(default_factory=list)  # seek(), once
 
     @property
     def depth(self) -> int:
@@ -87,6 +88,22 @@ class Trie:
             self._first.append((low, at))
         return self._first[0]
 
+    def seek(self) -> Seek | None:
+        """What a compiled descent to the last level and a read of it take
+        (:class:`Seek`), gathered once per trie; None unless every level and the
+        annotations are int64 (the compiled kernels' type)."""
+        if not self._seek:
+            got = None
+            arrays = (*self.vals, *self.starts)
+            if self.values is not None and all(a.dtype == np.int64 for a in (*arrays, self.values)):
+                low, at = self.first_index()
+                got = Seek(
+                    self.vals[:-1], self.starts[:-1], low, at, self.vals[-1], self.starts[-1],
+                    self.values,
+                )  # fmt: skip
+            self._seek.append(got)
+        return self._seek[0]
+
     def lookup(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
         """The child of each node (depth ``d``) whose value is ``x``, or -1 where none is."""
         if len(x) == 0:
@@ -115,6 +132,22 @@ class Trie:
         found = ok & (comp[pos] == key)
         out[found] = pos[found]
         return out
+
+
+@dataclass(frozen=True)
+class Seek:
+    """A trie of int64 levels and annotations as the compiled delta kernels read it: the
+    levels above the last (``vals``, ``starts``) with the first one's dense index
+    (``low``, ``at``: :meth:`Trie.first_index`), then the last level's values, offsets
+    and annotations."""
+
+    vals: tuple[np.ndarray, ...]
+    starts: tuple[np.ndarray, ...]
+    low: int
+    at: np.ndarray
+    last: np.ndarray
+    last_starts: np.ndarray
+    values: np.ndarray
 
 
 def build_trie(
