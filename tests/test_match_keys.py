@@ -8,6 +8,7 @@ the dictionary's answer.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,18 +57,29 @@ def test_match_keys_is_the_dictionary_lookup(width, span, n, m, seed, dtype):
     old=st.sets(st.integers(0, 60), max_size=40),
     new=st.sets(st.integers(0, 60), max_size=25),
 )
-def test_patched_rows_are_the_kept_rows_and_the_new_sorted_by_code(old, new):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_patched_rows_are_the_kept_rows_and_the_new_sorted_by_code(compiled, old, new):
     """``merge.patched``: rows sorted by code with new rows written over old ones of the same
     code and the others inserted, equal to concatenating the kept rows and the new ones
-    and sorting by code (a keyed table's log after a change); more than 16 inserted rows
-    take ``np.insert``, fewer the copied runs."""
-    from faq.kernel.merge import patched
+    and sorting by code (a keyed table's log after a change); compiled (int64 columns,
+    :func:`faq.kernel.compiled_merge.patch_rows`) or by numpy, where more than 16 inserted
+    rows take ``np.insert``, fewer the copied runs."""
+    from unittest import mock
 
+    if compiled and not merge.NUMBA:
+        pytest.skip("numba is not installed")
+    with mock.patch.object(merge, "NUMBA", compiled):
+        _check_patched(merge.patched, old, new)
+
+
+def _check_patched(patched, old, new):
+    """``patched`` of two columns against a dict of code to row."""
     codes = np.array(sorted(old), dtype=np.int64)
-    vals = codes * 10
     add = np.array(list(new), dtype=np.int64)  # any order
     hit = np.array([int(np.searchsorted(codes, c)) if c in old else -1 for c in new], np.int64)
-    got_codes, (got_vals,) = patched(codes, [vals], hit, add, [add * 10 + 1])
-    model = {int(c): int(c) * 10 for c in codes} | {int(c): int(c) * 10 + 1 for c in add}
+    got_codes, got = patched(codes, [codes * 10, -codes], hit, add, [add * 10 + 1, add + 7])
+    model = {int(c): (int(c) * 10, -int(c)) for c in codes}
+    model |= {int(c): (int(c) * 10 + 1, int(c) + 7) for c in add}
     assert got_codes.tolist() == sorted(model)
-    assert got_vals.tolist() == [model[c] for c in sorted(model)]
+    rows = zip(got[0].tolist(), got[1].tolist(), strict=True)
+    assert list(rows) == [model[c] for c in sorted(model)]

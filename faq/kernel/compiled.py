@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from faq.kernel.compiled_merge import merge_two, spread_into
+from faq.kernel.compiled_merge import merge_two, patch_rows, spread_into
 from faq.kernel.compiled_paths import path_overdelete, path_repair
 from faq.kernel.compiled_seeded import (
     descend,
@@ -212,7 +212,7 @@ _THREAD: list[threading.Thread] = []
 def _dispatchers() -> list[Any]:
     return [
         lookup, intersect, count, _count_two, seeded_sums, descend, near_level, merge_two,
-        spread_into, lookup_held, seeded_sums_held, descend_held, near_level_held,
+        spread_into, lookup_held, seeded_sums_held, descend_held, near_level_held, patch_rows,
     ]  # fmt: skip
 
 
@@ -254,6 +254,11 @@ def _run_searches(k: int) -> None:
         one, three = np.ones(1, dtype=np.int64), np.ones(3, dtype=np.int64)
         merge_two(one, starts[0], vals[0], three, skip, skip, take, one)
         spread_into(vals[0], starts[0], np.empty(3, dtype=np.int64))  # a trie's rows
+        # a change written into a keyed table's log: keys of one to three columns, the
+        # annotations and the base's under them (merge.patched)
+        for width in (3, 4, 5):
+            cols = tuple(np.array([1, 2, 3], dtype=np.int64) for _ in range(width))
+            patch_rows(cols[0], cols, proposer, take, tuple(c[:1] for c in cols), proposer)
         # a maintained path program's walks (incremental.linear_dred)
         e, f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         root = np.zeros(1, dtype=np.int64)

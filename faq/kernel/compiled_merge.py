@@ -10,7 +10,8 @@ list) is one compiled pass that releases the GIL (:func:`merge_two`): the trie's
 without the ones dropped, with sorted new rows merged in, and the levels of the merged
 trie built on the way.  :func:`spread_into` spells a trie level's values out over the
 rows under them without the GIL too (:func:`faq.kernel.rows.spread`, which the fold's
-``trie_rows`` and the library runners' read-backs use).
+``trie_rows`` and the library runners' read-backs use).  :func:`patch_rows` writes a
+change into a keyed table's log (:func:`faq.kernel.merge.patched`) in one pass.
 
 Compiled with :func:`faq.kernel.numba_jit.jit` (numba's disk cache).
 """
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from faq.kernel.numba_jit import jit
+from faq.kernel.numba_jit import jit, lower_bound
 
-__all__ = ["merge_two", "spread_into"]
+__all__ = ["merge_two", "patch_rows", "spread_into"]
 
 
 @jit(nogil=True)
@@ -87,3 +88,56 @@ def spread_into(vals, ptr, out):  # pragma: no cover - compiled
         v = vals[r]
         for p in range(ptr[r], ptr[r + 1]):
             out[p] = v
+
+
+@jit(nogil=True)
+def patch_rows(codes, arrays, hit, new_codes, new_arrays, by):  # pragma: no cover - compiled
+    """Rows sorted by their distinct ``codes`` (``arrays``: a tuple of int64 columns) with
+    new rows (``new_codes``, ``new_arrays``) written in: new row ``r`` overwrites old row
+    ``hit[r]``, or is inserted at its code's place where ``hit[r]`` is -1; ``by`` orders
+    the new rows by code.  Returns the codes and the columns after (a row of a 2-d array
+    each), each column copied in runs between the inserted rows:
+    :func:`faq.kernel.merge.patched` compiled."""
+    n = len(codes)
+    m = len(new_codes)
+    k = len(arrays)
+    ins = 0
+    for r in range(m):
+        if hit[r] < 0:
+            ins += 1
+    rows = np.empty(ins, np.int64)  # the inserted rows, by code
+    at = np.empty(ins, np.int64)  # the old row each goes before
+    t = 0
+    for q in range(m):
+        r = by[q]
+        if hit[r] < 0:
+            rows[t] = r
+            at[t] = lower_bound(codes, at[t - 1] if t else 0, n, new_codes[r])
+            t += 1
+    total = n + ins
+    out_codes = np.empty(total, np.int64)
+    out = np.empty((k, total), np.int64)
+    for j in range(-1, k):
+        dst = out_codes if j < 0 else out[j]
+        src = codes if j < 0 else arrays[j]
+        add = new_codes if j < 0 else new_arrays[j]
+        prev = 0
+        for t in range(ins):
+            p = at[t]
+            dst[prev + t : p + t] = src[prev:p]
+            dst[p + t] = add[rows[t]]
+            prev = p
+        dst[prev + ins :] = src[prev:]
+        if j < 0:
+            continue
+        for r in range(m):  # rows written over: their old row, moved by the inserts before
+            h = hit[r]
+            if h >= 0:
+                dst[h + _count_below(at, h + 1)] = add[r]
+    return out_codes, out
+
+
+@jit(nogil=True, inline="always")
+def _count_below(sorted_vals, v):  # pragma: no cover - compiled
+    """How many of ``sorted_vals`` are below ``v``."""
+    return lower_bound(sorted_vals, 0, len(sorted_vals), v)

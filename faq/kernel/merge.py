@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 import faq.kernel.compiled as compiled
-from faq.kernel.compiled_merge import merge_two
+from faq.kernel.compiled_merge import merge_two, patch_rows
 from faq.kernel.table import Table, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie, trie_rows
 from semirings.local import (
@@ -387,6 +387,13 @@ def patched(
     ([2, 3, 5], [20, 33, 55])
     """
     by = np.argsort(new_codes, kind="stable")
+    if NUMBA and all(a.dtype == _I64 for a in (codes, new_codes, hit, *arrays, *new_arrays)):
+        c = np.ascontiguousarray
+        out_codes, out2 = patch_rows(
+            c(codes), tuple(c(a) for a in arrays), c(hit), c(new_codes),
+            tuple(c(b) for b in new_arrays), by,
+        )  # fmt: skip
+        return out_codes, list(out2)
     h = hit[by]
     miss = h < 0
     at = np.searchsorted(codes, new_codes[by][miss])  # where each inserted row goes
