@@ -133,11 +133,5 @@ def patch_rows(codes, arrays, hit, new_codes, new_arrays, by):  # pragma: no cov
         for r in range(m):  # rows written over: their old row, moved by the inserts before
             h = hit[r]
             if h >= 0:
-                dst[h + _count_below(at, h + 1)] = add[r]
+                dst[h + lower_bound(at, 0, ins, h + 1)] = add[r]  # inserts at or before h
     return out_codes, out
-
-
-@jit(nogil=True, inline="always")
-def _count_below(sorted_vals, v):  # pragma: no cover - compiled
-    """How many of ``sorted_vals`` are below ``v``."""
-    return lower_bound(sorted_vals, 0, len(sorted_vals), v)

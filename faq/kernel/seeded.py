@@ -221,12 +221,11 @@ def _one_level(
         return None
     read = {} if read is None else read
     n = seed.rows
-    held = n <= current().gil_rows  # compiled.sized, decided once for the term
-    descend = compiled.descend_held if held else compiled.descend
-    near_level = compiled.near_level_held if held else compiled.near_level
+    descend = compiled.sized(n, compiled.descend, compiled.descend_held)
+    near_level = compiled.sized(n, compiled.near_level, compiled.near_level_held)
     scols = tuple(np.ascontiguousarray(c) for c in seed.cols)
-    base: list[list[np.ndarray]] = [[], [], [], []]  # values, offsets, annotations, nodes
-    corr: list[list[np.ndarray]] = [[], [], [], []]
+    base: list[tuple[np.ndarray, ...]] = []  # per atom: values, offsets, annotations, nodes
+    corr: list[tuple[np.ndarray, ...]] = []
     for j, r, cols_at, seed_at in arms:
         kt = keyed[r]
         prefix = tuple(scols[k] for k in seed_at)
@@ -242,8 +241,7 @@ def _one_level(
             level = (sk.last, sk.last_starts, sk.values, nodes)
         else:
             level = _no_level(n)
-        for k in range(4):
-            base[k].append(level[k])
+        base.append(level)
         key = (r, j < i and r in deltas)  # the new state: ⊕ the relation's change
         if key not in read:
             read[key] = _read(kt, deltas[r] if key[1] else None)
@@ -262,11 +260,12 @@ def _one_level(
                 *level, biggest = _flat_level(cols[0], rd.values, dcols[0], rd.dvalues, n)
             if biggest >= _SAFE:
                 return None
-        for k in range(4):
-            corr[k].append(level[k])
+        corr.append(tuple(level))
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
     out, bound = _sums(
-        [tuple(a) for a in base], [tuple(a) for a in corr], np.ascontiguousarray(w, dtype=_I64)
+        [tuple(a) for a in zip(*base, strict=True)],
+        [tuple(a) for a in zip(*corr, strict=True)],
+        np.ascontiguousarray(w, dtype=_I64),
     )
     if bound >= _SAFE:
         return None
@@ -285,12 +284,16 @@ class _Read:
     are in key order, and the change ⊕-ed in for a term's atoms before the changed one
     (``dcols``/``dvalues``; empty: none)."""
 
-    rows: int
     cols: tuple[np.ndarray, ...]
     values: np.ndarray
     in_order: bool
     dcols: tuple[np.ndarray, ...]
     dvalues: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        """Rows of the correction and of the change."""
+        return len(self.values) + len(self.dvalues)
 
 
 def _read(kt: KeyedTable, d: Table | None) -> _Read | None:
@@ -299,7 +302,7 @@ def _read(kt: KeyedTable, d: Table | None) -> _Read | None:
     corr = kt.correction()
     c = np.ascontiguousarray
     if not corr.rows and (d is None or not d.rows):
-        return _Read(0, (), _NONE, False, (), _NONE)
+        return _Read((), _NONE, False, (), _NONE)
     cols = tuple(c(x) for x in corr.cols)
     values = c(corr.values)
     dcols: tuple[np.ndarray, ...] = ()
@@ -309,9 +312,7 @@ def _read(kt: KeyedTable, d: Table | None) -> _Read | None:
     if not _int64((*cols, values, *dcols, dvalues)):
         return None
     in_order = bool(corr.rows) and kt.in_key_order()
-    return _Read(
-        corr.rows + (len(dvalues) if d is not None else 0), cols, values, in_order, dcols, dvalues
-    )
+    return _Read(cols, values, in_order, dcols, dvalues)
 
 
 def _sums(
