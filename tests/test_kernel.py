@@ -298,3 +298,23 @@ def test_a_table_read_back_is_sorted_by_key_whether_or_not_it_was(rows, presort)
     want = pd.DataFrame({"i": cols[0], "f": cols[1], "s": cols[2], "value": t.values})
     want = want.sort_values(["i", "f", "s"], kind="stable", ignore_index=True)
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_tries_seek_is_its_levels_for_int64_and_none_otherwise():
+    """``Trie.seek``: the levels above the last with the first one's dense index, then the
+    last level, for int64 keys and annotations; None for other key types or no
+    annotations (the compiled delta kernels then decline), gathered once per trie."""
+    from faq.kernel.table import Table
+    from faq.kernel.trie import build_trie
+
+    cols = (np.array([1, 1, 4], np.int64), np.array([2, 3, 2], np.int64))
+    t = build_trie(Table(("a", "b"), cols, np.array([5, 6, 7], np.int64)), ("a", "b"))
+    sk = t.seek()
+    assert sk is not None and t.seek() is sk
+    assert [v.tolist() for v in sk.vals] == [t.vals[0].tolist()]
+    assert (sk.low, sk.at.tolist()) == (t.first_index()[0], t.first_index()[1].tolist())
+    assert (sk.last.tolist(), sk.last_starts.tolist()) == (t.vals[1].tolist(), t.starts[1].tolist())
+    assert sk.values.tolist() == [5, 6, 7]
+    narrow = tuple(c.astype(np.int32) for c in cols)
+    assert build_trie(Table(("a", "b"), narrow, np.array([5, 6, 7])), ("a", "b")).seek() is None
+    assert build_trie(Table(("a", "b"), cols), ("a", "b")).seek() is None
