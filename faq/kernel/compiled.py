@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from faq.kernel.compiled_keyed import plus_log, plus_log_held
 from faq.kernel.compiled_merge import merge_two, patch_rows, spread_into
 from faq.kernel.compiled_paths import path_overdelete, path_repair
 from faq.kernel.compiled_seeded import (
@@ -213,6 +214,7 @@ def _dispatchers() -> list[Any]:
     return [
         lookup, intersect, count, _count_two, seeded_sums, descend, near_level, merge_two,
         spread_into, lookup_held, seeded_sums_held, descend_held, near_level_held, patch_rows,
+        plus_log, plus_log_held,
     ]  # fmt: skip
 
 
@@ -259,6 +261,11 @@ def _run_searches(k: int) -> None:
         for width in (3, 4, 5):
             cols = tuple(np.array([1, 2, 3], dtype=np.int64) for _ in range(width))
             patch_rows(cols[0], cols, proposer, take, tuple(c[:1] for c in cols), proposer)
+        # a change added into a keyed table of binary keys and its log (merge.plus_logged)
+        two = np.array([0, 3], dtype=np.int64)
+        for add in (plus_log, plus_log_held):
+            add(vals, starts, 0, np.zeros(1, np.int32), vals[0], nodes, w, np.zeros(2, np.int64),
+                two, vals[0], (*vals, vals[0], vals[0]))  # fmt: skip
         # a maintained path program's walks (incremental.linear_dred)
         e, f = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         root = np.zeros(1, dtype=np.int64)

@@ -11,6 +11,8 @@ with, and what the incremental states compare tables by:
 * :func:`merged_tries`: every trie built so far with a log's rows merged in (a fold);
 * :func:`patched`: rows in code order with some rows overwritten and others inserted (a
   keyed table's log after a change, one copy of each column, no sort);
+* :func:`plus_logged`: a change added into a keyed table of int64 keys and counts (its
+  base's annotations and its log's read, the sums written into the log), one call;
 * :func:`changed_rows`: the keys whose annotation differs between two tables;
 * :func:`whole_key_index`, :func:`whole_key_rows`: rows found by a leading key through one
   sorted int64 code of the whole key (a keyed table's reads of a hub's rows).
@@ -19,10 +21,12 @@ with, and what the incremental states compare tables by:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 import faq.kernel.compiled as compiled
+from faq.kernel.compiled_keyed import ADDED, plus_log, plus_log_held
 from faq.kernel.compiled_merge import merge_two, patch_rows
 from faq.kernel.table import Table, ranges
 from faq.kernel.trie import NUMBA, Trie, build_trie, trie_rows
@@ -47,6 +51,7 @@ __all__ = [
     "merge_into",
     "merged_tries",
     "patched",
+    "plus_logged",
     "prefix_runs",
     "search_trie",
     "whole_key_index",
@@ -407,6 +412,54 @@ def patched(
         col[moved] = b[~miss]
         out.append(col)
     return out_codes, out
+
+
+@dataclass(frozen=True)
+class Added:
+    """What :func:`plus_logged` gives: the positions of the change's keys present before
+    it and their annotations then, every changed key's annotation after it, how many of
+    those are nonzero, and the log after it (its codes, and its arrays as rows of one
+    2-d array)."""
+
+    present: np.ndarray
+    before: np.ndarray
+    sums: np.ndarray
+    nonzero: int
+    codes: np.ndarray
+    log: np.ndarray
+
+
+def plus_logged(
+    tr: Trie,
+    keys: Sequence[np.ndarray],
+    values: np.ndarray,
+    lows: Sequence[int],
+    spans: Sequence[int],
+    codes: np.ndarray,
+    log: Sequence[np.ndarray],
+) -> Added | None:
+    """The change ``keys``/``values`` (distinct keys, integer-ring annotations) added into
+    a keyed table whose base is the trie ``tr`` (every level) and whose log, sorted by
+    its distinct ``codes`` (:func:`semirings.local.row_codes` with ``lows`` and
+    ``spans``), has the arrays ``log`` (key columns, annotations, the base's annotations
+    under them): :func:`faq.kernel.compiled_keyed.plus_log`.  None without numba, where
+    an array is not int64, a key lies outside the codes' spans, or a sum leaves 64 bits
+    (the numpy path then runs, and raises the overflow)."""
+    if not NUMBA or tr.seek() is None or len(tr.vals) != len(keys):
+        return None
+    arrays = (*keys, values, codes, *log)
+    if any(a.dtype != _I64 for a in arrays):
+        return None
+    c = np.ascontiguousarray
+    add = compiled.sized(len(values), plus_log, plus_log_held)
+    status, present, before, sums, nonzero, out_codes, out = add(
+        tr.vals, tr.starts, *tr.first_index(), tr.values, tuple(c(k) for k in keys), c(values),
+        np.array(lows, dtype=_I64), np.array(spans, dtype=_I64), c(codes),
+        tuple(c(a) for a in log),
+    )  # fmt: skip
+    if status != ADDED:
+        return None
+    return Added(present, before, sums, int(nonzero), out_codes, out)
 
 
 def _insert(a: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
