@@ -46,6 +46,7 @@ def both_paths(monkeypatch, atoms, head, keyed, deltas):
 
 
 @pytest.mark.skipif(not seeded.NUMBA, reason="the compiled path needs numba")
+@pytest.mark.parametrize("gil_rows", [64, 0], ids=["single-call", "stepwise"])
 @settings(max_examples=60, deadline=None)
 @given(
     first=rows,
@@ -53,7 +54,12 @@ def both_paths(monkeypatch, atoms, head, keyed, deltas):
     delta=rows.filter(bool),
     head=st.sampled_from(HEADS),
 )
-def test_one_level_path_agrees_with_the_products(monkeypatch, first, changes, delta, head):
+def test_one_level_path_agrees_with_the_products(
+    monkeypatch, use_settings, gil_rows, first, changes, delta, head
+):
+    # a seed of at most gil_rows rows over binary relations runs as one compiled call
+    # (seeded._binary), a larger one atom by atom (seeded._stepwise)
+    use_settings(gil_rows=gil_rows)
     kt = KeyedTable.of(table(first), OPS)
     for c in changes:  # overrides: new keys, removed keys, keys changed back to the base
         kt = kt.plus(table(c))[0]
@@ -82,9 +88,10 @@ def test_cancelling_corrections_and_several_relations(monkeypatch):
 
 
 def spy_sums(monkeypatch, seen):
-    """Call ``seen`` with what each compiled sum returns: ``seeded_sums`` and its variant
-    that keeps the GIL (``seeded_sums_held``, for a change of a few rows)."""
-    for name in ("seeded_sums", "seeded_sums_held"):
+    """Call ``seen`` with what each compiled sum returns: ``seeded_sums``, its variant
+    that keeps the GIL (``seeded_sums_held``), and the single call of a small seed over
+    binary relations (``binary_sums``: the sums, their bound, ...)."""
+    for name in ("seeded_sums", "seeded_sums_held", "binary_sums"):
         real = getattr(seeded.compiled, name)
 
         def spy(*args, _real=real):

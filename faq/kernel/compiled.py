@@ -30,6 +30,7 @@ from faq.kernel.compiled_keyed import plus_log, plus_log_held
 from faq.kernel.compiled_merge import merge_two, patch_rows, spread_into
 from faq.kernel.compiled_paths import path_overdelete, path_repair
 from faq.kernel.compiled_seeded import (
+    binary_sums,
     descend,
     descend_held,
     near_level,
@@ -43,6 +44,7 @@ from faq.plan.settings import current
 __all__ = [
     "NUMBA",
     "Warmed",
+    "binary_sums",
     "count",
     "descend",
     "descend_held",
@@ -214,7 +216,7 @@ def _dispatchers() -> list[Any]:
     return [
         lookup, intersect, count, _count_two, seeded_sums, descend, near_level, merge_two,
         spread_into, lookup_held, seeded_sums_held, descend_held, near_level_held, patch_rows,
-        plus_log, plus_log_held,
+        plus_log, plus_log_held, binary_sums,
     ]  # fmt: skip
 
 
@@ -252,6 +254,12 @@ def _run_searches(k: int) -> None:
             d(vals, starts, vals, 0, np.zeros(1, np.int32))  # a whole key (search_trie)
             d(vals[:1], starts[:1], vals[:1], 0, np.zeros(1, np.int32))
             n(vals[:2], w, vals[:2], w, vals[:1], True)
+        # the one-level path's single call for a small seed over binary relations
+        two_at = (np.zeros(1, np.int32),) * 2
+        pick = np.zeros(2, dtype=np.int64)
+        binary_sums(vals[:2], w, pick, vals[:2], starts[:2], pick, two_at, vals[:2], starts[:2],
+                    vals[:2], vals[:2], vals[:2], vals[:2], vals[:2], vals[:2], vals[:2],
+                    np.ones(2, np.bool_), 1.0)  # fmt: skip
         # a fold's merge of a binary relation (on the helper thread: loaded here, not there)
         one, three = np.ones(1, dtype=np.int64), np.ones(3, dtype=np.int64)
         merge_two(one, starts[0], vals[0], three, skip, skip, take, one)

@@ -18,7 +18,13 @@ import numpy as np
 
 from faq.kernel.numba_jit import gallop, jit, lower_bound
 
+try:
+    from numba.typed import List
+except ImportError:  # without numba nothing here is compiled or called
+    List = list  # noqa: N816
+
 __all__ = [
+    "binary_sums",
     "descend",
     "descend_held",
     "near_level",
@@ -454,6 +460,44 @@ def near_level(ccols, cvalues, dcols, dvalues, seeds, csorted):  # pragma: no co
         if lo < g and _cmp(keys, gfirst[lo], seed, r, p) == 0:
             node[r] = lo
     return _head(uvals, u), _head(starts, g + 1), _head(usums, u), node, biggest
+
+
+@jit()
+def binary_sums(
+    seeds, w, pick, vals0, starts0, low, at, vals1, starts1, values,
+    ccol0, ccol1, cvalues, dcol0, dcol1, dvalues, csorted, safe,
+):  # fmt: skip  # pragma: no cover - compiled
+    """:func:`seeded_sums` of a small seed over atoms of two columns each (binary
+    relations, the last variable second), with their levels found in the same call:
+    for atom ``j`` (a tuple entry of each argument) the node each seed row reaches, by
+    its seed column ``pick[j]``, in the base's trie (first level ``vals0``/``starts0``,
+    its dense index ``low``/``at``, second level ``vals1``/``starts1``, annotations
+    ``values``: :func:`descend`) and in the correction ``ccol0``/``ccol1``/``cvalues``
+    plus the change ``dcol0``/``dcol1``/``dvalues`` (:func:`near_level`, ``csorted``
+    as there).  Returns the sums, their bound, and the largest sum of ``|annotation|``
+    over a key of a correction; past ``safe`` it stops there (no sums: zeros)."""
+    k = len(pick)
+    bnodes = List()
+    xvals = List()
+    xstarts = List()
+    xvalues = List()
+    xnodes = List()
+    biggest = 0.0
+    for j in range(k):
+        prefix = (seeds[pick[j]],)
+        bnodes.append(descend((vals0[j],), (starts0[j],), prefix, low[j], at[j]))
+        uvals, ustarts, usums, node, big = near_level(
+            (ccol0[j], ccol1[j]), cvalues[j], (dcol0[j], dcol1[j]), dvalues[j], prefix, csorted[j]
+        )
+        xvals.append(uvals)
+        xstarts.append(ustarts)
+        xvalues.append(usums)
+        xnodes.append(node)
+        biggest = max(biggest, big)
+    if biggest >= safe:
+        return np.zeros(len(w), np.int64), 0.0, biggest
+    out, bound = seeded_sums(vals1, starts1, values, bnodes, xvals, xstarts, xvalues, xnodes, w)
+    return out, bound, biggest
 
 
 # -- the same kernels keeping the GIL (small calls: faq.kernel.compiled.sized) ------------

@@ -221,9 +221,39 @@ def _one_level(
         return None
     read = {} if read is None else read
     n = seed.rows
+    scols = tuple(np.ascontiguousarray(c) for c in seed.cols)
+    w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
+    w = np.ascontiguousarray(w, dtype=_I64)
+    got = _binary(arms, i, keyed, deltas, scols, w, read) if n <= current().gil_rows else None
+    if got is None:
+        got = _stepwise(arms, i, keyed, deltas, scols, w, read)
+    if got is None or got[1] >= _SAFE:
+        return None
+    out = got[0]
+    if not head:
+        total = int(out.sum())
+        return [Table((), (), np.array([total], dtype=np.int64))] if total else []
+    keep = np.flatnonzero(out)
+    cols = tuple(seed.col(v)[keep] for v in head)
+    return [Table(head, cols, out[keep], unique=False)]
+
+
+def _stepwise(
+    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...],
+    i: int,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+    scols: tuple[np.ndarray, ...],
+    w: np.ndarray,
+    read: dict[tuple[str, bool], _Read | None],
+) -> tuple[np.ndarray, float] | None:
+    """:func:`_one_level`'s sums and their bound, each atom's levels found by a call of
+    their own (:func:`faq.kernel.compiled.descend`, :func:`faq.kernel.compiled.near_level`),
+    then the sums on all the driver's cores for a large seed (:func:`_sums`); None where
+    a trie or a correction is not int64, or a correction's sums could leave it."""
+    n = len(w)
     descend = compiled.sized(n, compiled.descend, compiled.descend_held)
     near_level = compiled.sized(n, compiled.near_level, compiled.near_level_held)
-    scols = tuple(np.ascontiguousarray(c) for c in seed.cols)
     base: list[tuple[np.ndarray, ...]] = []  # per atom: values, offsets, annotations, nodes
     corr: list[tuple[np.ndarray, ...]] = []
     for j, r, cols_at, seed_at in arms:
@@ -261,20 +291,60 @@ def _one_level(
             if biggest >= _SAFE:
                 return None
         corr.append(tuple(level))
-    w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
-    out, bound = _sums(
+    return _sums(
         [tuple(a) for a in zip(*base, strict=True)],
         [tuple(a) for a in zip(*corr, strict=True)],
-        np.ascontiguousarray(w, dtype=_I64),
+        w,
     )
-    if bound >= _SAFE:
+
+
+def _binary(
+    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...],
+    i: int,
+    keyed: Mapping[str, KeyedTable],
+    deltas: Mapping[str, Table],
+    scols: tuple[np.ndarray, ...],
+    w: np.ndarray,
+    read: dict[tuple[str, bool], _Read | None],
+) -> tuple[np.ndarray, float] | None:
+    """:func:`_stepwise` in one compiled call (:func:`faq.kernel.compiled.binary_sums`)
+    where every atom but the seed's is a binary relation (one seed column reaches the
+    last variable) with a base: a small seed's levels and sums, with no numpy call and
+    no return to Python per atom (a one-edge tick of a triangle count makes six such
+    calls in three terms).  None where that does not apply, :func:`_stepwise` then runs;
+    the sums past the range a correction may reach: a bound of ``_SAFE``."""
+    if any(len(at) != 2 for _, _, at, _ in arms):
         return None
-    if not head:
-        total = int(out.sum())
-        return [Table((), (), np.array([total], dtype=np.int64))] if total else []
-    keep = np.flatnonzero(out)
-    cols = tuple(seed.col(v)[keep] for v in head)
-    return [Table(head, cols, out[keep], unique=False)]
+    parts: list[list[object]] = [[] for _ in range(15)]
+    for j, r, cols_at, seed_at in arms:
+        kt = keyed[r]
+        sk = kt.trie(cols_at).seek() if kt.base.rows else None
+        key = (r, j < i and r in deltas)
+        if key not in read:
+            read[key] = _read(kt, deltas[r] if key[1] else None)
+        rd = read[key]
+        if sk is None or rd is None:
+            return None
+        if rd.rows:
+            c0, c1 = rd.cols[cols_at[0]], rd.cols[cols_at[1]]
+            d0, d1 = (rd.dcols[cols_at[0]], rd.dcols[cols_at[1]]) if rd.dcols else (c0, c1)
+            in_order = rd.in_order and cols_at == (0, 1)
+        else:
+            c0 = c1 = d0 = d1 = _NONE
+            in_order = False
+        at = (sk.vals[0], sk.starts[0], sk.low, sk.at, sk.last, sk.last_starts, sk.values)
+        for part, a in zip(
+            parts, (seed_at[0], *at, c0, c1, rd.values, d0, d1, rd.dvalues, in_order), strict=True
+        ):
+            part.append(a)
+    pick, vals0, starts0, low, at_, vals1, starts1, values, *corr, csorted = (
+        tuple(p) for p in parts
+    )
+    out, bound, biggest = compiled.binary_sums(
+        scols, w, np.array(pick, dtype=_I64), vals0, starts0, np.array(low, dtype=_I64), at_,
+        vals1, starts1, values, *corr, np.array(csorted), _SAFE,
+    )  # fmt: skip
+    return out, (bound if biggest < _SAFE else _SAFE)
 
 
 @dataclass(frozen=True)
