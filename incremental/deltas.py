@@ -291,9 +291,9 @@ def _plain_columns(given: Any) -> tuple[list[str], list[np.ndarray]] | None:
     is): read without Arrow, a tenth of a one-edge tick.  None for anything else
     (unsigned, nullable, categorical or object columns, NaN, other kinds of delta),
     which :func:`_local_arrow` reads and checks."""
-    if type(given).__name__ != "DataFrame" or not hasattr(given, "items") or given.empty:
+    if type(given).__name__ != "DataFrame" or not hasattr(given, "items") or 0 in given.shape:
         return None
-    if len(given) <= 4096:  # a small delta of integers: one copy, no Series per column
+    if given.shape[0] <= 4096:  # a small delta of integers: one copy, no Series per column
         names = list(given.columns)
         whole = given.to_numpy()
         if whole.dtype.kind == "i" and all(isinstance(n, str) for n in names):
@@ -325,6 +325,8 @@ def _from_numpy(
     n = len(arrays[0])
     weights = arrays[weight].astype(np.int64) if weight is not None else np.ones(n, np.int64)
     cols = [arrays[i].astype(np.int64) for i in keys]
+    if value is None and weights.all():  # a tick's delta mostly: every row kept
+        return Rows(tuple(cols), None, weights)
     keep = weights != 0
     values = None
     if value is not None:

@@ -400,3 +400,18 @@ def test_a_numpy_pandas_delta_takes_no_arrow_round_trip(monkeypatch):
     assert [c.tolist() for c in rows.cols] == [[1, 2], [3, 4]] and rows.weights.tolist() == [1, -1]
     with pytest.raises(AssertionError, match="through Arrow"):
         deltas.read_delta(frame.astype({"a": "uint64"}), 2, S, "delta", "E(a, b)")
+
+
+def test_a_pandas_delta_with_zero_weights_or_no_rows_changes_only_what_it_holds():
+    # the pandas read keeps every row at once when every weight is nonzero; a zero
+    # weight still drops its row, and a delta without rows is no change
+    q = query(TRIANGLE, semiring="counting")
+    edges = pd.DataFrame({"src": [1, 1, 2], "dst": [2, 3, 3]})
+    view = IncrementalView(q, E=edges)
+    view.step(E=pd.DataFrame({"src": [1, 3], "dst": [4, 4], "_weight": [0, 1]}))
+    view.step(E=pd.DataFrame({"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64)}))
+    view.step(E=pd.DataFrame({"src": [2], "dst": [4], "_weight": [1]}))
+    assert view.result().to_dict() == {(1,): 1, (2,): 1}  # 1-3-4 needs (1, 4): dropped
+    again = IncrementalView(q, E=edges)
+    again.step(E=pd.DataFrame({"src": [1, 3], "dst": [4, 4], "_weight": [2, -0]}))
+    assert again.result().to_dict() == {(1,): 1}
