@@ -134,7 +134,8 @@ def solve_delta(
     counts = {n: d.count() for n, d in deltas.items()}  # one count each (a job for a DataFrame)
     live = {n: d for n, d in deltas.items() if counts[n] > 0}
     rows = max((counts[n] for n in live), default=0)
-    driver, why = delta_in_driver(rows, local)
+    held = all(f.is_local for f in (*relations.values(), *live.values()))
+    driver, why = delta_in_driver(rows, local, held=held)
     if driver:
         try:
             res = LocalDelta(q, relations, live, order, join).run()

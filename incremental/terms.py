@@ -105,7 +105,7 @@ def keyed_terms(
         return None
     if not keyed_runners(how.order, how.join, rule.atoms):
         return None
-    if not delta_in_driver(rows, how.local)[0]:
+    if not delta_in_driver(rows, how.local, held=True)[0]:  # keyed: all in the driver
         return None
     atoms = [(a.relation, a.vars) for a in rule.atoms]
     changes = {n: consolidated(t, o) for n, t in live.items()}
@@ -179,10 +179,10 @@ def _paired_at(
     path decides), :func:`faq.plan.keyed_runners` says no, or ``paired_at`` declines."""
     if not keyed_runners(how.order, how.join, rule.atoms):
         return None
-    if not delta_in_driver(groups.rows, how.local)[0]:
-        return None
     keyed = {n: f.source.keyed for n, f in relations.items()}
     if any(k is None for k in keyed.values()):
+        return None
+    if not delta_in_driver(groups.rows, how.local, held=True)[0]:  # keyed: in the driver
         return None
     atoms = [(a.relation, a.vars) for a in rule.atoms]
     got = paired_at(atoms, rule.head, o, keyed, groups.cols)  # type: ignore[arg-type]

@@ -60,6 +60,15 @@ def test_the_delta_rules_placement_names_its_settings():
             "a change holds 11 rows > local_delta_rows=10",
         )
         assert delta_in_driver(1, False) == (False, "local=False")
+    with faq.settings(local_delta_rows=10, local_rows=20):  # all in the driver: local_rows
+        assert delta_in_driver(11, True, held=True) == (
+            True,
+            "a change holds 11 rows > local_delta_rows=10, but every relation and change is "
+            "in the driver (≤ local_rows=20)",
+        )
+        assert not delta_in_driver(21, True, held=True)[0]
+        assert not delta_in_driver(11, False, held=True)[0]
+    with faq.settings(local_delta_rows=10, cell_rows=100, max_literals=5):
         assert delta_in_one_task(5, 100.0) == (
             "one Spark task: the changes reach ~100 rows ≤ cell_rows=100"
         )

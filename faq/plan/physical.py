@@ -438,12 +438,23 @@ def join_order(inputs: Sequence[InputInfo], start: int | None = None) -> list[in
 
 
 # -- the delta rule --------------------------------------------------------------------------
-def delta_in_driver(rows: int, local: bool, st: Settings | None = None) -> tuple[bool, str]:
+def delta_in_driver(
+    rows: int, local: bool, st: Settings | None = None, *, held: bool = False
+) -> tuple[bool, str]:
     """Whether the delta rule tries the driver first, for changes of at most ``rows``
-    rows (``local=False`` refuses it), and why: the ``local_delta_rows`` setting."""
-    most = (st or current()).local_delta_rows
+    rows (``local=False`` refuses it), and why: the ``local_delta_rows`` setting, or,
+    where every relation and change is ``held`` in the driver already (a view's state in
+    the driver, a fixpoint's rounds), ``local_rows``: Spark would first have to be sent
+    them all."""
+    st = st or current()
+    most = st.local_delta_rows
     if not local:
         return False, "local=False"
+    if rows > most and held and rows <= st.local_rows:
+        return True, (
+            f"a change holds {rows:,} rows > local_delta_rows={most:,}, but every relation "
+            f"and change is in the driver (≤ local_rows={st.local_rows:,})"
+        )
     if rows > most:
         return False, f"a change holds {rows:,} rows > local_delta_rows={most:,}"
     return True, f"changes hold ≤ {rows:,} rows ≤ local_delta_rows={most:,}"

@@ -106,7 +106,9 @@ class Settings:
     local_delta_rows : int
         Delta placement: a delta query whose changed relation has at most this
         many rows runs in the driver, reading only the rows of the other
-        relations that match it.
+        relations that match it.  Where every relation and change is in the
+        driver already (a view's driver state, a program's rounds), a larger
+        change runs there too, up to ``local_rows``.
     delta_thread_rows : int
         A term of a delta rule over a view's keyed state in the driver whose change
         holds at least this many rows splits its compiled sums over the driver's cores
