@@ -107,6 +107,11 @@ class LocalKeyed:
         """Empty, and never held a row."""
         return self.kt.rows == 0 and self.kt.base.rows == 0
 
+    @property
+    def keyed_table(self) -> KeyedTable:
+        """The keyed table the delta rule's runners read (:func:`incremental.terms.delta_rule`)."""
+        return self.kt
+
     def kinds(self) -> list[str]:
         """The kinds of the key columns."""
         return [kind(c) for c in self.kt.base.cols]

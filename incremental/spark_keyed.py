@@ -180,6 +180,11 @@ class RemoteKeyed:
         return not self.typed and self.rows == 0
 
     @property
+    def keyed_table(self) -> None:
+        """None: kept in Spark, the delta rule reads it through :meth:`factor`."""
+        return None
+
+    @property
     def token(self) -> object:
         """Identifies the contents: the base and the overrides (both kept by the state)."""
         return Contents(self.base, self.over)

@@ -58,7 +58,14 @@ def delta_rule(
     deltas: Mapping[str, Table],
     how: How,
 ) -> Outcome:
-    """ΔQ over ``S`` when ``deltas`` are ⊕-ed into ``rels`` (the delta rule)."""
+    """ΔQ over ``S`` when ``deltas`` are ⊕-ed into ``rels`` (the delta rule): by the runners
+    made for keyed tables where every relation is one in the driver (no factor made),
+    else over each relation's factor."""
+    keyed = {n: r.keyed_table for n, r in rels.items()}
+    if any(d.rows for d in deltas.values()) and all(k is not None for k in keyed.values()):
+        fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
+        if fast is not None:
+            return fast
     return _terms(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
 
 
