@@ -17,7 +17,9 @@ semi-joins (round 1: the rows sharing a value with the change; round 2: the
 rows sharing a value with those; ...), each round one filtered scan per
 relation for all terms at once, and the terms are then solved on the local
 kernel (:class:`faq.delta_local.LocalDelta`).  Larger changes, or steps the change
-does not reach (a Cartesian product), run in Spark (:func:`_spark`).
+does not reach (a Cartesian product), run in Spark (:func:`_spark`), unless every
+relation and change is in the driver already: those run there up to ``local_rows``
+(:func:`faq.plan.physical.delta_in_driver`).
 
 This module keeps the algebra: which terms there are, what each reads (the hops of
 its change, planned from the rule by :func:`faq.plan.reach.hops`) and how their

@@ -319,11 +319,16 @@ class DriverState(Sizes):
             a.consts for a in m.rule.atoms
         ):  # (atoms with constants are not read through tries)
             atoms = [(a.relation, a.vars) for a in m.rule.atoms]
-            for name, perms in trie_orders(atoms).items():
-                for perm in perms:
-                    m.rels[name].kt.trie(perm)  # type: ignore[attr-defined]
+            tries = [
+                m.rels[name].kt.trie(perm)  # type: ignore[attr-defined]
+                for name, perms in trie_orders(atoms).items()
+                for perm in perms
+            ]
             if m.rule.head:
-                m.out.kt.trie(tuple(range(len(m.rule.head))))  # type: ignore[attr-defined]
+                tries.append(m.out.kt.trie(tuple(range(len(m.rule.head)))))  # type: ignore[attr-defined]
+            for tr in tries:  # with the first level's dense index and the kernels' view
+                tr.first_index()
+                tr.seek()
         return self
 
 

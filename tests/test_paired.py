@@ -227,8 +227,9 @@ def test_at_prefix_one_column_short_reads_the_tries_children(data):
 
 def test_a_restricted_recompute_past_local_delta_rows_is_not_paired():
     """The rederive step takes the paired path only where the driver may run it: past the
-    ``local_delta_rows`` setting (as for every other delta step) it is left to the general
-    path, whatever the keyed runners could do; within it, it is paired."""
+    ``local_delta_rows`` setting and, its relations being in the driver, ``local_rows``
+    (as for every other delta step) it is left to the general path, whatever the keyed
+    runners could do; within them, it is paired."""
     import faq
     from faq.plan import keyed_runners
 
@@ -242,7 +243,10 @@ def test_a_restricted_recompute_past_local_delta_rows_is_not_paired():
     auto = How("auto", "auto", True)
     within = recompute_groups(q.rule, S, rels, groups, auto)
     assert [t.methods for t in within.terms] == [("pair",)]
-    with faq.settings(local_delta_rows=1):
+    with faq.settings(local_delta_rows=1):  # in the driver all the same (local_rows)
+        held = recompute_groups(q.rule, S, rels, groups, auto)
+    assert [t.methods for t in held.terms] == [("pair",)]
+    with faq.settings(local_delta_rows=1, local_rows=1):
         past = recompute_groups(q.rule, S, rels, groups, auto)
     assert [t.methods for t in past.terms] != [("pair",)]
     want = {(3,): 2.0, (4,): 6.0}

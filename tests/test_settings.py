@@ -228,7 +228,14 @@ def test_delta_placement_reads_local_delta_rows(spark):
     assert res.where == "driver" and res.change.to_dict() == {(1,): 1}
     assert res.terms[0].where == "driver" and res.terms[0].methods
     assert res.why == "changes hold ≤ 1 rows ≤ local_delta_rows=100,000"
-    with faq.settings(local_delta_rows=0):
+    with faq.settings(local_delta_rows=0):  # every factor in the driver: local_rows decides
+        res = solve_delta(q, {"A": A, "B": B}, {"B": dB})
+    assert res.where == "driver" and res.change.to_dict() == {(1,): 1}
+    assert res.why == (
+        "a change holds 1 rows > local_delta_rows=0, but every relation and change is in "
+        "the driver (≤ local_rows=20,000,000)"
+    )
+    with faq.settings(local_delta_rows=0, local_rows=0):
         res = solve_delta(q, {"A": A, "B": B}, {"B": dB})
     assert res.where == "spark" and res.change.to_dict() == {(1,): 1}
     assert res.why == "a change holds 1 rows > local_delta_rows=0"

@@ -68,8 +68,9 @@ def _folded(
     tries = merged_tries(built, over, ops)
     if tries is None:
         return None
-    for t in tries.values():  # the dense index of the first level, built here, not by a tick
-        t.first_index()
+    for t in tries.values():  # the first level's dense index and the compiled kernels'
+        t.first_index()  # view of the levels, built here, not by a tick
+        t.seek()
     new = tries[tuple(range(len(vars_)))]
     assert new.values is not None
     b = Table(vars_, tuple(trie_rows(new)), new.values)
