@@ -219,14 +219,15 @@ def _one_level(
     arms = _arms(tuple(atoms), i, order, head, seed.vars) if NUMBA else None
     if arms is None or np.dtype(ops.dtype) != _I64 or not _int64(seed.cols):
         return None
-    read = {} if read is None else read
     n = seed.rows
-    scols = tuple(np.ascontiguousarray(c) for c in seed.cols)
     w = seed.values if seed.values is not None else np.ones(n, dtype=np.int64)
-    w = np.ascontiguousarray(w, dtype=_I64)
-    got = _binary(arms, i, keyed, deltas, scols, w, read) if n <= current().gil_rows else None
+    s = _Seed(
+        i, keyed, deltas, tuple(np.ascontiguousarray(c) for c in seed.cols),
+        np.ascontiguousarray(w, dtype=_I64), {} if read is None else read,
+    )  # fmt: skip
+    got = _binary(arms, s) if n <= current().gil_rows else None
     if got is None:
-        got = _stepwise(arms, i, keyed, deltas, scols, w, read)
+        got = _stepwise(arms, s)
     if got is None or got[1] >= _SAFE:
         return None
     out = got[0]
@@ -239,26 +240,20 @@ def _one_level(
 
 
 def _stepwise(
-    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...],
-    i: int,
-    keyed: Mapping[str, KeyedTable],
-    deltas: Mapping[str, Table],
-    scols: tuple[np.ndarray, ...],
-    w: np.ndarray,
-    read: dict[tuple[str, bool], _Read | None],
+    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...], s: _Seed
 ) -> tuple[np.ndarray, float] | None:
     """:func:`_one_level`'s sums and their bound, each atom's levels found by a call of
     their own (:func:`faq.kernel.compiled.descend`, :func:`faq.kernel.compiled.near_level`),
     then the sums on all the driver's cores for a large seed (:func:`_sums`); None where
     a trie or a correction is not int64, or a correction's sums could leave it."""
-    n = len(w)
+    n = len(s.w)
     descend = compiled.sized(n, compiled.descend, compiled.descend_held)
     near_level = compiled.sized(n, compiled.near_level, compiled.near_level_held)
     base: list[tuple[np.ndarray, ...]] = []  # per atom: values, offsets, annotations, nodes
     corr: list[tuple[np.ndarray, ...]] = []
     for j, r, cols_at, seed_at in arms:
-        kt = keyed[r]
-        prefix = tuple(scols[k] for k in seed_at)
+        kt = s.keyed[r]
+        prefix = tuple(s.cols[k] for k in seed_at)
         level: tuple[np.ndarray, ...]
         if kt.base.rows:
             sk = kt.trie(cols_at).seek()
@@ -272,10 +267,7 @@ def _stepwise(
         else:
             level = _no_level(n)
         base.append(level)
-        key = (r, j < i and r in deltas)  # the new state: ⊕ the relation's change
-        if key not in read:
-            read[key] = _read(kt, deltas[r] if key[1] else None)
-        rd = read[key]
+        rd = s.correction(j, r)
         if rd is None:
             return None
         if not rd.rows:
@@ -294,18 +286,12 @@ def _stepwise(
     return _sums(
         [tuple(a) for a in zip(*base, strict=True)],
         [tuple(a) for a in zip(*corr, strict=True)],
-        w,
+        s.w,
     )
 
 
 def _binary(
-    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...],
-    i: int,
-    keyed: Mapping[str, KeyedTable],
-    deltas: Mapping[str, Table],
-    scols: tuple[np.ndarray, ...],
-    w: np.ndarray,
-    read: dict[tuple[str, bool], _Read | None],
+    arms: tuple[tuple[int, str, tuple[int, ...], tuple[int, ...]], ...], s: _Seed
 ) -> tuple[np.ndarray, float] | None:
     """:func:`_stepwise` in one compiled call (:func:`faq.kernel.compiled.binary_sums`)
     where every atom but the seed's is a binary relation (one seed column reaches the
@@ -317,12 +303,9 @@ def _binary(
         return None
     parts: list[list[object]] = [[] for _ in range(15)]
     for j, r, cols_at, seed_at in arms:
-        kt = keyed[r]
+        kt = s.keyed[r]
         sk = kt.trie(cols_at).seek() if kt.base.rows else None
-        key = (r, j < i and r in deltas)
-        if key not in read:
-            read[key] = _read(kt, deltas[r] if key[1] else None)
-        rd = read[key]
+        rd = s.correction(j, r)
         if sk is None or rd is None:
             return None
         if rd.rows:
@@ -341,10 +324,33 @@ def _binary(
         tuple(p) for p in parts
     )
     out, bound, biggest = compiled.binary_sums(
-        scols, w, np.array(pick, dtype=_I64), vals0, starts0, np.array(low, dtype=_I64), at_,
+        s.cols, s.w, np.array(pick, dtype=_I64), vals0, starts0, np.array(low, dtype=_I64), at_,
         vals1, starts1, values, *corr, np.array(csorted), _SAFE,
     )  # fmt: skip
     return out, (bound if biggest < _SAFE else _SAFE)
+
+
+@dataclass(frozen=True)
+class _Seed:
+    """A term's seed as :func:`_one_level`'s kernels read it: the changed atom ``i``, the
+    relations before the change and the changes, the seed's columns and weights (int64,
+    contiguous), and the corrections read so far for this change (shared by its terms)."""
+
+    i: int
+    keyed: Mapping[str, KeyedTable]
+    deltas: Mapping[str, Table]
+    cols: tuple[np.ndarray, ...]
+    w: np.ndarray
+    read: dict[tuple[str, bool], _Read | None]
+
+    def correction(self, j: int, r: str) -> _Read | None:
+        """Relation ``r``'s correction as atom ``j`` of the term reads it (:func:`_read`),
+        read once per change: with the relation's change ⊕-ed in for an atom before the
+        changed one (the new state), without it after."""
+        key = (r, j < self.i and r in self.deltas)
+        if key not in self.read:
+            self.read[key] = _read(self.keyed[r], self.deltas[r] if key[1] else None)
+        return self.read[key]
 
 
 @dataclass(frozen=True)
