@@ -318,3 +318,5 @@ def test_a_tries_seek_is_its_levels_for_int64_and_none_otherwise():
     narrow = tuple(c.astype(np.int32) for c in cols)
     assert build_trie(Table(("a", "b"), narrow, np.array([5, 6, 7])), ("a", "b")).seek() is None
     assert build_trie(Table(("a", "b"), cols), ("a", "b")).seek() is None
+    # a relation without keys: no level to seek (a view's build asks every trie)
+    assert build_trie(Table((), (), np.array([1], np.int64)), ()).seek() is None

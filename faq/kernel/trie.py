@@ -91,11 +91,12 @@ class Trie:
     def seek(self) -> Seek | None:
         """What a compiled descent to the last level and a read of it take
         (:class:`Seek`), gathered once per trie; None unless every level and the
-        annotations are int64 (the compiled kernels' type)."""
+        annotations are int64 (the compiled kernels' type), or the trie has no level (a
+        relation without keys)."""
         if not self._seek:
             got = None
             arrays = (*self.vals, *self.starts)
-            if self.values is not None and all(a.dtype == np.int64 for a in (*arrays, self.values)):
+            if self.vals and self.values is not None and all(a.dtype == np.int64 for a in (*arrays, self.values)):
                 low, at = self.first_index()
                 got = Seek(
                     self.vals[:-1], self.starts[:-1], low, at, self.vals[-1], self.starts[-1],
