@@ -297,8 +297,9 @@ def _binary(
     where every atom but the seed's is a binary relation (one seed column reaches the
     last variable) with a base: a small seed's levels and sums, with no numpy call and
     no return to Python per atom (a one-edge tick of a triangle count: three calls, one a
-    term, where the atom-by-atom path makes fifteen).  None where that does not apply, :func:`_stepwise` then runs;
-    the sums past the range a correction may reach: a bound of ``_SAFE``."""
+    term, where the atom-by-atom path makes fifteen).  None where that does not apply,
+    :func:`_stepwise` then runs; the sums past the range a correction may reach: a bound
+    of ``_SAFE``."""
     if any(len(at) != 2 for _, _, at, _ in arms):
         return None
     parts: list[list[object]] = [[] for _ in range(15)]

@@ -96,7 +96,8 @@ class Trie:
         if not self._seek:
             got = None
             arrays = (*self.vals, *self.starts)
-            if self.vals and self.values is not None and all(a.dtype == np.int64 for a in (*arrays, self.values)):
+            typed = all(a.dtype == np.int64 for a in arrays)
+            if self.vals and self.values is not None and typed and self.values.dtype == np.int64:
                 low, at = self.first_index()
                 got = Seek(
                     self.vals[:-1], self.starts[:-1], low, at, self.vals[-1], self.starts[-1],
