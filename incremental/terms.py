@@ -65,7 +65,8 @@ def delta_rule(
     if any(d.rows for d in deltas.values()) and all(k is not None for k in keyed.values()):
         fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
         if fast is not None:
-            return fast
+            return fast  # else solve_delta over their factors, the keyed runners not asked again
+        return _solved(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
     return _terms(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
 
 
@@ -76,14 +77,25 @@ def _terms(
     deltas: Mapping[str, Table],
     how: How,
 ) -> Outcome:
+    """ΔQ of ``rule`` over the factors ``relations``: nothing for empty changes, by the keyed
+    runners where every factor holds a keyed table they apply to, else :func:`_solved`."""
     if not any(d.rows for d in deltas.values()):
         o = local_ops(S)
         empty = Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype))
         return Outcome(empty, (), "nothing to do")
     keyed = {n: f.source.keyed for n, f in relations.items()}
     fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
-    if fast is not None:
-        return fast
+    return fast if fast is not None else _solved(rule, S, relations, deltas, how)
+
+
+def _solved(
+    rule: Rule,
+    S: Semiring,
+    relations: Mapping[str, Factor],
+    deltas: Mapping[str, Table],
+    how: How,
+) -> Outcome:
+    """ΔQ of ``rule`` by :func:`faq.solve_delta` over the factors ``relations``."""
     changes = {n: Factor.from_table(d, S, n) for n, d in deltas.items() if d.rows}
     q = Query(rule, S)
     try:

@@ -294,3 +294,37 @@ def test_a_driver_views_delta_terms_skip_solve_delta_where_the_keyed_runners_app
     view.step(E=pd.DataFrame({"src": [2], "dst": [4], "value": [2.0]}))
     assert calls == []
     assert view.result().to_dict() == {(0,): 0.0, (1,): 1.0, (2,): 2.0, (3,): 3.0, (4,): 4.0}
+
+
+def test_a_driver_views_tick_makes_no_factor_and_asks_the_keyed_runners_once(monkeypatch):
+    """The delta rule over relations held in the driver reads their keyed tables directly
+    (``Keyed.keyed_table``): no factor is made where the keyed runners apply, and where they
+    decline (``join="binary"``) ``solve_delta`` runs over the factors without the runners
+    being asked a second time."""
+    import pandas as pd
+
+    import incremental.terms as terms
+    from incremental import IncrementalView
+    from incremental.driver_state import LocalKeyed
+
+    tri = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    edges = pd.DataFrame({"src": [0, 0, 1, 1, 2], "dst": [1, 2, 2, 3, 3]})
+    change = pd.DataFrame({"src": [0, 1], "dst": [3, 2], "_weight": [1, -1]})
+    made: list[str] = []
+    asked: list[bool] = []
+    factor, runners = LocalKeyed.factor, terms.keyed_terms
+    monkeypatch.setattr(
+        LocalKeyed, "factor", lambda self, S, n: made.append(n) or factor(self, S, n)
+    )
+    monkeypatch.setattr(
+        terms,
+        "keyed_terms",
+        lambda *a: asked.append(True) or runners(*a),  # type: ignore[func-returns-value]
+    )
+    for join, factors in (("auto", []), ("binary", ["E"])):
+        view = IncrementalView(tri, E=edges, join=join)
+        made.clear()
+        asked.clear()
+        view.step(E=change)
+        assert made == factors and asked == [True], join
+        assert view.result().to_dict() == {(): 2}
