@@ -326,9 +326,8 @@ class DriverState(Sizes):
             ]
             if m.rule.head:
                 tries.append(m.out.kt.trie(tuple(range(len(m.rule.head)))))  # type: ignore[attr-defined]
-            for tr in tries:  # with the first level's dense index and the kernels' view
-                tr.first_index()
-                tr.seek()
+            for tr in tries:
+                tr.build_index()
         return self
 
 

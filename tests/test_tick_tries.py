@@ -661,3 +661,46 @@ def test_a_views_build_prepares_the_tries_a_first_tick_reads(monkeypatch):
     view.step(E=pd.DataFrame({"src": [301], "dst": [302]}))
     view.step(E=pd.DataFrame({"src": [int(e[0, 0])], "dst": [int(e[0, 1])], "_weight": [-1]}))
     assert made == []
+
+
+def test_a_fold_prepares_the_tries_it_merges_off_the_ticking_thread(monkeypatch, use_settings):
+    # the tries a fold merges get their first-level index and the kernels' view on the
+    # fold's helper thread (Trie.build_index in faq.kernel.fold), not in the tick after
+    import threading
+    import time
+
+    import pandas as pd
+
+    from faq.kernel.trie import Trie
+
+    built: list[str] = []
+    first, seek = Trie.first_index, Trie.seek
+
+    def spy_first(self):
+        if not self._first:
+            built.append(threading.current_thread().name)
+        return first(self)
+
+    def spy_seek(self):
+        if not self._seek:
+            built.append(threading.current_thread().name)
+        return seek(self)
+
+    monkeypatch.setattr(Trie, "first_index", spy_first)
+    monkeypatch.setattr(Trie, "seek", spy_seek)
+    rng = np.random.default_rng(6)
+    e = np.unique(rng.integers(0, 300, (3000, 2)), axis=0)
+    e = e[e[:, 0] < e[:, 1]]
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    view = IncrementalView(q, E=pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]}))
+    use_settings(log_rows=4, log_fraction=0.0)  # a fold begins once the log passes 4 rows
+    built.clear()
+    ticker = threading.current_thread().name
+    deadline = time.monotonic() + 30
+    t = 0
+    while not built and time.monotonic() < deadline:  # until a fold has merged tries
+        view.step(E=pd.DataFrame({"src": [400 + t], "dst": [500 + t]}))
+        t += 1
+    for u in range(t, t + 5):  # ticks that take the folded base up and read its tries
+        view.step(E=pd.DataFrame({"src": [400 + u], "dst": [500 + u]}))
+    assert built and ticker not in built  # prepared on the helper thread only

@@ -68,9 +68,8 @@ def _folded(
     tries = merged_tries(built, over, ops)
     if tries is None:
         return None
-    for t in tries.values():  # the first level's dense index and the compiled kernels'
-        t.first_index()  # view of the levels, built here, not by a tick
-        t.seek()
+    for t in tries.values():  # built here, on the helper thread, not by a tick
+        t.build_index()
     new = tries[tuple(range(len(vars_)))]
     assert new.values is not None
     b = Table(vars_, tuple(trie_rows(new)), new.values)

@@ -200,11 +200,9 @@ class Changes:
         :meth:`_replaced` (what :meth:`at` and :meth:`_replaced` would each search again)."""
         delta = tb.with_values(Table(self.vars, delta.cols, delta.values), self.ops)
         assert delta.values is not None
-        lib = self.ops.semiring.library
-        if lib is not None and lib.sums and lib.int64 and self.over.rows and self.base.rows:
-            fast = self._plus_logged(delta)
-            if fast is not None:
-                return fast
+        fast = self._plus_logged(delta)
+        if fast is not None:
+            return fast
         base_at, in_over, current, present, coded = self._current(delta.cols)
         old = Table(self.vars, tuple(c[present] for c in delta.cols), current[present])
         if len(present):  # current ⊕ change per key: pairs summed (overflow checked)
@@ -221,8 +219,12 @@ class Changes:
         return self._replaced(summed, old.rows, (in_over, base_at, coded)), old, summed
 
     def _plus_logged(self, delta: Table) -> tuple[Any, Table, Table] | None:
-        """:meth:`_plus_integer` (integer-ring annotations) in one compiled call,
-        :func:`faq.kernel.merge.plus_logged`; None where it does not apply."""
+        """:meth:`_plus_integer` in one compiled call, :func:`faq.kernel.merge.plus_logged`,
+        where the semiring declares integer-ring sums on int64 and the log, over a base,
+        is kept coded; None elsewhere."""
+        lib = self.ops.semiring.library
+        if lib is None or not (lib.sums and lib.int64) or not (self.over.rows and self.base.rows):
+            return None
         coded = self._over_codes()
         if coded is None or len(coded[0]) != len(self.vars):
             return None

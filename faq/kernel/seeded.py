@@ -273,10 +273,8 @@ def _stepwise(
         if not rd.rows:
             level = _no_level(n)
         else:
-            cols = tuple(rd.cols[k] for k in cols_at)
-            dcols = tuple(rd.dcols[k] for k in cols_at) if rd.dcols else cols
+            cols, dcols, in_order = rd.ordered(cols_at)
             if prefix:
-                in_order = rd.in_order and cols_at == tuple(range(len(cols_at)))
                 *level, biggest = near_level(cols, rd.values, dcols, rd.dvalues, prefix, in_order)
             else:  # an atom of x alone: one node, which every seed row reaches
                 *level, biggest = _flat_level(cols[0], rd.values, dcols[0], rd.dvalues, n)
@@ -302,27 +300,21 @@ def _binary(
     of ``_SAFE``."""
     if any(len(at) != 2 for _, _, at, _ in arms):
         return None
-    parts: list[list[object]] = [[] for _ in range(15)]
+    per_atom = []
     for j, r, cols_at, seed_at in arms:
         kt = s.keyed[r]
         sk = kt.trie(cols_at).seek() if kt.base.rows else None
         rd = s.correction(j, r)
         if sk is None or rd is None:
             return None
-        if rd.rows:
-            c0, c1 = rd.cols[cols_at[0]], rd.cols[cols_at[1]]
-            d0, d1 = (rd.dcols[cols_at[0]], rd.dcols[cols_at[1]]) if rd.dcols else (c0, c1)
-            in_order = rd.in_order and cols_at == (0, 1)
-        else:
-            c0 = c1 = d0 = d1 = _NONE
-            in_order = False
-        at = (sk.vals[0], sk.starts[0], sk.low, sk.at, sk.last, sk.last_starts, sk.values)
-        for part, a in zip(
-            parts, (seed_at[0], *at, c0, c1, rd.values, d0, d1, rd.dvalues, in_order), strict=True
-        ):
-            part.append(a)
-    pick, vals0, starts0, low, at_, vals1, starts1, values, *corr, csorted = (
-        tuple(p) for p in parts
+        none = (_NONE, _NONE)  # an empty correction: no rows in either column
+        cols, dcols, in_order = rd.ordered(cols_at) if rd.rows else (none, none, False)
+        per_atom.append(
+            (seed_at[0], sk.vals[0], sk.starts[0], sk.low, sk.at, sk.last, sk.last_starts,
+             sk.values, *cols, rd.values, *dcols, rd.dvalues, in_order)
+        )  # fmt: skip
+    pick, vals0, starts0, low, at_, vals1, starts1, values, *corr, csorted = zip(
+        *per_atom, strict=True
     )
     out, bound, biggest = compiled.binary_sums(
         s.cols, s.w, np.array(pick, dtype=_I64), vals0, starts0, np.array(low, dtype=_I64), at_,
@@ -371,6 +363,16 @@ class _Read:
     def rows(self) -> int:
         """Rows of the correction and of the change."""
         return len(self.values) + len(self.dvalues)
+
+    def ordered(
+        self, cols_at: tuple[int, ...]
+    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], bool]:
+        """The correction's and the change's columns in an atom's order ``cols_at`` (the
+        change's: the correction's where there is none), and whether the correction's
+        rows are sorted in that order (only its own key order is kept sorted)."""
+        cols = tuple(self.cols[k] for k in cols_at)
+        dcols = tuple(self.dcols[k] for k in cols_at) if self.dcols else cols
+        return cols, dcols, self.in_order and cols_at == tuple(range(len(cols_at)))
 
 
 def _read(kt: KeyedTable, d: Table | None) -> _Read | None:

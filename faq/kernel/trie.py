@@ -88,6 +88,12 @@ class Trie:
             self._first.append((low, at))
         return self._first[0]
 
+    def build_index(self) -> None:
+        """Build now what a tick reads of this trie (:meth:`first_index`, :meth:`seek`), so
+        that a view's first tick, or the first after a fold, does not pay for it."""
+        self.first_index()
+        self.seek()
+
     def seek(self) -> Seek | None:
         """What a compiled descent to the last level and a read of it take
         (:class:`Seek`), gathered once per trie; None unless every level and the
