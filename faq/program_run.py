@@ -23,7 +23,8 @@ __all__ = ["ProgramRun", "Round", "RoundProgress"]
 log = logging.getLogger("faq")
 
 _LEGEND = (
-    "per round: its change Δ; [where its joins ran: driver = the local kernel, spark = Spark;\n"
+    "per round: its change Δ; [where its joins ran: driver = the local kernel, spark = Spark,\n"
+    "  one task = the local kernel in the one Spark task that ran the whole program;\n"
     "  lookups in Spark: the driver kernel over rows fetched by filtered Spark scans];\n"
     "  the rows of Δ it read and the rows its rules derived; its wall time, Spark jobs included"
 )
@@ -43,7 +44,9 @@ class Round:
         Per relation of the group, the rows of the change this round made (Δ).
     where : tuple of str
         Where the round's joins ran: ``"driver"`` (the local kernel), ``"tasks"``
-        (the kernel in Spark tasks) or ``"spark"`` (Spark queries or cells).
+        (the kernel in Spark tasks), ``"spark"`` (Spark queries or cells) or ``"one
+        task"`` (the local kernel inside the one Spark task that ran the whole program,
+        :mod:`faq.program_task`).
     seconds : float
         The round's wall time, its Spark jobs (lookups, queries) included.
     rows_in : int

@@ -27,8 +27,11 @@ domain (``inf`` in max-product or real, NaN, past 64 bits in counting).
 
 Joins run in the planner and executor (driver kernel, tasks or Spark); the
 state and each round's ⊕-merge are numpy tables in the driver.  Past
-``local_rows`` a group's whole fixpoint runs partitioned in Spark instead
-(:mod:`faq.spark.fixpoint`, chosen by :func:`faq.plan.physical.fixpoint_in_spark`).
+``local_rows``, inputs kept in Spark that fit ``program_task_rows`` are gathered into one
+Spark task, which runs the whole program there (:mod:`faq.program_task`, chosen by
+:func:`faq.plan.physical.program_in_task`); larger ones run each group's fixpoint
+partitioned in Spark (:mod:`faq.spark.fixpoint`, chosen by
+:func:`faq.plan.physical.fixpoint_in_spark`).
 The record of a run (:class:`faq.program_run.ProgramRun`) says where each round ran and what it
 cost.
 """
@@ -60,6 +63,7 @@ from faq.plan.convergence import (
 from faq.plan.physical import backend_policy, fixpoint_in_spark
 from faq.plan.settings import current
 from faq.program_run import ProgramRun, Round, RoundProgress
+from faq.program_task import program_in_one_task
 from faq.query import Query
 from faq.rule import VALUE, Rule, parse_rule, split_rules
 from faq.source import Source
@@ -305,16 +309,18 @@ class Program:
         if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
         # each input is read once (one Spark job at most): checked, consolidated and, when it
-        # fits, collected, so that every round's delta rule joins it in the driver instead of
-        # scanning a DataFrame again
-        local = backend_policy(backend).collects
+        # fits, collected, so that every round's delta rule joins it in the driver; inputs
+        # kept in Spark that fit one task are checked there instead (faq.program_task)
         t0 = time.perf_counter()
-        inputs = {
-            n: f.validated(self.semiring, n, local=local)
-            for n, f in self._relations(relations).items()
-        }
-        read = _since(t0)
-        opts = {"order": order, "join": join, "backend": backend}
+        given, opts = self._relations(relations), {"order": order, "join": join, "backend": backend}
+        for checked in (False, True):
+            if checked:
+                local = backend_policy(backend).collects
+                given = {n: f.validated(self.semiring, n, local=local) for n, f in given.items()}
+            in_task = program_in_one_task(self, given, opts, max_rounds, t0, witness, checked)
+            if in_task is not None:  # the inputs kept in Spark fit one task: one Spark job
+                return in_task
+        inputs, read = given, _since(t0)
         ev = _Evaluation(self, inputs, opts, max_rounds, witness)
         for g in self.groups:
             ev.group(g)

@@ -195,26 +195,30 @@ def partitioned(spark) -> None:
 
 def recursion(spark) -> None:
     """Shortest paths past the driver (``local_rows=0``): the fixpoint partitioned in
-    Spark on the executors (its state, changes and joins never collected) equals the
-    driver's, on the karate graph in both directions with weights 1..3."""
+    Spark on the executors (its state, changes and joins never collected), and the whole
+    program in one task on an executor (``program_task_rows``, the default for inputs this
+    small), each equal the driver's, on the karate graph in both directions with weights
+    1..3."""
     adj = karate_adjacency()
     src, dst = np.nonzero(adj)
     rows = [(int(a), int(b), float(1 + (a * 7 + b) % 3)) for a, b in zip(src, dst, strict=True)]
     E = spark.createDataFrame(rows, "a bigint, b bigint, value double")
     S = spark.createDataFrame([(1, 0.0)], "a bigint, value double")  # karate: nodes 1..34
     sp = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
-    with faq.settings(local_rows=0):
-        run = sp.run(S=S, E=E)
-    assert "fixpoint partitioned in Spark" in run.explain(), run.explain()
-    assert not run.result.is_local
     local = {(a, b): w for a, b, w in rows}
     want = sp.solve(
         S=Factor.from_dict({(1,): 0.0}, ["a"], "min-plus"),
         E=Factor.from_dict(local, ["a", "b"], "min-plus"),
     ).to_dict()
-    got = run.result.to_dict()
-    assert got == want, (got, want)
-    ok(f"partitioned shortest paths: {len(got)} nodes in {len(run.rounds) - 1} rounds")
+    for task_rows, words in [(0, "fixpoint partitioned in Spark"), (None, "in one Spark task")]:
+        scope = {} if task_rows is None else {"program_task_rows": task_rows}
+        with faq.settings(local_rows=0, **scope):
+            run = sp.run(S=S, E=E)
+        assert words in run.explain(), run.explain()
+        assert not run.result.is_local
+        got = run.result.to_dict()
+        assert got == want, (got, want)
+        ok(f"shortest paths {words}: {len(got)} nodes in {len(run.rounds) - 1} rounds")
 
 
 def library_runner(spark) -> None:

@@ -31,10 +31,13 @@ def frame(spark, entries: dict, S: str, arity: int):
     return spark.createDataFrame([(*k, v) for k, v in entries.items()], schema)
 
 
-def run_in_spark(spark, text: str, S: str, rels: dict, **kw):
+def run_in_spark(spark, text: str, S: str, rels: dict, *, task: bool = False, **kw):
+    """Run the program over ``rels`` as DataFrames kept in Spark (``local_rows=0``),
+    partitioned in Spark or (``task``) whole in one Spark task."""
     q = query(text, semiring=S)
     given_ = {n: frame(spark, rels[n], S, a) for n, a in q.inputs.items()}
-    with faq.settings(local_rows=0):
+    one_task = {} if task else {"program_task_rows": 0}
+    with faq.settings(local_rows=0, **one_task):
         return q, q.run(**given_, **kw)
 
 
@@ -91,7 +94,7 @@ def test_a_round_in_spark_costs_a_few_jobs_and_the_edges_are_read_once(spark):
     chain = {(i, i + 1): 1.0 for i in range(26)}  # 27 rounds
     q = query(SSSP, semiring="min-plus")
     E, S = frame(spark, chain, "min-plus", 2), frame(spark, {(0,): 0.0}, "min-plus", 1)
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, program_task_rows=0):
         run, jobs = spark_jobs(spark, lambda: q.run(S=S, E=E), "fixpoint-jobs")
     assert run.result.to_dict() == {(i,): float(i) for i in range(27)}
     rounds = len(run.rounds) - 1
@@ -110,24 +113,27 @@ def test_witnesses_keep_the_driver_path_and_explain_says_why(spark):
     )
 
 
-def test_a_negative_cycle_in_spark_is_refused(spark):
+@pytest.mark.parametrize("task", [False, True])
+def test_a_negative_cycle_in_spark_is_refused(spark, task):
     E = {(0, 1): 1.0, (1, 2): -3.0, (2, 0): 1.0}
     with pytest.raises(DivergenceError, match="improves values each time around"):
-        run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}})
+        run_in_spark(spark, SSSP, "min-plus", {"E": E, "S": {(0,): 0.0}}, task=task)
 
 
-def test_counting_around_a_cycle_in_spark_is_refused_after_max_rounds(spark):
+@pytest.mark.parametrize("task", [False, True])
+def test_counting_around_a_cycle_in_spark_is_refused_after_max_rounds(spark, task):
     text = "P(x) :- S(x); P(y) :- P(x), E(x, y)"
     E = {(0, 1): 1, (1, 0): 1}
     with pytest.raises(DivergenceError, match="still changing after 7 rounds"):
-        run_in_spark(spark, text, "counting", {"E": E, "S": {(0,): 1}}, max_rounds=7)
+        run_in_spark(spark, text, "counting", {"E": E, "S": {(0,): 1}}, max_rounds=7, task=task)
 
 
-def test_max_product_diverging_to_infinity_in_spark_is_refused(spark):
+@pytest.mark.parametrize("task", [False, True])
+def test_max_product_diverging_to_infinity_in_spark_is_refused(spark, task):
     text = "P(x) :- S(x); P(y) :- P(x), E(x, y)"
     E = {(0, 1): 1e200, (1, 2): 1e200}
     with pytest.raises(DivergenceError, match="outside the semiring's values"):
-        run_in_spark(spark, text, "max-product", {"E": E, "S": {(0,): 1.0}})
+        run_in_spark(spark, text, "max-product", {"E": E, "S": {(0,): 1.0}}, task=task)
 
 
 def test_a_later_group_reads_a_relation_kept_in_spark(spark):
@@ -168,3 +174,114 @@ def test_a_user_semiring_without_native_spark_operations_keeps_the_driver_path(s
     r = parse_rule("D(y) :- D(x), E(x, y)", recursive=True)
     ok, why = fixpoint_in_spark(widest, [r], ["D"], ["E"], "auto", False)
     assert not ok and "no native Spark operations" in why
+
+
+ONE_TASK = "fixpoint in one Spark task: the inputs kept in Spark hold"
+
+
+@settings(max_examples=5, deadline=None)
+@given(cases())
+def test_programs_in_one_spark_task_match_the_reference_fixpoint(spark, case):
+    """Past ``local_rows``, inputs that fit ``program_task_rows`` run the whole program in
+    one Spark task: every built-in semiring, linear and non-linear programs, mutual
+    recursion equal the reference fixpoint; the answer stays in Spark."""
+    S, text, E, src = case
+    q, run = run_in_spark(spark, text, S, {"E": E, "S": src}, task=True)
+    ref = {"E": E, "S": src}
+    want = reference_fixpoint(text, S, {n: ref[n] for n in q.inputs})[q.answer]
+    assert not run.result.is_local  # the driver holds no relation
+    assert run.result.to_dict() == pytest.approx(want)
+    text_ = run.explain()
+    assert all(r.where == ("one task",) for r in run.rounds), text_
+    assert text_.count(ONE_TASK) == sum(1 for g in q.groups if g.recursive), text_
+
+
+def test_a_program_in_one_task_is_one_spark_job_whatever_its_rounds(spark):
+    """A chain of 27 rounds: partitioned in Spark it is a few jobs a round; in one task the
+    whole run (inputs checked, gathered, every round, the answer checkpointed) is a few
+    jobs in all, and the rounds are still reported one by one."""
+    chain = {(i, i + 1): 1.0 for i in range(26)}
+    q = query(SSSP, semiring="min-plus")
+    E, S = frame(spark, chain, "min-plus", 2), frame(spark, {(0,): 0.0}, "min-plus", 1)
+    with faq.settings(local_rows=0):
+        run, jobs = spark_jobs(spark, lambda: q.run(S=S, E=E), "one-task-jobs")
+    assert len(run.rounds) - 1 == 27
+    assert jobs <= 4, jobs
+    assert run.result.to_dict() == {(i,): float(i) for i in range(27)}
+    assert "round 27: ΔD 0 rows [one task]" in run.explain()
+
+
+def test_one_task_takes_inputs_held_in_the_driver_and_string_keys(spark):
+    """The source held in the driver travels with the task's function; string keys come
+    back as strings."""
+    q = query(SSSP, semiring="min-plus")
+    E = spark.createDataFrame(
+        [("a", "b", 1.0), ("b", "c", 2.0), ("a", "c", 5.0)], "x string, y string, value double"
+    )
+    S = faq.Factor.from_dict({("a",): 0.0}, ["x"], "min-plus")
+    with faq.settings(local_rows=0):
+        run = q.run(S=S, E=E)
+    assert run.result.to_dict() == {("a",): 0.0, ("b",): 1.0, ("c",): 3.0}
+    assert ONE_TASK in run.explain()
+
+
+@pytest.mark.parametrize(
+    ("backend", "rows", "types", "witness", "rule", "words"),
+    [
+        ("auto", {}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "fits in the driver"),
+        ("driver", {"E": 10}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "backend='driver'"),
+        ("auto", {"E": 10}, ["bigint"], True, "D(y) :- D(x), E(x, y)", "witnesses"),
+        ("auto", {"E": 10}, ["bigint"], False, "D(y) :- D(x), E(x, y, 3)", "constants"),
+        ("auto", {"E": 10}, ["bigint", "string"], False, "D(y) :- D(x), E(x, y)", "types"),
+        ("auto", {"E": None}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "not known"),
+        ("auto", {"E": 10**9}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "> program_task"),
+        ("auto", {"E": 10}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "hold 10 rows ≤"),
+        ("spark", {"E": 10}, ["bigint"], False, "D(y) :- D(x), E(x, y)", "backend='spark'"),
+    ],
+)
+def test_the_planner_says_whether_a_program_runs_in_one_task_and_why(
+    backend, rows, types, witness, rule, words
+):
+    import semirings
+    from faq.plan.physical import program_in_task
+
+    r = parse_rule(rule, recursive=True)
+    ok, why = program_in_task(semirings.get("min-plus"), [r], rows, types, backend, witness)
+    assert words in why and ok == why.startswith("in one Spark task"), why
+
+
+@pytest.mark.parametrize(
+    ("S", "rows", "schema", "words"),
+    [
+        ("min-plus", [(0, 1, 1.0), (None, 2, 1.0)], "x bigint, y bigint, value double", "'x'"),
+        ("counting", [(0, 1, 2), (1, 2, -1)], "x bigint, y bigint, value bigint", "'value'"),
+        ("min-plus", [(0, 1, 1.0), (1, 2, None)], "x bigint, y bigint, value double", "'value'"),
+    ],
+)
+def test_bad_rows_gathered_into_one_task_raise_the_drivers_error(spark, S, rows, schema, words):
+    """The inputs of a program in one task are checked in the task, not by a Spark job
+    before it: a null key, a null annotation or one outside the semiring raises a
+    ValueError naming the relation and the column, as the driver does for the same rows
+    (the same text, but for a null annotation: the driver reads it as a value outside the
+    semiring)."""
+    q = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring=S)
+    E = spark.createDataFrame(rows, schema)
+    src = faq.Factor.from_dict({(0,): 0.0 if S == "min-plus" else 1}, ["x"], S)
+    with pytest.raises(ValueError) as in_driver:
+        q.run(S=src, E=E)
+    with faq.settings(local_rows=0), pytest.raises(ValueError) as in_task:
+        q.run(S=src, E=E)
+    for e in (in_driver, in_task):
+        assert "factor 'E'" in str(e.value) and words in str(e.value), str(e.value)
+    if rows[1][2] is not None:
+        assert str(in_task.value) == str(in_driver.value)
+
+
+def test_an_empty_input_in_one_task(spark):
+    q = query(SSSP, semiring="min-plus")
+    E = spark.createDataFrame([], "a bigint, b bigint, value double")
+    S = spark.createDataFrame([(3, 0.0)], "a bigint, value double")
+    with faq.settings(local_rows=0):
+        run = q.run(S=S, E=E)
+    assert run.result.to_dict() == {(3,): 0.0}
+    assert ONE_TASK in run.explain()

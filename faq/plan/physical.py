@@ -63,6 +63,7 @@ __all__ = [
     "delta_in_one_task",
     "fixpoint_in_spark",
     "join_order",
+    "program_in_task",
 ]
 
 
@@ -477,6 +478,56 @@ def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) ->
     if bounds(st).literals_over(literals, "values") or rows > st.cell_rows:
         return ""
     return f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"
+
+
+def program_in_task(
+    S: Semiring,
+    rules: Sequence[Rule],
+    spark_rows: Mapping[str, int | None],
+    key_types: Sequence[str],
+    backend: str,
+    witness: bool,
+    st: Settings | None = None,
+) -> tuple[bool, str]:
+    """Whether a recursive program runs whole inside one Spark task, and why.
+
+    ``spark_rows`` are the rows of each input kept in Spark (None: not known without a
+    job), ``key_types`` the Spark types of every input's key columns.  Past
+    ``local_rows`` the inputs stay out of the driver; when they hold at most
+    ``program_task_rows`` rows in all, one Spark job gathers them into one task, which
+    runs every round with the driver's kernel and returns the answer's rows to Spark
+    (:mod:`faq.program_task`): a round then costs no Spark job, where a fixpoint
+    partitioned in Spark costs a few (:func:`fixpoint_in_spark`).  That needs
+    ``backend="spark"`` or an input kept in Spark (``"auto"``), no witnesses, one
+    Spark type for every key column (the answer's keys are among them) and no constant
+    in an atom.
+    """
+    st = st or current()
+    most = st.program_task_rows
+    where = "not in one Spark task"
+    if backend != "auto":
+        return False, f"{where}: backend={backend!r}"
+    if not spark_rows:
+        return False, f"{where}: every input fits in the driver (local_rows)"
+    if witness:
+        return False, f"{where}: witnesses are found from a state in the driver"
+    if any(a.consts for r in rules for a in r.atoms):
+        return False, f"{where}: an atom has constants"
+    if len(set(key_types)) > 1:
+        return False, f"{where}: key columns of several types ({', '.join(sorted(set(key_types)))})"
+    if any(n is None for n in spark_rows.values()):
+        return False, f"{where}: the rows of an input kept in Spark are not known"
+    rows = sum(n or 0 for n in spark_rows.values())
+    if most == 0:
+        return False, f"{where}: program_task_rows=0"
+    if rows > most:
+        return False, (
+            f"{where}: inputs kept in Spark hold {rows:,} rows > program_task_rows={most:,}"
+        )
+    return True, (
+        f"in one Spark task: the inputs kept in Spark hold {rows:,} rows "
+        f"≤ program_task_rows={most:,}"
+    )
 
 
 def fixpoint_in_spark(

@@ -82,6 +82,14 @@ class Settings:
         share search doubles the cells until the rows one cell receives are at
         most this (16M rows of three 64-bit columns take about 400 MB, and the
         kernel's tries about as much again).
+    program_task_rows : int
+        A recursive program whose inputs kept in Spark hold at most this many rows in
+        all runs whole inside one Spark task (:mod:`faq.program_task`): one Spark
+        job gathers the inputs there, every round runs on the driver's kernel in that
+        task, and the answer's rows go back to Spark, never to the driver.  Past it (or
+        at 0) each recursive group's fixpoint is partitioned in Spark, a few Spark jobs
+        a round.  A task's Python worker then holds the inputs and the state: 16M rows
+        of edges take about 400 MB, the state and the rounds' tables about as much again.
     cell_min_rows : int
         The fewest input rows worth a cell of their own: a partitioned step starts its
         share search from ``ceil(rows / cell_min_rows)`` cells (at least one, at most
@@ -210,6 +218,7 @@ class Settings:
     task_slices: int = 2
     skew_factor: float = 8
     cell_rows: int = 16_000_000
+    program_task_rows: int = 16_000_000
     cell_min_rows: int = 500_000
     max_cell_waves: int = 4
     broadcast_rows: int = 2_000_000
