@@ -26,6 +26,7 @@ the driver as it was raised in the task, with its type and message.
 from __future__ import annotations
 
 import base64
+import logging
 import pickle
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +42,7 @@ from faq.kernel.values import key_type as values_key_type
 from faq.plan.physical import backend_policy, program_in_task
 from faq.plan.settings import Settings, current, settings
 from faq.program_run import ProgramRun
+from faq.progress import StepProgress
 from faq.read import fits
 from faq.rule import VALUE
 from faq.source import Source
@@ -57,6 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = ["TASK", "key_types", "program_in_one_task"]
+
+log = logging.getLogger("faq")
 
 TASK = "one task"
 """A round's place (:attr:`faq.program_run.Round.where`) when the whole program ran in
@@ -143,7 +147,9 @@ def program_in_one_task(
     df = _gathered(remote, key_type, vtype).mapInArrow(task, schema)
     from pyspark.sql import functions as F
 
-    out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
+    what = f"program {program.answer}: every round in one Spark task"
+    with StepProgress(what, df.sparkSession, current().progress_seconds):
+        out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
     ran, error = pickle.loads(base64.b64decode(got["record"]))
     if error is not None:
         raise error
@@ -151,10 +157,15 @@ def program_in_one_task(
     answer = out.filter(F.col(_RECORD).isNull()).drop(_RECORD)
     src = Source.spark(answer, head, S, checked=True, consolidated=True)
     result = Factor.from_source(src, program.answer)
-    job = time.perf_counter() - t0 - sum(r.seconds for r in rounds) - task_read
+    job = _since(t0) - sum(r.seconds for r in rounds) - task_read
     plans = tuple((names, why) for names, _ in groups)
     rounds = tuple(replace(r, where=(TASK,), spark_reads=()) for r in rounds)
+    log.info("%s: %d rounds in %.2f s", what, sum(1 for r in rounds if r.round), _since(t0))
     return ProgramRun(result, rounds, program, read_seconds + task_read + job, plans)
+
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
 
 
 def _counted(remote: Mapping[str, Factor]) -> dict[str, int | None]:

@@ -838,3 +838,20 @@ def test_atoms_of_one_relation_that_read_a_key_as_different_types_are_packed_apa
     S = semirings.get("counting")
     out = run_partitioned(frames, shares, ("a", "b", "c", "d"), (), S, sources=sources).collect()
     assert sum(r.value for r in out) == 3 * 2  # E(a, b) × (E(c, d) with c in F)
+
+
+def test_a_selection_of_a_checkpoint_has_the_checkpoints_rows_as_its_bound(spark):
+    """Spark keeps a checkpoint's row count but none above a projection (its cost model
+    is off): under projections and filters the count below is the bound, so a
+    ``select`` of checkpointed edges is planned by its rows (a program in one task is
+    decided without a Spark job); a join adds rows, and has none."""
+    import pandas as pd
+
+    from faq.spark.checks import size_hint
+
+    pdf = pd.DataFrame({"src": np.arange(500), "dst": np.arange(500) + 1, "w": 1.0})
+    df = spark.createDataFrame(pdf).localCheckpoint(eager=True)
+    assert size_hint(df)[0] == 500
+    assert size_hint(df.select("src", "dst"))[0] == 500
+    assert size_hint(df.filter("src > 10").select("dst"))[0] == 500  # a bound from above
+    assert size_hint(df.select("src").join(df.select("src"), "src"))[0] is None

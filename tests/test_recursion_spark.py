@@ -285,3 +285,20 @@ def test_an_empty_input_in_one_task(spark):
         run = q.run(S=S, E=E)
     assert run.result.to_dict() == {(3,): 0.0}
     assert ONE_TASK in run.explain()
+
+
+def test_a_program_in_one_task_is_never_silent(spark, caplog):
+    """The one job runs every round: while it runs the progress lines name it (with the
+    tasks of its stages), and a line at the end gives its rounds and time."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="faq")
+    chain = {(i, i + 1): 1.0 for i in range(30)}
+    q = query(SSSP, semiring="min-plus")
+    E, S = frame(spark, chain, "min-plus", 2), frame(spark, {(0,): 0.0}, "min-plus", 1)
+    with faq.settings(local_rows=0, progress_seconds=0.01):
+        q.run(S=S, E=E)
+    lines = [r.getMessage() for r in caplog.records if r.name == "faq"]
+    what = "program D: every round in one Spark task"
+    assert any(m.startswith(f"{what}: running") for m in lines), lines
+    assert any(m.startswith(f"{what}: 31 rounds in ") for m in lines), lines

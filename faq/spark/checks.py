@@ -60,9 +60,10 @@ def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
     """Spark's own estimate of ``df``: (rows or None, bytes or None), without running it.
 
     Read from ``EXPLAIN COST`` (the statistics Spark plans broadcast joins
-    with); ``(None, None)`` when they cannot be had.  Spark gives no row count for
-    files: for a Parquet scan (under filters and projections only) the rows are the
-    sum of its files' footers, a bound from above.
+    with); ``(None, None)`` when they cannot be had.  Under projections and filters
+    only, the rows of the node below them (a bound from above).  Spark gives no row
+    count for files: for a Parquet scan (under filters and projections only) the rows
+    are the sum of its files' footers, a bound from above.
     """
     try:
         text = df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0]
@@ -72,8 +73,28 @@ def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
     if m is None:
         return None, None
     size = float(m.group(1)) * _UNITS.get(m.group(2), 1)
-    rows = float(m.group(3)) if m.group(3) else _parquet_rows(df, text)
+    rows = float(m.group(3)) if m.group(3) else _below_projections(text)
+    if rows is None:
+        rows = _parquet_rows(df, text)
     return rows, size
+
+
+_ROW_KEEPING = re.compile(r"^[\s:+\-|]*(Project|Filter)\b")
+
+
+def _below_projections(text: str) -> float | None:
+    """At least the rows of a plan whose top nodes are projections and filters (nothing
+    that adds rows) over a node whose row count Spark knows (a checkpoint, a local
+    relation): that count.  Spark keeps no row count above a projection unless its cost
+    model is on, so a ``select`` of a checkpointed frame would have none."""
+    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
+    for ln in (ln for ln in plan.splitlines() if ln.strip()):
+        m = _STATS.search(ln)
+        if m is not None and m.group(3):
+            return float(m.group(3))
+        if not _ROW_KEEPING.match(ln):
+            return None
+    return None
 
 
 _SCAN_NODES = re.compile(r"^[\s:+\-|]*(Project|Filter|Relation)\b")
