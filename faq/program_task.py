@@ -46,7 +46,7 @@ from faq.progress import StepProgress
 from faq.read import fits
 from faq.rule import VALUE
 from faq.source import Source
-from faq.spark.checks import check_value_type, size_hint
+from faq.spark.checks import check_value_type, plain_scan, size_hint
 from faq.spark.convert import arrow_to_table
 from faq.spark.ops import checkpointed, key_type, union_all
 from faq.spark.tasks import arrow_type
@@ -203,11 +203,13 @@ def key_types(inputs: Mapping[str, Factor]) -> list[str]:
 
 
 def _gathered(remote: Mapping[str, Factor], key_type: str, vtype: str) -> DataFrame:
-    """The rows of every input kept in Spark in one frame, shuffled into one partition:
+    """The rows of every input kept in Spark in one frame, in one partition:
     ``(input, k0 … k{n-1}, value)``, the input's position in ``remote``, its keys by
     position (null past its arity) and its annotation (null without a value column: one).
     Every key column is of ``key_type`` (:func:`faq.plan.physical.program_in_task` asks
-    for one type), so the inputs need no other packing to share a frame."""
+    for one type), so the inputs need no other packing to share a frame.  Inputs that are
+    plain scans are read by the one task itself (``coalesce``); others are computed by
+    their own tasks and shuffled into it."""
     from pyspark.sql import functions as F
 
     width = max(len(f.vars) for f in remote.values())
@@ -221,7 +223,10 @@ def _gathered(remote: Mapping[str, Factor], key_type: str, vtype: str) -> DataFr
         has_value = len(df.columns) > arity
         value = F.col(df.columns[arity]) if has_value else F.lit(None)
         frames.append(df.select(*cols, value.cast(vtype).alias(VALUE)))
-    return union_all(frames).repartition(1)
+    gathered = union_all(frames)
+    if all(plain_scan(f.df) for f in remote.values()):  # read in the one task: no shuffle
+        return gathered.coalesce(1)
+    return gathered.repartition(1)  # the inputs' own work stays spread over the cluster
 
 
 class _Task:

@@ -855,3 +855,11 @@ def test_a_selection_of_a_checkpoint_has_the_checkpoints_rows_as_its_bound(spark
     assert size_hint(df.select("src", "dst"))[0] == 500
     assert size_hint(df.filter("src > 10").select("dst"))[0] == 500  # a bound from above
     assert size_hint(df.select("src").join(df.select("src"), "src"))[0] is None
+
+
+def test_a_plain_scan_is_told_from_a_query(spark):
+    from faq.spark.checks import plain_scan
+
+    df = spark.createDataFrame([(1, 2)], "a bigint, b bigint").localCheckpoint(eager=True)
+    assert plain_scan(df) and plain_scan(df.filter("a > 0").select("b"))
+    assert not plain_scan(df.join(df, "a")) and not plain_scan(df.groupBy("a").count())

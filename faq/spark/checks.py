@@ -82,6 +82,19 @@ def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
 _ROW_KEEPING = re.compile(r"^[\s:+\-|]*(Project|Filter)\b")
 
 
+def plain_scan(df: DataFrame) -> bool:
+    """Whether ``df``'s optimized plan is one scan (of files, a checkpoint, local rows)
+    under projections and filters only: reading it in one task costs about what
+    shuffling it into one task would, without the shuffle."""
+    try:
+        text = df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0]
+    except Exception:  # no plan to read: not known to be plain
+        return False
+    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
+    lines = [ln for ln in plan.splitlines() if ln.strip()]
+    return bool(lines) and all(_ROW_KEEPING.match(ln) for ln in lines[:-1])
+
+
 def _below_projections(text: str) -> float | None:
     """At least the rows of a plan whose top nodes are projections and filters (nothing
     that adds rows) over a node whose row count Spark knows (a checkpoint, a local
