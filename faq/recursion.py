@@ -48,6 +48,7 @@ import numpy as np
 import semirings
 from faq.delta import solve_delta
 from faq.factor import Factor
+from faq.frontier import frontier_rounds
 from faq.inputs import relation_factor
 from faq.kernel.merge import changed_rows
 from faq.kernel.table import Table, concat, group_reduce
@@ -308,9 +309,8 @@ class Program:
             max_rounds = current().max_rounds
         if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
-        # each input is read once (one Spark job at most): checked, consolidated and, when it
-        # fits, collected, so that every round's delta rule joins it in the driver; inputs
-        # kept in Spark that fit one task are checked there instead (faq.program_task)
+        # each input is read once (one Spark job at most): checked and, when it fits, collected;
+        # inputs kept in Spark that fit one task are checked there (faq.program_task)
         t0 = time.perf_counter()
         given, opts = self._relations(relations), {"order": order, "join": join, "backend": backend}
         for checked in (False, True):
@@ -434,8 +434,8 @@ class _Evaluation:
     def group(self, g: _Group) -> None:
         p = self.p
         t0 = time.perf_counter()
+        rules = [p.rules[i] for i in g.recursive]
         if g.recursive:
-            rules = [p.rules[i] for i in g.recursive]
             read = {n: self.factor(n) for r in rules for n in r.relations if n not in g.names}
             spark, why = fixpoint_in_spark(
                 self.S,
@@ -456,6 +456,11 @@ class _Evaluation:
         }
         old = {n: self.empty(n) for n in g.names}
         self.rounds.append(Round(g.names, 0, _sizes(delta), tuple(sorted(where)), _since(t0)))
+        if fast := frontier_rounds(self.S, rules, g.names, p.vars, delta, self.inputs):
+            self.state[g.names[0]], rounds, how = fast  # a linear path rule: GraphBLAS rounds
+            self.rounds += rounds
+            self.plans[-1] = (g.names, f"{self.plans[-1][1]}; {how}")
+            return
         idempotent = self.S.idempotent or self.idempotent_on(list(delta.values()), check=False)
         k = 0
         progress = RoundProgress(g.names)
