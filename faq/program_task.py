@@ -67,6 +67,7 @@ TASK = "one task"
 one Spark task."""
 
 _TAG = "__input"
+_EVERYTHING = 2**62
 _RECORD = "__record"
 _ARROW = {"bigint": "int64", "string": "string", "double": "float64", "boolean": "bool_"}
 
@@ -251,6 +252,7 @@ class _Task:
         self.order, self.join = opts["order"], opts["join"]
         self.max_rounds = max_rounds
         self.changed = {n: getattr(st, n) for n in st.changed()}
+        self.changed["local_rows"] = _EVERYTHING  # in the task every relation is held there
         self.schema = schema  # the answer's variables, the keys' and the values' Spark types
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -302,3 +302,17 @@ def test_a_program_in_one_task_is_never_silent(spark, caplog):
     what = "program D: every round in one Spark task"
     assert any(m.startswith(f"{what}: running") for m in lines), lines
     assert any(m.startswith(f"{what}: 31 rounds in ") for m in lines), lines
+
+
+def test_a_program_in_one_task_keeps_every_round_in_that_task(spark):
+    """The driver's settings travel into the task, but not its placement: with
+    ``local_rows=0`` and changes past ``local_delta_rows`` (a transitive closure, which
+    the GraphBLAS rounds do not take), every round still runs on the task's kernel."""
+    text = "T(x, y) :- E(x, y)\nT(x, z) :- T(x, y), E(y, z)"
+    E = {(i, i + 1): True for i in range(12)}
+    q = query(text, semiring="boolean")
+    with faq.settings(local_rows=0, local_delta_rows=1):
+        run = q.run(E=frame(spark, E, "boolean", 2))
+    want = {(i, j): True for i in range(13) for j in range(i + 1, 13)}
+    assert run.result.to_dict() == want
+    assert all(r.where == ("one task",) for r in run.rounds)
