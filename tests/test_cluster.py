@@ -79,5 +79,6 @@ def test_public_api_on_a_standalone_cluster(cluster, tmp_path, wheel_site):
     assert "partitioned triangles: 45" in names
     assert "partitioned 4-cliques: " in names
     assert "partitioned chain" in names
-    assert "partitioned shortest paths: 34 nodes" in names
+    assert "shortest paths fixpoint partitioned in Spark: 34 nodes" in names
+    assert "shortest paths in one Spark task: 34 nodes" in names
     assert "partitioned min-plus 2-hop on GraphBLAS in" in names
