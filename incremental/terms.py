@@ -10,7 +10,7 @@ term runs (the driver for small deltas, reading only the rows they reach).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -62,12 +62,7 @@ def delta_rule(
     made for keyed tables where every relation is one in the driver (no factor made),
     else over each relation's factor."""
     keyed = {n: r.keyed_table for n, r in rels.items()}
-    if any(d.rows for d in deltas.values()) and all(k is not None for k in keyed.values()):
-        fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
-        if fast is not None:
-            return fast  # else solve_delta over their factors, the keyed runners not asked again
-        return _solved(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
-    return _terms(rule, S, {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
+    return _run(rule, S, keyed, lambda: {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
 
 
 def _terms(
@@ -77,15 +72,29 @@ def _terms(
     deltas: Mapping[str, Table],
     how: How,
 ) -> Outcome:
-    """ΔQ of ``rule`` over the factors ``relations``: nothing for empty changes, by the keyed
-    runners where every factor holds a keyed table they apply to, else :func:`_solved`."""
+    """ΔQ of ``rule`` over the factors ``relations`` (:func:`_run`, the keyed tables they
+    hold)."""
+    keyed = {n: f.source.keyed for n, f in relations.items()}
+    return _run(rule, S, keyed, lambda: relations, deltas, how)
+
+
+def _run(
+    rule: Rule,
+    S: Semiring,
+    keyed: Mapping[str, KeyedTable | None],
+    factors: Callable[[], Mapping[str, Factor]],
+    deltas: Mapping[str, Table],
+    how: How,
+) -> Outcome:
+    """ΔQ of ``rule``: nothing for empty changes; by the keyed runners where every relation
+    is a keyed table in ``keyed`` they apply to (asked once); else :func:`_solved` over the
+    relations' ``factors`` (made only then)."""
     if not any(d.rows for d in deltas.values()):
         o = local_ops(S)
         empty = Table(rule.head, int_cols(rule.head), np.empty(0, o.dtype))
         return Outcome(empty, (), "nothing to do")
-    keyed = {n: f.source.keyed for n, f in relations.items()}
     fast = keyed_terms(rule, local_ops(S), keyed, deltas, how)
-    return fast if fast is not None else _solved(rule, S, relations, deltas, how)
+    return fast if fast is not None else _solved(rule, S, factors(), deltas, how)
 
 
 def _solved(
