@@ -46,7 +46,7 @@ from faq.progress import StepProgress
 from faq.read import fits
 from faq.rule import VALUE
 from faq.source import Source
-from faq.spark.checks import check_value_type, plain_scan, size_hint
+from faq.spark.checks import check_value_type, explain_cost, plain_scan, size_from
 from faq.spark.convert import arrow_to_table
 from faq.spark.ops import checkpointed, key_type, union_all
 from faq.spark.tasks import arrow_type
@@ -124,10 +124,14 @@ def program_in_one_task(
         (:class:`faq.plan.convergence.DivergenceError`, OverflowError, ...).
     """
     S: Semiring = program.semiring
+    st = current()
     remote = {n: f for n, f in inputs.items() if not f.is_local}
-    if not remote or witness:  # declined below as well, before any estimate is asked for
+    # declined below as well, before any plan is read: an input kept in Spark holds more
+    # than local_rows rows, so a program_task_rows ≤ local_rows admits none
+    if not remote or witness or st.program_task_rows <= st.local_rows:
         return None
-    rows = _rows(remote, S, opts["backend"]) if not checked else _counted(remote)
+    plans = {n: explain_cost(f.df) for n, f in remote.items()}  # read once for rows and scans
+    rows = _counted(remote) if checked else _rows(remote, plans, S, opts["backend"])
     if rows is None:
         return None
     types = key_types(inputs)
@@ -141,15 +145,17 @@ def program_in_one_task(
     vtype = sops.ops(S).type
     head = program.vars[program.answer]
     tagged = [(n, f.vars, len(f.df.columns) > len(f.vars)) for n, f in remote.items()]
-    task = _Task(program, held, tagged, opts, max_rounds, current(), (head, key_type, vtype))
+    arrow = (_arrow(key_type), arrow_type(vtype) or _arrow(vtype))  # made here: no JVM there
+    task = _Task(program, held, tagged, opts, max_rounds, st, (head, *arrow))
     schema = ", ".join(
         [f"`{v}` {key_type}" for v in head] + [f"`{VALUE}` {vtype}", f"`{_RECORD}` string"]
     )
-    df = _gathered(remote, key_type, vtype).mapInArrow(task, schema)
+    plain = all(plain_scan(plans[n]) for n in remote)
+    df = _gathered(remote, key_type, vtype, plain).mapInArrow(task, schema)
     from pyspark.sql import functions as F
 
     what = f"program {program.answer}: every round in one Spark task"
-    with StepProgress(what, df.sparkSession, current().progress_seconds):
+    with StepProgress(what, df.sparkSession, st.progress_seconds):
         out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
     ran, error = pickle.loads(base64.b64decode(got["record"]))
     if error is not None:
@@ -174,10 +180,12 @@ def _counted(remote: Mapping[str, Factor]) -> dict[str, int | None]:
     return {n: (f.stats.rows if f.stats is not None else None) for n, f in remote.items()}
 
 
-def _rows(remote: Mapping[str, Factor], S: Semiring, backend: str) -> dict[str, int | None] | None:
-    """Spark's estimate of the rows of each unchecked input kept in Spark (None for an
-    input Spark cannot estimate), or None when an input might be read into the driver
-    (its rows fit ``local_rows`` or only a read can tell) or none stays in Spark."""
+def _rows(
+    remote: Mapping[str, Factor], plans: Mapping[str, str | None], S: Semiring, backend: str
+) -> dict[str, int | None] | None:
+    """Spark's estimate of the rows of each unchecked input kept in Spark, from its plan
+    ``plans[n]`` (None for an input Spark cannot estimate), or None when an input might be
+    read into the driver (its rows fit ``local_rows`` or only a read can tell)."""
     limits = current()
     out: dict[str, int | None] = {}
     for n, f in remote.items():
@@ -186,9 +194,10 @@ def _rows(remote: Mapping[str, Factor], S: Semiring, backend: str) -> dict[str, 
             return None
         if src.has_value:
             check_value_type(f.df, S, label_of(n))
-        hint = size_hint(f.df)[0]
+        text = plans[n]
+        hint = None if text is None else size_from(f.df, text)[0]
         out[n] = None if hint is None else int(hint)
-    return out or None
+    return out
 
 
 def key_types(inputs: Mapping[str, Factor]) -> list[str]:
@@ -203,14 +212,14 @@ def key_types(inputs: Mapping[str, Factor]) -> list[str]:
     return out
 
 
-def _gathered(remote: Mapping[str, Factor], key_type: str, vtype: str) -> DataFrame:
+def _gathered(remote: Mapping[str, Factor], key_type: str, vtype: str, plain: bool) -> DataFrame:
     """The rows of every input kept in Spark in one frame, in one partition:
     ``(input, k0 … k{n-1}, value)``, the input's position in ``remote``, its keys by
     position (null past its arity) and its annotation (null without a value column: one).
     Every key column is of ``key_type`` (:func:`faq.plan.physical.program_in_task` asks
     for one type), so the inputs need no other packing to share a frame.  Inputs that are
-    plain scans are read by the one task itself (``coalesce``); others are computed by
-    their own tasks and shuffled into it."""
+    all ``plain`` scans are read by the one task itself (``coalesce``); others are
+    computed by their own tasks and shuffled into it."""
     from pyspark.sql import functions as F
 
     width = max(len(f.vars) for f in remote.values())
@@ -225,7 +234,7 @@ def _gathered(remote: Mapping[str, Factor], key_type: str, vtype: str) -> DataFr
         value = F.col(df.columns[arity]) if has_value else F.lit(None)
         frames.append(df.select(*cols, value.cast(vtype).alias(VALUE)))
     gathered = union_all(frames)
-    if all(plain_scan(f.df) for f in remote.values()):  # read in the one task: no shuffle
+    if plain:  # read in the one task: no shuffle
         return gathered.coalesce(1)
     return gathered.repartition(1)  # the inputs' own work stays spread over the cluster
 
@@ -242,7 +251,7 @@ class _Task:
         opts: Mapping[str, Any],
         max_rounds: int,
         st: Settings,
-        schema: tuple[tuple[str, ...], str, str],
+        schema: tuple[tuple[str, ...], pa.DataType, pa.DataType],
     ) -> None:
         self.kind = type(program)
         self.text = program.text
@@ -253,7 +262,7 @@ class _Task:
         self.max_rounds = max_rounds
         self.changed = {n: getattr(st, n) for n in st.changed()}
         self.changed["local_rows"] = _EVERYTHING  # in the task every relation is held there
-        self.schema = schema  # the answer's variables, the keys' and the values' Spark types
+        self.schema = schema  # the answer's variables, the keys' and the values' Arrow types
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         t0 = time.perf_counter()
@@ -295,13 +304,11 @@ class _Task:
     def _batch(self, t: Table | None, ops: LocalOps, record: str | None) -> pa.RecordBatch:
         import pyarrow as pa
 
-        head, key_type, vtype = self.schema
-        kt = getattr(pa, _ARROW.get(key_type, "string"))()
-        vt = arrow_type(vtype)
+        head, kt, vt = self.schema
         names = [*head, VALUE, _RECORD]
         if t is None:
             arrays = [pa.nulls(1, kt) for _ in head]
-            arrays += [pa.nulls(1, vt or _value_arrow(vtype)), pa.array([record], pa.string())]
+            arrays += [pa.nulls(1, vt), pa.array([record], pa.string())]
             return pa.RecordBatch.from_arrays(arrays, names=names)
         arrays = [pa.array(c, type=kt) for c in t.cols]
         values = t.values if t.values is not None else ops.ones(np.ones(t.rows, np.int64))
@@ -311,10 +318,12 @@ class _Task:
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _value_arrow(vtype: str) -> Any:
+def _arrow(spark_type: str) -> pa.DataType:
+    """The Arrow type of a plain Spark type's name (``bigint``, ``string``, ``double``,
+    ``boolean``)."""
     import pyarrow as pa
 
-    return getattr(pa, _ARROW.get(vtype, "float64"))()
+    return getattr(pa, _ARROW.get(spark_type, "string"))()
 
 
 def _read(

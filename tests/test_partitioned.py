@@ -858,8 +858,12 @@ def test_a_selection_of_a_checkpoint_has_the_checkpoints_rows_as_its_bound(spark
 
 
 def test_a_plain_scan_is_told_from_a_query(spark):
-    from faq.spark.checks import plain_scan
+    from faq.spark.checks import explain_cost, plain_scan
+
+    def plain(df):
+        return plain_scan(explain_cost(df))
 
     df = spark.createDataFrame([(1, 2)], "a bigint, b bigint").localCheckpoint(eager=True)
-    assert plain_scan(df) and plain_scan(df.filter("a > 0").select("b"))
-    assert not plain_scan(df.join(df, "a")) and not plain_scan(df.groupBy("a").count())
+    assert plain(df) and plain(df.filter("a > 0").select("b"))
+    assert not plain(df.join(df, "a")) and not plain(df.groupBy("a").count())
+    assert not plain_scan(None)

@@ -316,3 +316,31 @@ def test_a_program_in_one_task_keeps_every_round_in_that_task(spark):
     want = {(i, j): True for i in range(13) for j in range(i + 1, 13)}
     assert run.result.to_dict() == want
     assert all(r.where == ("one task",) for r in run.rounds)
+
+
+def test_no_plan_is_read_for_one_task_when_no_input_can_take_it(spark, monkeypatch):
+    """An input kept in Spark holds more than ``local_rows`` rows; with
+    ``program_task_rows`` at most that (the defaults: 16M ≤ 20M) no input fits one task,
+    so nothing is asked of Spark for it (whether an input fits the driver, its plan: each
+    one more query to Spark per run, before the read that asks again); the input is read
+    as before."""
+    import faq.program_task as program_task
+
+    read: list[object] = []
+    real, fits = program_task.explain_cost, program_task.fits
+    monkeypatch.setattr(program_task, "explain_cost", lambda df: read.append(df) or real(df))
+    monkeypatch.setattr(program_task, "fits", lambda *a: read.append(a) or fits(*a))
+    import pandas as pd
+
+    # from pandas: Spark knows their rows (from a list of tuples it would not, and the
+    # plans would be read again after the inputs' check job)
+    E = spark.createDataFrame(pd.DataFrame({"a": [0], "b": [1], "value": [1.0]}))
+    S = spark.createDataFrame(pd.DataFrame({"a": [0], "value": [0.0]}))
+    q = query(SSSP, semiring="min-plus")
+    assert q.run(S=S, E=E).result.to_dict() == {(0,): 0.0, (1,): 1.0}
+    with faq.settings(local_rows=5, program_task_rows=5):
+        q.run(S=S, E=E)
+    assert read == []
+    with faq.settings(local_rows=0):
+        assert ONE_TASK in q.run(S=S, E=E).explain()
+    assert len(read) == 4  # per input kept in Spark: whether it fits, and its plan, once

@@ -65,10 +65,23 @@ def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
     count for files: for a Parquet scan (under filters and projections only) the rows
     are the sum of its files' footers, a bound from above.
     """
-    try:
-        text = df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0]
-    except Exception:  # an old Spark, a Connect server without it: no estimate
+    text = explain_cost(df)
+    if text is None:
         return None, None
+    return size_from(df, text)
+
+
+def explain_cost(df: DataFrame) -> str | None:
+    """``EXPLAIN COST`` of ``df`` (no job), which :func:`size_from` and :func:`plain_scan`
+    read; None where it cannot be had (an old Spark, a Connect server without it)."""
+    try:
+        return str(df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0])
+    except Exception:  # no plan to read
+        return None
+
+
+def size_from(df: DataFrame, text: str) -> tuple[float | None, float | None]:
+    """:func:`size_hint` from ``df``'s :func:`explain_cost` ``text``."""
     m = _STATS.search(text)
     if m is None:
         return None, None
@@ -82,13 +95,12 @@ def size_hint(df: DataFrame) -> tuple[float | None, float | None]:
 _ROW_KEEPING = re.compile(r"^[\s:+\-|]*(Project|Filter)\b")
 
 
-def plain_scan(df: DataFrame) -> bool:
-    """Whether ``df``'s optimized plan is one scan (of files, a checkpoint, local rows)
-    under projections and filters only: reading it in one task costs about what
-    shuffling it into one task would, without the shuffle."""
-    try:
-        text = df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0]
-    except Exception:  # no plan to read: not known to be plain
+def plain_scan(text: str | None) -> bool:
+    """Whether the optimized plan of an :func:`explain_cost` ``text`` is one scan (of
+    files, a checkpoint, local rows) under projections and filters only: reading it in
+    one task costs about what shuffling it into one task would, without the shuffle.
+    False without a plan."""
+    if text is None:
         return False
     plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
     lines = [ln for ln in plan.splitlines() if ln.strip()]
