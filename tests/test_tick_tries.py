@@ -651,11 +651,7 @@ def test_a_views_build_prepares_the_tries_a_first_tick_reads(monkeypatch):
         return real(self)
 
     monkeypatch.setattr(Trie, "first_index", spy)
-    rng = np.random.default_rng(5)
-    e = np.unique(rng.integers(0, 300, (3000, 2)), axis=0)
-    e = e[e[:, 0] < e[:, 1]]
-    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    view = IncrementalView(q, E=pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]}))
+    e, view = _triangle_view(5)
     assert made  # built with the view
     made.clear()
     view.step(E=pd.DataFrame({"src": [301], "dst": [302]}))
@@ -688,11 +684,7 @@ def test_a_fold_prepares_the_tries_it_merges_off_the_ticking_thread(monkeypatch,
 
     monkeypatch.setattr(Trie, "first_index", spy_first)
     monkeypatch.setattr(Trie, "seek", spy_seek)
-    rng = np.random.default_rng(6)
-    e = np.unique(rng.integers(0, 300, (3000, 2)), axis=0)
-    e = e[e[:, 0] < e[:, 1]]
-    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
-    view = IncrementalView(q, E=pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]}))
+    _, view = _triangle_view(6)
     use_settings(log_rows=4, log_fraction=0.0)  # a fold begins once the log passes 4 rows
     built.clear()
     ticker = threading.current_thread().name
@@ -704,3 +696,15 @@ def test_a_fold_prepares_the_tries_it_merges_off_the_ticking_thread(monkeypatch,
     for u in range(t, t + 5):  # ticks that take the folded base up and read its tries
         view.step(E=pd.DataFrame({"src": [400 + u], "dst": [500 + u]}))
     assert built and ticker not in built  # prepared on the helper thread only
+
+
+def _triangle_view(seed: int) -> tuple[np.ndarray, IncrementalView]:
+    """A triangle-count view over a random graph of about 1,500 edges (``u < v``), built
+    from pandas, and its edges."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    e = np.unique(rng.integers(0, 300, (3000, 2)), axis=0)
+    e = e[e[:, 0] < e[:, 1]]
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    return e, IncrementalView(q, E=pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]}))
