@@ -9,9 +9,9 @@ over a semiring whose ⊕ selects (min, max, or) and whose ⊕.⊗ GraphBLAS com
 ``lor_land``).  Its semi-naive round ``k`` is the change Δ times the edge matrix,
 ``Δ ⊕.⊗ E`` (one ``vxm``), whose improvements on the state ``D`` are the next change.
 :func:`frontier_fixpoint` runs those rounds on a GraphBLAS vector and matrix instead
-of a delta rule over kernel tables per round (13 rounds over 1M edges: 55 ms against
-0.9 s), with the same rounds, the same records and the same refusals as the driver's
-loop in :mod:`faq.recursion`:
+of a delta rule over kernel tables per round (14 rounds over 1M edges: 75.5 ms
+against 0.93 s, docs/recursion.md), with the same rounds, the same records and the
+same refusals as the driver's loop in :mod:`faq.recursion`:
 
 * the change of round ``k`` is every key whose value ``D ⊕ (Δ ⊕.⊗ E)`` differs from
   ``D``'s (or that ``D`` lacks), as :func:`faq.kernel.merge.changed_rows` finds it;
