@@ -62,7 +62,13 @@ def delta_rule(
     made for keyed tables where every relation is one in the driver (no factor made),
     else over each relation's factor."""
     keyed = {n: r.keyed_table for n, r in rels.items()}
-    return _run(rule, S, keyed, lambda: {n: r.factor(S, n) for n, r in rels.items()}, deltas, how)
+
+    def factors() -> dict[str, Factor]:
+        return {n: r.factor(S, n) for n, r in rels.items()}
+
+    if any(k is None for k in keyed.values()):  # kept in Spark: the keyed tables of the
+        return _terms(rule, S, factors(), deltas, how)  # rows a tick fetched, in its factors
+    return _run(rule, S, keyed, factors, deltas, how)
 
 
 def _terms(
