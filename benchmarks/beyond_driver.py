@@ -37,13 +37,17 @@ Workloads:
 Contenders (``--contenders``):
 
 * ``engine``: ``with faq.settings(local_rows=0): faq.query(rule).solve(E=df)`` (or
-  ``faq.einsum``): every relation and step kept in Spark, the path issue 21 is about;
-* ``adaptive``: ``engine`` with Spark's adaptive query execution left on
+  ``faq.einsum``): every relation kept in Spark, the path issue 21 is about; inputs of at
+  most ``query_task_rows`` rows (16M by default) are gathered into one Spark task by one
+  job and solved there on the driver's kernel (:mod:`faq.query_task`);
+* ``partitioned``: ``engine`` with ``query_task_rows=0``: every step partitioned over the
+  cluster after a statistics job (:mod:`faq.spark.partitioned`);
+* ``adaptive``: ``partitioned`` with Spark's adaptive query execution left on
   (``faq.settings(spark_adaptive=True)``), which runs every shuffle as a job of its own;
   not run unless asked for;
-* ``cells``: ``engine`` with ``faq.settings(cell_min_rows=0)``: every step starts its
-  cells from the cluster's task slots, however small (before small steps got one cell
-  and consecutive one-cell steps one task); not run unless asked for;
+* ``cells``: ``partitioned`` with ``faq.settings(cell_min_rows=0)``: every step starts
+  its cells from the cluster's task slots, however small (before small steps got one
+  cell and consecutive one-cell steps one task); not run unless asked for;
 * ``driver``: the same call with the default settings (relations that fit are read into
   the driver and joined there); not run unless asked for;
 * ``sql``: Spark SQL, ``count(*)`` of the self-join (graphs); for the chain, left to
@@ -126,13 +130,14 @@ from benchmarks.triangles import (
 from faq.spark import union_all
 from faq.testing import power_law_graph
 
-ENGINES = ("engine", "adaptive", "cells", "driver")
+ENGINES = ("engine", "partitioned", "adaptive", "cells", "driver")
 CONTENDERS = (*ENGINES, "sql", "graphframes", "mllib", "floor")
-DEFAULT_CONTENDERS = ("engine", "sql", "graphframes", "mllib")
+DEFAULT_CONTENDERS = ("engine", "partitioned", "sql", "graphframes", "mllib")
 LABELS = {
     "engine": "engine (local_rows=0)",
-    "adaptive": "engine (local_rows=0, Spark AQE on)",
-    "cells": "engine (local_rows=0, cell_min_rows=0)",
+    "partitioned": "engine (local_rows=0, query_task_rows=0)",
+    "adaptive": "engine (local_rows=0, query_task_rows=0, Spark AQE on)",
+    "cells": "engine (local_rows=0, query_task_rows=0, cell_min_rows=0)",
     "driver": "engine (driver)",
     "sql": "Spark SQL",
     "graphframes": "GraphFrames algorithm",
@@ -191,15 +196,18 @@ def write_parquet(columns: dict[str, np.ndarray], path: Path, files: int = 4) ->
 
 def engine_scope(name: str) -> contextlib.AbstractContextManager[Any]:
     """The settings a run of ``name`` solves under: ``local_rows=0`` for ``engine``, and
-    Spark's adaptive execution on as well for ``adaptive``, or ``cell_min_rows=0`` for
-    ``cells``.
+    ``query_task_rows=0`` as well for ``partitioned``, with Spark's adaptive execution on
+    for ``adaptive`` or ``cell_min_rows=0`` for ``cells``.
 
     Called inside the run (``faq.settings`` changes the settings when it is called).
     """
+    steps = {"local_rows": 0, "query_task_rows": 0}
+    if name == "partitioned":
+        return faq.settings(**steps)
     if name == "adaptive":
-        return faq.settings(local_rows=0, spark_adaptive=True)
+        return faq.settings(**steps, spark_adaptive=True)
     if name == "cells":
-        return faq.settings(local_rows=0, cell_min_rows=0)
+        return faq.settings(**steps, cell_min_rows=0)
     return faq.settings(local_rows=0) if name == "engine" else contextlib.nullcontext()
 
 

@@ -7,7 +7,9 @@ Usage::
     python benchmarks/past_driver_profile.py --power-edges 1000000
 
 The query, over ``counting`` on the oriented edge list (``u < v``), every relation and
-step kept in Spark (``faq.settings(local_rows=0)``)::
+step kept in Spark (``faq.settings(local_rows=0, query_task_rows=0)``: partitioned, not
+the whole solve gathered into one task as ``local_rows=0`` alone would, see
+:mod:`faq.query_task`)::
 
     Q() :- E(a, b), E(b, c), E(a, c)
 
@@ -124,7 +126,7 @@ def profile(spark: Any, name: str, edges: np.ndarray, args: argparse.Namespace) 
     df.createOrReplaceTempView("e")
     q = faq.query(NAMED_RULES["triangle"], semiring="counting")
     rows: list[tuple[str, float, Any, str]] = []
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, query_task_rows=0):
         total, run = timed(lambda: q.run(E=df), args.repeat)
     count = run.result.scalar()
     step = sum(s.seconds for s in run.trace.steps)

@@ -237,6 +237,14 @@ class InputStage:
     semiring: Semiring
     aggregates: Aggregates | None
 
+    def factors(self, relations: Mapping[str, Any]) -> tuple[dict[str, Factor], dict[str, str]]:
+        """The relations as factors of this query's semiring (nothing read from Spark),
+        their key types checked against the rule's constants (the errors of :meth:`read`
+        for missing or extra relations, arities and types), and how errors name each."""
+        factors, renamed = self._factors(dict(relations))
+        check_key_types(self.rule, factors)
+        return factors, {name: self._label(name, renamed) for name in factors}
+
     def _factors(
         self, relations: dict[str, Any]
     ) -> tuple[dict[str, Factor], dict[str, tuple[str, ...]]]:

@@ -22,7 +22,8 @@ from faq.plan.logical import (
     rename_plan,
 )
 from faq.plan.report import Trace, render
-from faq.plan.settings import Settings
+from faq.plan.settings import Settings, current
+from faq.query_task import query_in_one_task, task_placement
 from faq.rule import VALUE, Rule, parse_rule, without_constants
 from faq.session import (
     current_session,
@@ -236,6 +237,17 @@ class Query:
                     f"aggregates ({self.aggregates.describe()}); solve without one or the other"
                 )
             rec = WitnessRecorder(self.semiring)  # refuses a non-selective ⊕
+        placed = None
+        if not (witness or defer):  # inputs kept in Spark that fit one task: one job
+            placed = task_placement(
+                self.rule, self.semiring, relations, self._stage.factors, backend
+            )
+        if placed is not None:
+            try:
+                result, plan, tr = query_in_one_task(self, placed, order, join, trace)
+            except Exception as exc:
+                raise query_error(exc, self.rule, self.semiring) from exc
+            return Run(result, plan, tr, self.semiring.name, current())
         atoms, stats, pairs = self._stage.read(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         opts = Options(join, backend, trace, hook=rec, names=self._back, defer_last=defer)
@@ -303,8 +315,11 @@ class Query:
                 )
             return run.explain()
         physical.check_options(join, backend)
+        placed = task_placement(self.rule, self.semiring, relations, self._stage.factors, backend)
         atoms, stats, pairs = self._stage.read(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
+        if placed is not None:  # planned again in the task, from exact counts
+            return render(plan, None, self.semiring.name, settings=current(), placement=placed.why)
         ex = Executor(self.semiring, _session(atoms), Options(join, backend))
         private = rename_plan(plan, self._to, self._engine_rule)
         choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]

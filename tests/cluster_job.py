@@ -151,10 +151,11 @@ def incremental(spark, folder: Path) -> None:
 
 
 def partitioned(spark) -> None:
-    """The path past the driver (``local_rows=0``): every joining step is one HyperCube
-    shuffle and the compiled kernel in every cell, the cells spread over the executors
-    (``cell_min_rows=0``: data this small would get one cell per step); then the chain
-    again with the default, its one-cell steps run one after the other in one task."""
+    """The path past the driver (``local_rows=0``, ``query_task_rows=0``): every joining
+    step is one HyperCube shuffle and the compiled kernel in every cell, the cells spread
+    over the executors (``cell_min_rows=0``: data this small would get one cell per step);
+    then the chain again with the default, its one-cell steps run one after the other in
+    one task; then the triangles solved whole in one task (``query_task_rows``)."""
     adj = karate_adjacency()
     edges = read_edge_list(KARATE, spark)
     want_tri = int(np.trace(adj @ adj @ adj)) // 6
@@ -170,12 +171,14 @@ def partitioned(spark) -> None:
         n: Factor.from_numpy(m, vars=v, semiring="real").df
         for n, m, v in zip("ABC", mats, (("i", "j"), ("j", "k"), ("k", "l")), strict=True)
     }
-    with faq.settings(local_rows=0, cell_min_rows=0):
+    with faq.settings(local_rows=0, cell_min_rows=0, query_task_rows=0):
         tri = query(TRIANGLE, semiring="counting").run(E=edges)
         four = query(NAMED_RULES["4-clique"], semiring="counting").run(E=edges)
         chain = query(CHAIN, semiring="real").run(**frames)
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, query_task_rows=0):
         fused = query(CHAIN, semiring="real").run(**frames)
+    with faq.settings(local_rows=0):  # rows Spark knows, within query_task_rows: one task
+        whole = query(TRIANGLE, semiring="counting").run(E=edges.localCheckpoint())
     for name, run, want in (("triangles", tri, want_tri), ("4-cliques", four, want_four)):
         spark_steps(run)
         got = run.result.scalar()
@@ -191,6 +194,9 @@ def partitioned(spark) -> None:
     assert all(t.choice.shares.total == 1 for t in fused.trace.steps), fused.explain()
     assert np.allclose(fused.result.to_numpy(shape=want.shape), want)
     ok("partitioned chain, its one-cell steps in one task")
+    assert "whole solve in one Spark task" in whole.explain(), whole.explain()
+    assert whole.result.scalar() == want_tri, (whole.result.scalar(), want_tri)
+    ok(f"triangles solved whole in one Spark task: {want_tri}")
 
 
 def recursion(spark) -> None:
@@ -236,7 +242,7 @@ def library_runner(spark) -> None:
         "src bigint, dst bigint, value double",
     )
     hop = query(HOP, semiring="min-plus")
-    with faq.settings(local_rows=0, cell_min_rows=0, cell_rows=4000):
+    with faq.settings(local_rows=0, cell_min_rows=0, cell_rows=4000, query_task_rows=0):
         run = hop.run(E=df)
     (c,) = [t.choice for t in run.trace.steps if t.choice.shares is not None]
     assert c.shares.total > 1 and c.runs == "cells/graphblas-mxm", run.explain()

@@ -18,6 +18,15 @@ from faq import Factor, query
 from faq.spark import fused
 from tests.helpers import spark_jobs
 
+
+@pytest.fixture(autouse=True, scope="module")
+def partitioned_steps():
+    """These tests are about steps partitioned over the cluster, not a whole solve
+    gathered into one Spark task (``query_task_rows``, :mod:`faq.query_task`)."""
+    with faq.settings(query_task_rows=0):
+        yield
+
+
 CHAIN = "Q(x0, x4) :- M0(x0, x1), M1(x1, x2), M2(x2, x3), M3(x3, x4)"
 
 

@@ -29,6 +29,15 @@ from faq.testing import NAMED_RULES, power_law_graph, triangle_count_numpy
 from semirings import Semiring
 from tests.helpers import packed_rows, spark_jobs
 
+
+@pytest.fixture(autouse=True, scope="module")
+def partitioned_steps():
+    """These tests are about steps partitioned over the cluster, not a whole solve
+    gathered into one Spark task (``query_task_rows``, :mod:`faq.query_task`)."""
+    with faq.settings(query_task_rows=0):
+        yield
+
+
 TRIANGLE = "Q() :- E(a, b), E(b, c), E(a, c)"
 
 

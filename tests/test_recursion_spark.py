@@ -324,12 +324,13 @@ def test_no_plan_is_read_for_one_task_when_no_input_can_take_it(spark, monkeypat
     so nothing is asked of Spark for it (whether an input fits the driver, its plan: each
     one more query to Spark per run, before the read that asks again); the input is read
     as before."""
+    import faq.one_task as one_task
     import faq.program_task as program_task
 
     read: list[object] = []
-    real, fits = program_task.explain_cost, program_task.fits
+    real, fits = program_task.explain_cost, one_task.fits
     monkeypatch.setattr(program_task, "explain_cost", lambda df: read.append(df) or real(df))
-    monkeypatch.setattr(program_task, "fits", lambda *a: read.append(a) or fits(*a))
+    monkeypatch.setattr(one_task, "fits", lambda *a: read.append(a) or fits(*a))
     import pandas as pd
 
     # from pandas: Spark knows their rows (from a list of tuples it would not, and the

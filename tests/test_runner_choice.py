@@ -189,7 +189,7 @@ def test_partitioned_cells_run_the_runner_the_planner_named(spark):
     E = edges(400, 40000, 2, "min-plus")
     df = spark.createDataFrame(E.to_pandas().rename(columns={"a": "src", "b": "dst"}))
     q = query(HOP, semiring="min-plus")
-    with faq.settings(local_rows=0, cell_min_rows=0, cell_rows=4000):
+    with faq.settings(local_rows=0, cell_min_rows=0, cell_rows=4000, query_task_rows=0):
         run = q.run(E=df)
     (c,) = [t.choice for t in run.trace.steps if t.choice.shares is not None]
     assert c.shares.total > 1 and c.runs == "cells/graphblas-mxm", q.explain(run)

@@ -66,7 +66,7 @@ def test_bad_settings_are_refused_and_nothing_changes():
 def test_local_rows_zero_moves_every_step_to_spark_and_explain_says_why(spark):
     q = query(TRIANGLE, semiring="counting")
     E = clique(5)
-    with faq.settings(local_rows=0):
+    with faq.settings(local_rows=0, query_task_rows=0):  # steps, not one task (test_query_task)
         run = q.run(E=E)
     assert run.result.scalar() == 10
     assert [s.choice.backend for s in run.trace.steps] == ["spark"]

@@ -64,6 +64,7 @@ __all__ = [
     "fixpoint_in_spark",
     "join_order",
     "program_in_task",
+    "query_in_task",
 ]
 
 
@@ -496,14 +497,40 @@ def program_in_task(
     ``local_rows`` the inputs stay out of the driver; when they hold at most
     ``program_task_rows`` rows in all, one Spark job gathers them into one task, which
     runs every round with the driver's kernel and returns the answer's rows to Spark
-    (:mod:`faq.program_task`): a round then costs no Spark job, where a fixpoint
-    partitioned in Spark costs a few (:func:`fixpoint_in_spark`).  That needs
-    ``backend="spark"`` or an input kept in Spark (``"auto"``), no witnesses, one
-    Spark type for every key column (the answer's keys are among them) and no constant
-    in an atom.
-    """
+    (:mod:`faq.program_task`), where a partitioned round costs a few Spark jobs.  It needs
+    ``backend="auto"``, no witnesses, no constant in an atom and one key type."""
     st = st or current()
-    most = st.program_task_rows
+    return _in_one_task(rules, spark_rows, key_types, backend, witness, "program_task_rows", st)
+
+
+def query_in_task(
+    rules: Sequence[Rule],
+    spark_rows: Mapping[str, int | None],
+    key_types: Sequence[str],
+    backend: str,
+    witness: bool,
+    st: Settings | None = None,
+) -> tuple[bool, str]:
+    """Whether a query (one rule, ``rules[0]``) is solved whole inside one Spark task, and
+    why: as :func:`program_in_task`, with the limit ``query_task_rows``.  The job gathers
+    the inputs, the task plans from exact counts and runs every step on the driver's
+    kernel (:mod:`faq.query_task`), where partitioned steps pay a statistics job and a
+    shuffle; but the task has one executor's cores, not the cluster's."""
+    st = st or current()
+    return _in_one_task(rules, spark_rows, key_types, backend, witness, "query_task_rows", st)
+
+
+def _in_one_task(
+    rules: Sequence[Rule],
+    spark_rows: Mapping[str, int | None],
+    key_types: Sequence[str],
+    backend: str,
+    witness: bool,
+    limit: str,
+    st: Settings,
+) -> tuple[bool, str]:
+    """:func:`program_in_task` and :func:`query_in_task`, limited by setting ``limit``."""
+    most = getattr(st, limit)
     where = "not in one Spark task"
     if backend != "auto":
         return False, f"{where}: backend={backend!r}"
@@ -519,15 +546,11 @@ def program_in_task(
         return False, f"{where}: the rows of an input kept in Spark are not known"
     rows = sum(n or 0 for n in spark_rows.values())
     if most == 0:
-        return False, f"{where}: program_task_rows=0"
+        return False, f"{where}: {limit}=0"
     if rows > most:
-        return False, (
-            f"{where}: inputs kept in Spark hold {rows:,} rows > program_task_rows={most:,}"
-        )
-    return True, (
-        f"in one Spark task: the inputs kept in Spark hold {rows:,} rows "
-        f"≤ program_task_rows={most:,}"
-    )
+        return False, f"{where}: inputs kept in Spark hold {rows:,} rows > {limit}={most:,}"
+    held = f"the inputs kept in Spark hold {rows:,} rows"
+    return True, f"in one Spark task: {held} ≤ {limit}={most:,}"
 
 
 def fixpoint_in_spark(

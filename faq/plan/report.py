@@ -34,6 +34,9 @@ class Trace:
     steps: tuple[StepTrace, ...]
     seconds: float
     options: tuple[tuple[str, str], ...] = ()
+    task: str = ""
+    """Where the whole solve ran when it ran in one Spark task (:mod:`faq.query_task`), and
+    why; its steps then ran on the local kernel in that task."""
 
 
 DECIDING = ("local_rows", "task_work", "thread_work", "cell_rows", "cell_min_rows")
@@ -55,13 +58,18 @@ def render(
     semiring: str = "",
     trace: Trace | None = None,
     settings: Settings | None = None,
+    placement: str = "",
 ) -> str:
     """The plan as readable text, with each step's physical choice when given and, with
     ``trace``, the actual figures of the run; with ``settings``, the thresholds that
-    decide where steps run (and any other setting changed from its default)."""
+    decide where steps run (and any other setting changed from its default); with
+    ``placement`` (or a trace's ``task``), where the whole solve runs."""
     lines = [f"FAQ plan for {plan.rule}" + (f"   [semiring: {semiring}]" if semiring else "")]
     if settings is not None:
         lines.append(f"settings: {settings.describe(DECIDING)}")
+    placement = trace.task if trace is not None and trace.task else placement
+    if placement:
+        lines.append(f"whole solve {placement}")
     lines.append("inputs:")
     for a in plan.atoms:
         d = ", ".join(f"{v}={_fmt(n)}" for v, n in a.distinct.items())
@@ -99,6 +107,8 @@ def render(
                 label = f"{c.runner} (a library runner)"
             lines.append(f"  method   {label} ({shape} bag)")
             where = _WHERE[c.backend].format(n=c.tasks)
+            if placement and c.placement == "driver":
+                where = "local kernel in the one Spark task"
             if c.threads > 1:
                 where += f" ({c.threads} threads)"
             if c.one_cell:

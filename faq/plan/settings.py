@@ -90,6 +90,15 @@ class Settings:
         at 0) each recursive group's fixpoint is partitioned in Spark, a few Spark jobs
         a round.  A task's Python worker then holds the inputs and the state: 16M rows
         of edges take about 400 MB, the state and the rounds' tables about as much again.
+    query_task_rows : int
+        A query (past ``local_rows``, under ``backend="auto"``) whose inputs kept in
+        Spark hold at most this many rows in all is solved whole inside one Spark task
+        (:mod:`faq.query_task`): one job gathers the inputs there, the task plans from
+        exact counts and runs every step on the driver's kernel (its libraries, its
+        threads), and the answer goes back to Spark.  Past it (or at 0) the steps are
+        partitioned over the cluster, each after a statistics job and a shuffle.  One
+        task has one executor's cores: on a large cluster, a join whose work is far
+        larger than its inputs (4-cliques of a skewed graph) may want 0.
     cell_min_rows : int
         The fewest input rows worth a cell of their own: a partitioned step starts its
         share search from ``ceil(rows / cell_min_rows)`` cells (at least one, at most
@@ -219,6 +228,7 @@ class Settings:
     skew_factor: float = 8
     cell_rows: int = 16_000_000
     program_task_rows: int = 16_000_000
+    query_task_rows: int = 16_000_000
     cell_min_rows: int = 500_000
     max_cell_waves: int = 4
     broadcast_rows: int = 2_000_000
