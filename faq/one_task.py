@@ -152,10 +152,11 @@ def run_in_one_task(
     plans: Mapping[str, str | None],
     what: str,
     labels: Mapping[str, str] | None = None,
-) -> tuple[DataFrame, Any]:
+) -> tuple[DataFrame | None, Any]:
     """Run ``body`` over ``inputs`` inside one Spark task (one job) and return the answer's
     rows, kept in Spark and checkpointed (columns ``head`` and ``value``), with the body's
-    record.
+    record.  Without ``head`` (a scalar answer, which the body returns in its record) the
+    job collects the record's one row instead, and the rows are None.
 
     ``plans`` are the :func:`faq.spark.checks.explain_cost` texts of the inputs kept in
     Spark (plain scans are read by the task itself); ``what`` names the job in progress
@@ -184,10 +185,16 @@ def run_in_one_task(
     plain = all(plain_scan(plans.get(n)) for n in remote)
     df = gathered(remote, ktype, vtype, plain).mapInArrow(task, schema)
     with StepProgress(what, df.sparkSession, st.progress_seconds):
-        out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
-    record, error = pickle.loads(base64.b64decode(got["record"]))
+        if head:
+            out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
+            text = got["record"]
+        else:  # no keys: the body's record holds the answer, the job's one row
+            out, text = None, df.select(_RECORD).collect()[0][0]
+    record, error = pickle.loads(base64.b64decode(text))
     if error is not None:
         raise error
+    if out is None:
+        return None, record
     return out.filter(F.col(_RECORD).isNull()).drop(_RECORD), record
 
 

@@ -100,7 +100,7 @@ def query_in_one_task(
     answer, (plan, tr, read, scalar) = run_in_one_task(
         body, placed.factors, head, S, placed.plans, what, placed.labels
     )
-    if scalar is not None:
+    if answer is None:
         result = Factor.from_table(scalar, S, query.rule.name)
     else:
         src = Source.spark(answer, head, S, checked=True, consolidated=True)
