@@ -365,6 +365,31 @@ class Executor:
             d.df = to_spark(d.table, self.S)
         return d.df
 
+    def _local_sources(self, inputs: list[Data]) -> None:
+        """Give the local inputs of a partitioned step their Spark rows, one DataFrame per
+        relation held in the driver: atoms of one relation see the same key and value
+        arrays under their own names (:func:`faq.inputs.InputStage.read`), so they share
+        one conversion and are routed together, a self-join's rows packed once, as for a
+        relation kept in Spark (a triangle count over a 2M-edge pandas frame past
+        ``local_rows``: three conversions and three routings, 29.7 s, before)."""
+        from pyspark.sql import functions as F
+
+        made: list[tuple[Table, partitioned.Source]] = []
+        for d in inputs:
+            t = d.table
+            if d.df is not None or t is None or d.pending is not None:
+                continue
+            src = next((s for base, s in made if _same_rows(base, t)), None)
+            if src is None:
+                keys = tuple(f"k{i}" for i in range(len(t.vars)))
+                df = to_spark(t, self.S).toDF(*keys, VALUE)
+                src = partitioned.Source(df, keys, keys)
+                made.append((t, src))
+            view = src.df.select(
+                *[F.col(k).alias(v) for k, v in zip(src.keys, d.vars, strict=True)], VALUE
+            )
+            d.df, d.source = view, (src, view)
+
     def _spark_step(
         self, step: Step, inputs: list[Data], choice: Choice, S: Semiring, *, last: bool
     ) -> Stepped:
@@ -378,6 +403,7 @@ class Executor:
         if one_cell and self.options.hook is None and not self.options.trace:  # they see all steps
             return Stepped(self._one_cell(step, inputs, choice, S, settle), None)
         if choice.shares is not None:  # the cells' index ⊕-combines repeated keys
+            self._local_sources(inputs)
             frames = [spark_ops.Frame(d.vars, self.rows_frame(d), d.rows) for d in inputs]
         else:
             frames = [spark_ops.Frame(d.vars, self.dataframe(d), d.rows) for d in inputs]
@@ -525,3 +551,13 @@ def _distinct_of(t: Table) -> dict[str, float]:
 
 def _spark_key_type(a: object) -> str:
     return spark_type(a)  # type: ignore[arg-type]
+
+
+def _same_rows(a: Table, b: Table) -> bool:
+    """Whether two local tables hold the very same key and value arrays (an atom's view of
+    a relation renames its columns, it does not copy them)."""
+    return (
+        len(a.cols) == len(b.cols)
+        and a.values is b.values
+        and all(x is y for x, y in zip(a.cols, b.cols, strict=True))
+    )

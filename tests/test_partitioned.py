@@ -468,6 +468,34 @@ def test_a_csv_relation_enters_the_driver_only_within_local_rows(spark, tmp_path
         assert loads and all(where in m for m in loads), (local_rows, loads)
 
 
+def test_a_local_relation_read_by_several_atoms_goes_to_spark_once(spark, monkeypatch):
+    """A relation held in the driver, past ``local_rows``, read by the three atoms of a
+    triangle: one Spark DataFrame for all three, routed as one group (a self-join's rows
+    packed once).  It was converted and routed once per atom: a 2M-edge pandas frame
+    took 29.7 s, against 14.3 s after."""
+    import faq.executor as executor
+    import faq.spark.partitioned as partitioned
+
+    made, groups = [], []
+    to_spark, route = executor.to_spark, partitioned.route
+
+    def routed(*a, **k):
+        out = route(*a, **k)
+        groups.append(out.groups)
+        return out
+
+    monkeypatch.setattr(executor, "to_spark", lambda *a: made.append(a) or to_spark(*a))
+    monkeypatch.setattr(partitioned, "route", routed)
+    e = power_law_graph(300, 3000, seed=4)
+    E = Factor.from_dict({(int(a), int(b)): 1 for a, b in e}, ["u", "v"], "counting")
+    with faq.settings(local_rows=0, cell_min_rows=0):
+        run = query(NAMED_RULES["triangle"], semiring="counting").run(E=E, join="wcoj")
+    assert run.result.scalar() == triangle_count_numpy(e)
+    assert run.trace.steps[0].choice.shares.total > 1
+    assert len(made) == 1
+    assert [len(g) for g in groups] == [1], groups
+
+
 def test_a_chain_keeps_its_intermediates_in_spark(spark):
     """Every step of a chain is partitioned on its join variable; intermediate outputs
     stay lazy DataFrames (estimated in the trace) and the last is computed once."""
