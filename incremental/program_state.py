@@ -350,9 +350,13 @@ class ProgramState:
 
     def indexed(self) -> ProgramState:
         """The same state with the index of every relation built (a tick's lookups read
-        them; kept while a relation's changes are overrides of its base)."""
+        them; kept while a relation's changes are overrides of its base): its columns'
+        and whole key's, and the trie of its base in column order with what a lookup in
+        it reads (a view's first tick over 10M edges built them: 2.5 s, against 10 ms)."""
         for r in (*self.rels.values(), *self.rows.values()):
             r.kt.build_index()
+            if r.vars:
+                r.kt.trie(tuple(range(len(r.vars)))).build_index()
         return self
 
     def empty_change(self) -> Table:

@@ -89,10 +89,15 @@ class Trie:
         return self._first[0]
 
     def build_index(self) -> None:
-        """Build now what a tick reads of this trie (:meth:`first_index`, :meth:`seek`), so
-        that a view's first tick, or the first after a fold, does not pay for it."""
+        """Build now what a tick reads of this trie (:meth:`first_index`, :meth:`seek`, and
+        the sorted keys :meth:`lookup` searches at a level of values the compiled lookup
+        does not take: floats, strings), so that a view's first tick, or the first after a
+        fold, does not pay for it."""
         self.first_index()
         self.seek()
+        for d, vals in enumerate(self.vals):
+            if not (NUMBA and vals.dtype.kind in "iu"):
+                self._composite_keys(d)
 
     def seek(self) -> Seek | None:
         """What a compiled descent to the last level and a read of it take
@@ -121,15 +126,20 @@ class Trie:
             return find(self.vals[d], self.starts[d], nodes, x)  # type: ignore[no-any-return]
         return self._lookup_numpy(d, nodes, x)
 
-    def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def _composite_keys(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Level ``d``'s distinct values and its composite (parent, rank of value) keys,
+        sorted as the trie is; built once."""
         hit = self._composite.get(d)
-        if hit is None:  # composite (parent, rank of value) keys: sorted, as the trie is
+        if hit is None:
             vals, starts = self.vals[d], self.starts[d]
             domain = distinct(vals)
             parent = np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
             comp = parent * len(domain) + np.searchsorted(domain, vals)
             hit = self._composite[d] = (domain, comp)
-        domain, comp = hit
+        return hit
+
+    def _lookup_numpy(self, d: int, nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+        domain, comp = self._composite_keys(d)
         out = np.full(len(x), -1, dtype=np.int64)
         if len(domain) == 0:
             return out
