@@ -51,13 +51,14 @@ _SELECTS = ("min", "max", "lor")
 
 
 def frontier_shape(
-    S: Semiring, rules: Sequence[Rule], names: Sequence[str], inputs: Mapping[str, Table | None]
+    S: Semiring, rules: Sequence[Rule], names: Sequence[str], held: Mapping[str, bool]
 ) -> tuple[str, bool] | None:
     """The edge relation of a group that is one linear path rule over ``S``, and whether
     the rule reads it backwards (``E(y, x)``); None for any other group.
 
-    ``rules`` are the group's recursive rules, ``names`` its relations and ``inputs`` the
-    program's input relations as tables held in the driver (None: kept in Spark).
+    ``rules`` are the group's recursive rules, ``names`` its relations and ``held`` says
+    which of the program's input relations are held in the driver (the others are kept
+    in Spark).
     """
     lib = S.library
     if (
@@ -78,7 +79,7 @@ def frontier_shape(
     if len(inner) != 1 or len(outer) != 1 or len(inner[0].vars) != 1:
         return None
     (x,), (y,), edge = inner[0].vars, r.head, outer[0]
-    if x == y or inputs.get(edge.relation) is None or len(edge.vars) != 2:
+    if x == y or not held.get(edge.relation, False) or len(edge.vars) != 2:
         return None
     if edge.vars == (x, y):
         return edge.relation, False
@@ -200,16 +201,18 @@ def frontier_rounds(
     """A recursive group's fixpoint by :func:`frontier_fixpoint` when it has the shape
     (:func:`frontier_shape`), from round 0's change ``delta``, over the program's
     ``inputs`` (Factors; those held in the driver are read): the state, the rounds and
-    what ran them, for ``explain()``; None when the driver's loop must run them."""
-    held = {n: f.local_table() for n, f in inputs.items()}
-    shape = frontier_shape(S, rules, names, held)
+    what ran them, for ``explain()``; None when the driver's loop must run them.  Only the
+    edge relation's rows are read, once the group has the shape."""
+    shape = frontier_shape(S, rules, names, {n: f.is_local for n, f in inputs.items()})
     if shape is None:
         return None
     edge, backwards = shape
     name = names[0]
+    edges = inputs[edge].local_table()
+    assert edges is not None  # held in the driver (frontier_shape)
     try:
         state, rounds = frontier_fixpoint(
-            S, name, vars_[name][0], delta[name], held[edge], backwards, ("driver",)
+            S, name, vars_[name][0], delta[name], edges, backwards, ("driver",)
         )
     except Declined:
         return None

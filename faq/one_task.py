@@ -2,9 +2,9 @@
 back in Spark.
 
 Past ``local_rows`` the inputs of a query or a program stay out of the driver.  When they
-are small enough for one task's memory (``query_task_rows``, ``program_task_rows``; the
-planner's :func:`faq.plan.physical.query_in_task` and
-:func:`~faq.plan.physical.program_in_task`), one Spark job does all of it:
+are small enough for one task's memory (``query_task_rows``, ``program_task_rows``;
+:func:`placement`, which asks the planner's :func:`faq.plan.physical.in_one_task`), one
+Spark job does all of it:
 
 * the inputs kept in Spark are read as one frame (:func:`gathered`), each row tagged with
   its input, their key columns of one Spark type, padded with nulls to the widest arity;
@@ -27,7 +27,8 @@ from __future__ import annotations
 import base64
 import pickle
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,12 +37,13 @@ from faq.build import label_of
 from faq.factor import Factor
 from faq.kernel.table import Table
 from faq.kernel.values import key_type as values_key_type
-from faq.plan.physical import backend_policy
+from faq.plan.physical import backend_policy, in_one_task
 from faq.plan.settings import Settings, current, settings
 from faq.progress import StepProgress
 from faq.read import fits
-from faq.rule import VALUE
-from faq.spark.checks import check_value_type, plain_scan, size_from
+from faq.rule import VALUE, Rule
+from faq.source import Source
+from faq.spark.checks import check_value_type, explain_cost, plain_scan, size_from
 from faq.spark.convert import arrow_to_table
 from faq.spark.ops import checkpointed, key_type, union_all
 from faq.spark.tasks import arrow_type
@@ -56,10 +58,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Body",
     "OneTask",
+    "Placement",
     "counted_rows",
     "estimated_rows",
     "gathered",
     "key_types",
+    "may_fit",
+    "placement",
     "read_input",
     "run_in_one_task",
 ]
@@ -74,6 +79,63 @@ _RECORD = "__record"
 _ARROW = {"bigint": "int64", "string": "string", "double": "float64", "boolean": "bool_"}
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Why a solve's inputs go into one Spark task, and what gathering them needs: the
+    :func:`faq.spark.checks.explain_cost` texts of those kept in Spark (``explained``;
+    plain scans are read by the task itself), the one Spark type of every key column and
+    how errors name each input (``labels``; default ``factor 'E'``)."""
+
+    why: str
+    explained: dict[str, str | None]
+    key_type: str
+    labels: dict[str, str]
+
+
+def may_fit(limit: int, backend: str) -> bool:
+    """Whether a solve under ``backend`` might go into one task whose inputs kept in Spark
+    hold at most ``limit`` rows: only by size (``backend="auto"``), past ``local_rows``
+    (an input kept in Spark holds more than ``local_rows`` rows, so a limit at most that
+    admits none).  Asked before any input is read or any plan asked of Spark."""
+    return backend_policy(backend).by_size and limit > current().local_rows
+
+
+def placement(
+    inputs: Mapping[str, Factor],
+    S: Semiring,
+    rules: Sequence[Rule],
+    backend: str,
+    witness: bool,
+    limit: str,
+    *,
+    checked: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> Placement | None:
+    """Where :func:`faq.plan.physical.in_one_task` puts a solve of ``rules`` over
+    ``inputs`` (limited by the setting ``limit``): a :class:`Placement` in one task, or None.
+
+    The rows of the inputs kept in Spark are their checks' counts (``checked``) or
+    Spark's own estimates (:func:`estimated_rows`, from one ``EXPLAIN COST`` per input:
+    no job); None as well when those do not say that every input stays out of the driver
+    and how many rows it holds.
+    """
+    remote = {n: f for n, f in inputs.items() if not f.is_local}
+    if not remote:
+        return None
+    explained = {n: explain_cost(f.df) for n, f in remote.items()}  # for rows and scans
+    if checked:
+        rows = counted_rows(remote)
+    else:
+        rows = estimated_rows(remote, explained, S, backend, labels)
+    if rows is None:
+        return None
+    types = key_types(inputs)
+    ok, why = in_one_task(limit, rules, rows, types, backend, witness)
+    if not ok:
+        return None
+    return Placement(why, explained, types[0] if types else "bigint", dict(labels or {}))
+
+
 def counted_rows(remote: Mapping[str, Factor]) -> dict[str, int | None]:
     """The rows of each checked input kept in Spark (counted by its check)."""
     return {n: (f.stats.rows if f.stats is not None else None) for n, f in remote.items()}
@@ -81,13 +143,13 @@ def counted_rows(remote: Mapping[str, Factor]) -> dict[str, int | None]:
 
 def estimated_rows(
     remote: Mapping[str, Factor],
-    plans: Mapping[str, str | None],
+    explained: Mapping[str, str | None],
     S: Semiring,
     backend: str,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, int | None] | None:
     """Spark's estimate of the rows of each unchecked input kept in Spark, from its
-    :func:`faq.spark.checks.explain_cost` text ``plans[n]`` (None for an input Spark
+    :func:`faq.spark.checks.explain_cost` text ``explained[n]`` (None for an input Spark
     cannot estimate), or None when an input might be read into the driver (its rows fit
     ``local_rows`` or only a read can tell).  A value column of a type the semiring
     cannot hold raises ValueError naming the relation (``labels``, default ``factor 'E'``)."""
@@ -99,7 +161,7 @@ def estimated_rows(
             return None
         if src.has_value:
             check_value_type(f.df, S, (labels or {}).get(n, label_of(n)))
-        text = plans[n]
+        text = explained[n]
         hint = None if text is None else size_from(f.df, text)[0]
         out[n] = None if hint is None else int(hint)
     return out
@@ -149,32 +211,28 @@ def run_in_one_task(
     inputs: Mapping[str, Factor],
     head: tuple[str, ...],
     S: Semiring,
-    plans: Mapping[str, str | None],
+    placed: Placement,
+    name: str,
     what: str,
-    labels: Mapping[str, str] | None = None,
-) -> tuple[DataFrame | None, Any]:
-    """Run ``body`` over ``inputs`` inside one Spark task (one job) and return the answer's
-    rows, kept in Spark and checkpointed (columns ``head`` and ``value``), with the body's
-    record.  Without ``head`` (a scalar answer, which the body returns in its record) the
-    job collects the record's one row instead, and the rows are None.
+) -> tuple[Factor, Any]:
+    """Run ``body`` over ``inputs`` inside one Spark task (one job), as ``placed`` says,
+    and return its answer as the Factor ``name`` over ``head`` with the body's record.
+    The answer's rows are kept in Spark and checkpointed; an answer without keys
+    (``head`` empty) travels in the record instead, the job's one row, and is held in
+    the driver.
 
-    ``plans`` are the :func:`faq.spark.checks.explain_cost` texts of the inputs kept in
-    Spark (plain scans are read by the task itself); ``what`` names the job in progress
-    lines; ``labels`` how errors name each input (default ``factor 'E'``).  The task runs
-    under the settings in force here, with every relation held there (``local_rows``
-    unbounded).  What the body raised is raised here.
+    ``what`` names the job in progress lines.  The task runs under the settings in force
+    here, with every relation held there (``local_rows`` unbounded).  What the body raised
+    is raised here.
     """
     from pyspark.sql import functions as F
 
     st = current()
     remote = {n: f for n, f in inputs.items() if not f.is_local}
     held = {n: f.to_table() for n, f in inputs.items() if f.is_local}
-    types = key_types(inputs)
-    ktype = types[0] if types else "bigint"
-    vtype = sops.ops(S).type
-    labels = labels or {}
+    ktype, vtype = placed.key_type, sops.ops(S).type
     tagged = [
-        (labels.get(n, label_of(n)), n, f.vars, len(f.df.columns) > len(f.vars))
+        (placed.labels.get(n, label_of(n)), n, f.vars, len(f.df.columns) > len(f.vars))
         for n, f in remote.items()
     ]
     arrow = (_arrow(ktype), arrow_type(vtype) or _arrow(vtype))  # made here: no JVM there
@@ -182,20 +240,22 @@ def run_in_one_task(
     schema = ", ".join(
         [f"`{v}` {ktype}" for v in head] + [f"`{VALUE}` {vtype}", f"`{_RECORD}` string"]
     )
-    plain = all(plain_scan(plans.get(n)) for n in remote)
+    plain = all(plain_scan(placed.explained.get(n)) for n in remote)
     df = gathered(remote, ktype, vtype, plain).mapInArrow(task, schema)
     with StepProgress(what, df.sparkSession, st.progress_seconds):
         if head:
             out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
             text = got["record"]
-        else:  # no keys: the body's record holds the answer, the job's one row
+        else:  # no keys: the answer is in the record, the job's one row
             out, text = None, df.select(_RECORD).collect()[0][0]
-    record, error = pickle.loads(base64.b64decode(text))
+    record, scalar, error = pickle.loads(base64.b64decode(text))
     if error is not None:
         raise error
     if out is None:
-        return None, record
-    return out.filter(F.col(_RECORD).isNull()).drop(_RECORD), record
+        return Factor.from_table(scalar, S, name), record
+    answer = out.filter(F.col(_RECORD).isNull()).drop(_RECORD)
+    src = Source.spark(answer, head, S, checked=True, consolidated=True)
+    return Factor.from_source(src, name), record
 
 
 class OneTask:
@@ -236,10 +296,11 @@ class OneTask:
             read = time.perf_counter() - t0
             with settings(**self.changed):
                 answer, record = self.body(factors, read)
-            payload: Any = (record, None)
+            # an answer without keys travels in the record: the job's one row
+            payload: Any = (record, None if self.schema[0] else answer, None)
         except Exception as exc:  # raised in the driver, as it was raised here
-            payload = (None, _portable(exc))
-        if answer is not None and answer.rows:
+            payload = (None, None, _portable(exc))
+        if answer is not None and answer.rows and self.schema[0]:
             yield self._batch(answer, ops, None)
         yield self._batch(None, ops, base64.b64encode(pickle.dumps(payload)).decode("ascii"))
 

@@ -5,7 +5,7 @@ round (the change's broadcast or shuffle, the ⊕-merge's ``groupBy``, the check
 about a second each on a small cluster whatever the change holds, and so do the
 PySpark loops and Pregel programs users would write instead.  When the inputs kept in
 Spark are small enough for one task's memory (``program_task_rows``, chosen by
-:func:`faq.plan.physical.program_in_task`), one Spark job runs the whole program
+:func:`faq.plan.physical.in_one_task`), one Spark job runs the whole program
 (:func:`faq.one_task.run_in_one_task`): the task runs :meth:`faq.Program.run` over its
 inputs with ``backend="driver"``, every round on the driver's kernel, none of them a
 Spark job, and the answer's rows go back to Spark with the run's rounds.
@@ -21,12 +21,9 @@ from typing import Any
 
 from faq.factor import Factor
 from faq.kernel.table import Table
-from faq.one_task import counted_rows, estimated_rows, key_types, run_in_one_task
-from faq.plan.physical import program_in_task
+from faq.one_task import may_fit, placement, run_in_one_task
 from faq.plan.settings import current
 from faq.program_run import ProgramRun
-from faq.source import Source
-from faq.spark.checks import explain_cost
 from semirings import Semiring
 
 __all__ = ["TASK", "program_in_one_task"]
@@ -48,7 +45,7 @@ def program_in_one_task(
     checked: bool = True,
 ) -> ProgramRun | None:
     """Run ``program`` whole inside one Spark task over ``inputs`` when the planner says
-    so (:func:`faq.plan.physical.program_in_task`), and return its record; else None.
+    so (:func:`faq.one_task.placement`), and return its record; else None.
 
     Parameters
     ----------
@@ -70,7 +67,7 @@ def program_in_one_task(
     checked : bool
         Whether ``inputs`` were read and checked (:meth:`faq.Factor.validated`: one
         Spark job, exact row counts).  Unchecked, the planner decides from Spark's own
-        estimates (:func:`faq.spark.checks.size_hint`), and returns None when those do
+        estimates (:func:`faq.one_task.estimated_rows`), and returns None when those do
         not say that an input stays out of the driver and how many rows it holds (the
         caller then checks the inputs and asks again); the task checks the rows
         instead, as the driver would (:func:`faq.spark.convert.arrow_to_table`).
@@ -90,33 +87,26 @@ def program_in_one_task(
         (:class:`faq.plan.convergence.DivergenceError`, OverflowError, ...).
     """
     S: Semiring = program.semiring
-    st = current()
-    remote = {n: f for n, f in inputs.items() if not f.is_local}
-    # declined below as well, before any plan is read: an input kept in Spark holds more
-    # than local_rows rows, so a program_task_rows ≤ local_rows admits none
-    if not remote or witness or st.program_task_rows <= st.local_rows:
+    backend = opts["backend"]
+    if witness or not may_fit(current().program_task_rows, backend):
         return None
-    plans = {n: explain_cost(f.df) for n, f in remote.items()}  # read once for rows and scans
-    rows = counted_rows(remote) if checked else estimated_rows(remote, plans, S, opts["backend"])
-    if rows is None:
-        return None
-    types = key_types(inputs)
-    ok, why = program_in_task(S, program.rules, rows, types, opts["backend"], witness)
-    if not ok:
+    limit = "program_task_rows"
+    placed = placement(inputs, S, program.rules, backend, witness, limit, checked=checked)
+    if placed is None:
         return None
     read_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     head = program.vars[program.answer]
     body = _ProgramBody(type(program), program.text, S, opts, max_rounds)
     what = f"program {program.answer}: every round in one Spark task"
-    answer, (rounds, groups, task_read) = run_in_one_task(body, inputs, head, S, plans, what)
-    src = Source.spark(answer, head, S, checked=True, consolidated=True)
-    result = Factor.from_source(src, program.answer)
+    result, (rounds, groups, task_read) = run_in_one_task(
+        body, inputs, head, S, placed, program.answer, what
+    )
     job = _since(t0) - sum(r.seconds for r in rounds) - task_read
-    plans_ = tuple((names, why) for names, _ in groups)
+    plans = tuple((names, placed.why) for names, _ in groups)
     rounds = tuple(replace(r, where=(TASK,), spark_reads=()) for r in rounds)
     log.info("%s: %d rounds in %.2f s", what, sum(1 for r in rounds if r.round), _since(t0))
-    return ProgramRun(result, rounds, program, read_seconds + task_read + job, plans_)
+    return ProgramRun(result, rounds, program, read_seconds + task_read + job, plans)
 
 
 def _since(t0: float) -> float:

@@ -319,7 +319,8 @@ class Query:
         atoms, stats, pairs = self._stage.read(relations, backend)
         plan = make_plan(self.rule, stats, order, pairs, self._blocks)
         if placed is not None:  # planned again in the task, from exact counts
-            return render(plan, None, self.semiring.name, settings=current(), placement=placed.why)
+            why = placed.placed.why
+            return render(plan, None, self.semiring.name, settings=current(), placement=why)
         ex = Executor(self.semiring, _session(atoms), Options(join, backend))
         private = rename_plan(plan, self._to, self._engine_rule)
         choices = [_choice_names(c, self._back) for c in ex.choices(private, atoms, pairs)]

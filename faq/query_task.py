@@ -5,7 +5,7 @@ partitioned over the cluster (:mod:`faq.spark.partitioned`): a statistics job fi
 and distinct counts, frequent values, which the plan and the cells' shares need), then a
 shuffle of the rows to their cells.  On inputs of a few million rows these fixed costs are
 most of the time.  When the inputs kept in Spark hold at most ``query_task_rows`` rows
-(:func:`faq.plan.physical.query_in_task`, from Spark's own estimates: no job), one job
+(:func:`faq.plan.physical.in_one_task`, from Spark's own estimates: no job), one job
 gathers them into one task (:func:`faq.one_task.run_in_one_task`), which runs
 :meth:`faq.Query.run` over them with ``backend="driver"``: planned from exact counts,
 every step on the driver's kernel and its library runners.  The answer's rows go back to
@@ -22,14 +22,11 @@ from typing import Any
 
 from faq.factor import Factor
 from faq.kernel.table import Table
-from faq.one_task import estimated_rows, key_types, run_in_one_task
+from faq.one_task import Placement, may_fit, placement, run_in_one_task
 from faq.plan.logical import Plan
-from faq.plan.physical import backend_policy, query_in_task
 from faq.plan.report import Trace
 from faq.plan.settings import current
 from faq.rule import Rule
-from faq.source import Source
-from faq.spark.checks import explain_cost
 from semirings import Semiring
 
 __all__ = ["InTask", "query_in_one_task", "task_placement"]
@@ -39,13 +36,10 @@ log = logging.getLogger("faq")
 
 @dataclass(frozen=True)
 class InTask:
-    """A query's inputs as Factors, how errors name them, the plans (``explain_cost``
-    texts) of those kept in Spark and the planner's reason for solving it in one task."""
+    """A query's inputs as Factors, and why and how they go into one Spark task."""
 
     factors: dict[str, Factor]
-    labels: dict[str, str]
-    plans: dict[str, str | None]
-    why: str
+    placed: Placement
 
 
 def task_placement(
@@ -55,28 +49,18 @@ def task_placement(
     read: Callable[[Mapping[str, Any]], tuple[dict[str, Factor], dict[str, str]]],
     backend: str,
 ) -> InTask | None:
-    """The query's inputs when :func:`faq.plan.physical.query_in_task` puts the whole solve
-    in one Spark task (read from Spark's estimates: no job), else None.
+    """The query's inputs when the planner puts the whole solve in one Spark task
+    (:func:`faq.one_task.placement`, limited by ``query_task_rows``: from Spark's
+    estimates, no job), else None.
 
     The relations are read by ``read`` as :meth:`faq.Query.solve` reads them (missing or
-    extra ones, arities and constants' types raise its errors).  Only ``backend="auto"`` past
-    ``local_rows``, without constants in atoms, and with inputs whose rows Spark knows
-    (a checkpoint, local rows, Parquet footers) and that stay out of the driver."""
-    st = current()
-    if not backend_policy(backend).by_size or st.query_task_rows <= st.local_rows:
-        return None  # the planner would decline (backend, limits) before any plan is read
-    if any(a.consts for a in rule.atoms):
+    extra ones, arities and constants' types raise its errors), and only when the solve
+    may go into a task at all (:func:`faq.one_task.may_fit`, no constants in atoms)."""
+    if not may_fit(current().query_task_rows, backend) or any(a.consts for a in rule.atoms):
         return None
     factors, labels = read(relations)
-    remote = {n: f for n, f in factors.items() if not f.is_local}
-    if not remote:
-        return None
-    plans = {n: explain_cost(f.df) for n, f in remote.items()}  # read once for rows and scans
-    rows = estimated_rows(remote, plans, S, backend, labels)
-    if rows is None:
-        return None
-    ok, why = query_in_task([rule], rows, key_types(factors), backend, False)
-    return InTask(factors, labels, plans, why) if ok else None
+    placed = placement(factors, S, [rule], backend, False, "query_task_rows", labels=labels)
+    return None if placed is None else InTask(factors, placed)
 
 
 def query_in_one_task(
@@ -94,21 +78,15 @@ def query_in_one_task(
     Raises what the solve raised in the task, with its type and message (ValueError for
     rows outside the semiring, OverflowError, ...)."""
     t0 = time.perf_counter()
-    S, head = query.semiring, query.rule.head
     body = _QueryBody(query, order, join, trace)
     what = f"query {query.rule}: every step in one Spark task"
-    answer, (plan, tr, read, scalar) = run_in_one_task(
-        body, placed.factors, head, S, placed.plans, what, placed.labels
+    result, (plan, tr, read) = run_in_one_task(
+        body, placed.factors, query.rule.head, query.semiring, placed.placed, query.rule.name, what
     )
-    if answer is None:
-        result = Factor.from_table(scalar, S, query.rule.name)
-    else:
-        src = Source.spark(answer, head, S, checked=True, consolidated=True)
-        result = Factor.from_source(src, query.rule.name)
     seconds = time.perf_counter() - t0
     job = seconds - tr.seconds - read
     task = (
-        f"{placed.why}; one Spark job of {seconds:.2f} s: the task read its inputs in "
+        f"{placed.placed.why}; one Spark job of {seconds:.2f} s: the task read its inputs in "
         f"{read:.2f} s and solved in {tr.seconds:.2f} s, gathering and answer {job:.2f} s"
     )
     log.info("%s: %.2f s", what, seconds)
@@ -119,15 +97,12 @@ def query_in_one_task(
 
 class _QueryBody:
     """The query's run in the one task (picklable): :meth:`faq.Query.run` with
-    ``backend="driver"``; its record is the plan, the trace, the seconds spent reading and,
-    for a query without free variables, its value's table (else None)."""
+    ``backend="driver"``; its record is the plan, the trace and the seconds spent
+    reading."""
 
     def __init__(self, query: Any, order: str | Sequence[str], join: str, trace: bool) -> None:
         self.query, self.order, self.join, self.trace = query, order, join, trace
 
-    def __call__(self, factors: dict[str, Factor], read: float) -> tuple[Table | None, Any]:
+    def __call__(self, factors: dict[str, Factor], read: float) -> tuple[Table, Any]:
         run = self.query.run(self.order, self.join, self.trace, "driver", False, **factors)
-        table = run.result.to_table()
-        if not self.query.rule.head:
-            return None, (run.plan, run.trace, read, table)
-        return table, (run.plan, run.trace, read, None)
+        return run.result.to_table(), (run.plan, run.trace, read)

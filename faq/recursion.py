@@ -29,7 +29,7 @@ Joins run in the planner and executor (driver kernel, tasks or Spark); the
 state and each round's ⊕-merge are numpy tables in the driver.  Past
 ``local_rows``, inputs kept in Spark that fit ``program_task_rows`` are gathered into one
 Spark task, which runs the whole program there (:mod:`faq.program_task`, chosen by
-:func:`faq.plan.physical.program_in_task`); larger ones run each group's fixpoint
+:func:`faq.plan.physical.in_one_task`); larger ones run each group's fixpoint
 partitioned in Spark (:mod:`faq.spark.fixpoint`, chosen by
 :func:`faq.plan.physical.fixpoint_in_spark`).
 The record of a run (:class:`faq.program_run.ProgramRun`) says where each round ran and what it

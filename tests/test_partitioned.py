@@ -471,8 +471,7 @@ def test_a_csv_relation_enters_the_driver_only_within_local_rows(spark, tmp_path
 def test_a_local_relation_read_by_several_atoms_goes_to_spark_once(spark, monkeypatch):
     """A relation held in the driver, past ``local_rows``, read by the three atoms of a
     triangle: one Spark DataFrame for all three, routed as one group (a self-join's rows
-    packed once).  It was converted and routed once per atom: a 2M-edge pandas frame
-    took 29.7 s, against 14.3 s after."""
+    packed once).  It was converted and routed once per atom."""
     import faq.executor as executor
     import faq.spark.partitioned as partitioned
 

@@ -171,7 +171,7 @@ def test_parquet_edges_are_counted_from_their_footers_not_by_a_job(spark, tmp_pa
 def test_the_planner_says_whether_a_query_runs_in_one_task_and_why(
     backend, rows, types, witness, rule, words
 ):
-    from faq.plan.physical import query_in_task
+    from faq.plan.physical import in_one_task
 
-    ok, why = query_in_task([parse_rule(rule)], rows, types, backend, witness)
+    ok, why = in_one_task("query_task_rows", [parse_rule(rule)], rows, types, backend, witness)
     assert words in why and ok == why.startswith("in one Spark task"), why

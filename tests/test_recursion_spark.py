@@ -242,11 +242,10 @@ def test_one_task_takes_inputs_held_in_the_driver_and_string_keys(spark):
 def test_the_planner_says_whether_a_program_runs_in_one_task_and_why(
     backend, rows, types, witness, rule, words
 ):
-    import semirings
-    from faq.plan.physical import program_in_task
+    from faq.plan.physical import in_one_task
 
     r = parse_rule(rule, recursive=True)
-    ok, why = program_in_task(semirings.get("min-plus"), [r], rows, types, backend, witness)
+    ok, why = in_one_task("program_task_rows", [r], rows, types, backend, witness)
     assert words in why and ok == why.startswith("in one Spark task"), why
 
 
@@ -325,11 +324,10 @@ def test_no_plan_is_read_for_one_task_when_no_input_can_take_it(spark, monkeypat
     one more query to Spark per run, before the read that asks again); the input is read
     as before."""
     import faq.one_task as one_task
-    import faq.program_task as program_task
 
     read: list[object] = []
-    real, fits = program_task.explain_cost, one_task.fits
-    monkeypatch.setattr(program_task, "explain_cost", lambda df: read.append(df) or real(df))
+    real, fits = one_task.explain_cost, one_task.fits
+    monkeypatch.setattr(one_task, "explain_cost", lambda df: read.append(df) or real(df))
     monkeypatch.setattr(one_task, "fits", lambda *a: read.append(a) or fits(*a))
     import pandas as pd
 
@@ -345,3 +343,18 @@ def test_no_plan_is_read_for_one_task_when_no_input_can_take_it(spark, monkeypat
     with faq.settings(local_rows=0):
         assert ONE_TASK in q.run(S=S, E=E).explain()
     assert len(read) == 4  # per input kept in Spark: whether it fits, and its plan, once
+
+
+def test_a_program_whose_answer_has_no_keys_runs_in_one_task(spark):
+    """An answer without keys travels in the task's record, as a query's does: it was
+    yielded as a row beside the record, and the job's one row read back was that row,
+    without a record (a TypeError)."""
+    import pandas as pd
+
+    q = query("Q() :- R(x)\nR(x) :- S(x)\nR(y) :- R(x), E(x, y)", semiring="counting")
+    E = spark.createDataFrame(pd.DataFrame({"a": [0, 1, 2], "b": [1, 2, 3]}))
+    S = spark.createDataFrame(pd.DataFrame({"a": [0]}))
+    with faq.settings(local_rows=0):
+        run = q.run(E=E, S=S)
+    assert run.result.to_dict() == {(): 4}
+    assert all(r.where == ("one task",) for r in run.rounds)

@@ -63,8 +63,7 @@ __all__ = [
     "delta_in_one_task",
     "fixpoint_in_spark",
     "join_order",
-    "program_in_task",
-    "query_in_task",
+    "in_one_task",
 ]
 
 
@@ -481,8 +480,8 @@ def delta_in_one_task(literals: int, rows: float, st: Settings | None = None) ->
     return f"one Spark task: the changes reach ~{int(rows):,} rows ≤ cell_rows={st.cell_rows:,}"
 
 
-def program_in_task(
-    S: Semiring,
+def in_one_task(
+    limit: str,
     rules: Sequence[Rule],
     spark_rows: Mapping[str, int | None],
     key_types: Sequence[str],
@@ -490,46 +489,20 @@ def program_in_task(
     witness: bool,
     st: Settings | None = None,
 ) -> tuple[bool, str]:
-    """Whether a recursive program runs whole inside one Spark task, and why.
+    """Whether a whole solve runs inside one Spark task, and why: a recursive program
+    (``limit="program_task_rows"``, :mod:`faq.program_task`) or a query (``rules`` its one
+    rule, ``limit="query_task_rows"``, :mod:`faq.query_task`).
 
     ``spark_rows`` are the rows of each input kept in Spark (None: not known without a
     job), ``key_types`` the Spark types of every input's key columns.  Past
-    ``local_rows`` the inputs stay out of the driver; when they hold at most
-    ``program_task_rows`` rows in all, one Spark job gathers them into one task, which
-    runs every round with the driver's kernel and returns the answer's rows to Spark
-    (:mod:`faq.program_task`), where a partitioned round costs a few Spark jobs.  It needs
-    ``backend="auto"``, no witnesses, no constant in an atom and one key type."""
+    ``local_rows`` the inputs stay out of the driver; when they hold at most the setting
+    ``limit``'s rows in all, one Spark job gathers them into one task, which runs the
+    solve on the driver's kernel and returns the answer's rows to Spark, where a
+    partitioned round costs a few Spark jobs and a partitioned step a statistics job and
+    a shuffle (but has the cluster's cores, where the task has one executor's).  It
+    needs ``backend="auto"``, no witnesses, no constant in an atom and one key type.
+    """
     st = st or current()
-    return _in_one_task(rules, spark_rows, key_types, backend, witness, "program_task_rows", st)
-
-
-def query_in_task(
-    rules: Sequence[Rule],
-    spark_rows: Mapping[str, int | None],
-    key_types: Sequence[str],
-    backend: str,
-    witness: bool,
-    st: Settings | None = None,
-) -> tuple[bool, str]:
-    """Whether a query (one rule, ``rules[0]``) is solved whole inside one Spark task, and
-    why: as :func:`program_in_task`, with the limit ``query_task_rows``.  The job gathers
-    the inputs, the task plans from exact counts and runs every step on the driver's
-    kernel (:mod:`faq.query_task`), where partitioned steps pay a statistics job and a
-    shuffle; but the task has one executor's cores, not the cluster's."""
-    st = st or current()
-    return _in_one_task(rules, spark_rows, key_types, backend, witness, "query_task_rows", st)
-
-
-def _in_one_task(
-    rules: Sequence[Rule],
-    spark_rows: Mapping[str, int | None],
-    key_types: Sequence[str],
-    backend: str,
-    witness: bool,
-    limit: str,
-    st: Settings,
-) -> tuple[bool, str]:
-    """:func:`program_in_task` and :func:`query_in_task`, limited by setting ``limit``."""
     most = getattr(st, limit)
     where = "not in one Spark task"
     if backend != "auto":
