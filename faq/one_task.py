@@ -43,7 +43,14 @@ from faq.progress import StepProgress
 from faq.read import fits
 from faq.rule import VALUE, Rule
 from faq.source import Source
-from faq.spark.checks import check_value_type, explain_cost, plain_scan, size_from
+from faq.spark.checks import (
+    ParquetScan,
+    check_value_type,
+    explain_cost,
+    parquet_scan,
+    plain_scan,
+    size_from,
+)
 from faq.spark.convert import arrow_to_table
 from faq.spark.ops import checkpointed, key_type, union_all
 from faq.spark.tasks import arrow_type
@@ -65,6 +72,7 @@ __all__ = [
     "key_types",
     "may_fit",
     "placement",
+    "read_files",
     "read_input",
     "run_in_one_task",
 ]
@@ -83,13 +91,15 @@ _ARROW = {"bigint": "int64", "string": "string", "double": "float64", "boolean":
 class Placement:
     """Why a solve's inputs go into one Spark task, and what gathering them needs: the
     :func:`faq.spark.checks.explain_cost` texts of those kept in Spark (``explained``;
-    plain scans are read by the task itself), the one Spark type of every key column and
-    how errors name each input (``labels``; default ``factor 'E'``)."""
+    plain scans are read by the task itself), the one Spark type of every key column,
+    how errors name each input (``labels``; default ``factor 'E'``) and the inputs that
+    are scans of local Parquet files, which the task reads from the files (``files``)."""
 
     why: str
     explained: dict[str, str | None]
     key_type: str
     labels: dict[str, str]
+    files: dict[str, ParquetScan]
 
 
 def may_fit(limit: int, backend: str) -> bool:
@@ -133,7 +143,20 @@ def placement(
     ok, why = in_one_task(limit, rules, rows, types, backend, witness)
     if not ok:
         return None
-    return Placement(why, explained, types[0] if types else "bigint", dict(labels or {}))
+    files = {n: scan for n, f in remote.items() if (scan := _direct(f, explained[n]))}
+    if files:
+        why += (
+            f"; {', '.join(files)} read by the task straight from "
+            f"{sum(len(s.paths) for s in files.values())} local Parquet file(s) (pyarrow)"
+        )
+    return Placement(why, explained, types[0] if types else "bigint", dict(labels or {}), files)
+
+
+def _direct(f: Factor, text: str | None) -> ParquetScan | None:
+    """The columns of ``f`` (kept in Spark) that a task reads (its keys, then its value if
+    it has one) as read straight from its Parquet files, or None."""
+    df = f.df
+    return parquet_scan(df, text, df.columns[: len(f.vars) + (len(df.columns) > len(f.vars))])
 
 
 def counted_rows(remote: Mapping[str, Factor]) -> dict[str, int | None]:
@@ -231,17 +254,26 @@ def run_in_one_task(
     remote = {n: f for n, f in inputs.items() if not f.is_local}
     held = {n: f.to_table() for n, f in inputs.items() if f.is_local}
     ktype, vtype = placed.key_type, sops.ops(S).type
+    rest = {n: f for n, f in remote.items() if n not in placed.files}
     tagged = [
         (placed.labels.get(n, label_of(n)), n, f.vars, len(f.df.columns) > len(f.vars))
-        for n, f in remote.items()
+        for n, f in rest.items()
+    ]
+    files = [
+        (placed.labels.get(n, label_of(n)), n, remote[n].vars, scan)
+        for n, scan in placed.files.items()
     ]
     arrow = (_arrow(ktype), arrow_type(vtype) or _arrow(vtype))  # made here: no JVM there
-    task = OneTask(body, S, held, tagged, st, (head, *arrow))
+    task = OneTask(body, S, held, tagged, st, (head, *arrow), files)
     schema = ", ".join(
         [f"`{v}` {ktype}" for v in head] + [f"`{VALUE}` {vtype}", f"`{_RECORD}` string"]
     )
-    plain = all(plain_scan(placed.explained.get(n)) for n in remote)
-    df = gathered(remote, ktype, vtype, plain).mapInArrow(task, schema)
+    if rest:
+        plain = all(plain_scan(placed.explained.get(n)) for n in rest)
+        df = gathered(rest, ktype, vtype, plain).mapInArrow(task, schema)
+    else:  # every input read from its files: the task needs one row to run
+        spark = next(iter(remote.values())).df.sparkSession
+        df = spark.range(1, numPartitions=1).mapInArrow(task, schema)
     with StepProgress(what, df.sparkSession, st.progress_seconds):
         if head:
             out, got = checkpointed(df, {"record": F.max(F.col(_RECORD))})
@@ -270,6 +302,7 @@ class OneTask:
         remote: list[tuple[str, str, tuple[str, ...], bool]],
         st: Settings,
         schema: tuple[tuple[str, ...], pa.DataType, pa.DataType],
+        files: list[tuple[str, str, tuple[str, ...], ParquetScan]],
     ) -> None:
         self.body = body
         self.S = S
@@ -278,6 +311,7 @@ class OneTask:
         self.changed = {n: getattr(st, n) for n in st.changed()}
         self.changed["local_rows"] = _EVERYTHING  # in the task every relation is held there
         self.schema = schema  # the answer's variables, the keys' and the values' Arrow types
+        self.files = files  # inputs read from their Parquet files (label, name, variables, scan)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         t0 = time.perf_counter()
@@ -293,6 +327,9 @@ class OneTask:
                 for i, (label, n, vars_, has_value) in enumerate(self.remote):
                     t = read_input(rows, i, label, vars_, has_value, self.S)
                     factors[n] = self._factor(n, t)
+            for label, n, vars_, scan in self.files:
+                t = read_files(scan, vars_, self.S, label, self.schema[1:])
+                factors[n] = self._factor(n, t)
             read = time.perf_counter() - t0
             with settings(**self.changed):
                 answer, record = self.body(factors, read)
@@ -358,6 +395,34 @@ def read_input(
         rows = rows.filter(pa.array(mine))
     at = rows.select(keys + ([VALUE] if has_value else []))
     return arrow_to_table(at, vars_, S, label, check=True, unique=False)
+
+
+def read_files(
+    scan: ParquetScan,
+    vars_: tuple[str, ...],
+    S: Semiring,
+    label: str,
+    types: tuple[pa.DataType, pa.DataType],
+) -> Table:
+    """An input's rows read straight from its Parquet files (``scan``): its keys (of
+    ``vars_``) cast to the key type and, when the scan has one more column, its
+    annotations cast to the value type (``types``), as Spark's ``cast`` would, then
+    checked, ⊕-combined and without zeros as :func:`read_input` makes them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [f"k{i}" for i in range(len(vars_))] + [VALUE] * (len(scan.columns) > len(vars_))
+    kinds = [types[0]] * len(vars_) + [types[1]]
+    source = sorted({src for _, src in scan.columns})
+    parts = []
+    for path in scan.paths:
+        t = pq.read_table(path, columns=source)
+        cols = [
+            t.column(src).cast(kind, safe=False)
+            for (_, src), kind in zip(scan.columns, kinds, strict=False)
+        ]
+        parts.append(pa.table(cols, names=names))
+    return arrow_to_table(pa.concat_tables(parts), vars_, S, label, check=True, unique=False)
 
 
 def _portable(exc: Exception) -> Exception:

@@ -30,7 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from faq.source import Source
 
-__all__ = ["Check", "check_value_type", "size_hint", "spark_prepared", "spark_prepared_all"]
+__all__ = [
+    "Check",
+    "ParquetScan",
+    "check_value_type",
+    "parquet_scan",
+    "size_hint",
+    "spark_prepared",
+    "spark_prepared_all",
+]
 
 CHECKS_PER_JOB = 64
 """Relations checked together by one job: one aggregation, grouped by relation, of the
@@ -102,8 +110,7 @@ def plain_scan(text: str | None) -> bool:
     False without a plan."""
     if text is None:
         return False
-    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
-    lines = [ln for ln in plan.splitlines() if ln.strip()]
+    lines = _optimized(text)
     return bool(lines) and all(_ROW_KEEPING.match(ln) for ln in lines[:-1])
 
 
@@ -112,8 +119,7 @@ def _below_projections(text: str) -> float | None:
     that adds rows) over a node whose row count Spark knows (a checkpoint, a local
     relation): that count.  Spark keeps no row count above a projection unless its cost
     model is on, so a ``select`` of a checkpointed frame would have none."""
-    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
-    for ln in (ln for ln in plan.splitlines() if ln.strip()):
+    for ln in _optimized(text):
         m = _STATS.search(ln)
         if m is not None and m.group(3):
             return float(m.group(3))
@@ -130,8 +136,7 @@ def _parquet_rows(df: DataFrame, text: str) -> float | None:
     filters and projections (nothing that adds rows), read from the files' footers
     (local files only, at most ``footer_files`` of them, a setting: no job, a few ms);
     None otherwise."""
-    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
-    lines = [ln for ln in plan.splitlines() if ln.strip()]
+    lines = _optimized(text)
     scans = [ln for ln in lines if "Relation [" in ln]
     if (
         len(scans) != 1
@@ -139,17 +144,110 @@ def _parquet_rows(df: DataFrame, text: str) -> float | None:
         or not all(_SCAN_NODES.match(ln) for ln in lines)
     ):
         return None
+    paths = _local_files(df)
+    if paths is None:
+        return None
     try:
         import pyarrow.parquet as pq
 
-        urls = [urlparse(f) for f in df.inputFiles()]
-        if not urls or len(urls) > current().footer_files:  # a footer read per file
-            return None
-        if any(u.scheme not in ("", "file") for u in urls):
-            return None
-        return float(sum(pq.read_metadata(unquote(u.path)).num_rows for u in urls))
+        return float(sum(pq.read_metadata(p).num_rows for p in paths))
     except Exception:  # a file gone, unreadable, not Parquet after all: no bound
         return None
+
+
+def _optimized(text: str) -> list[str]:
+    """The non-blank lines of the optimized logical plan in an ``EXPLAIN COST`` text."""
+    plan = text.split("== Optimized Logical Plan ==", 1)[-1].split("== Physical Plan ==")[0]
+    return [ln for ln in plan.splitlines() if ln.strip()]
+
+
+def _local_files(df: DataFrame) -> list[str] | None:
+    """The paths of the files ``df`` reads when they are all local (``file:`` or no
+    scheme) and at most ``footer_files`` (a setting); None otherwise."""
+    try:
+        urls = [urlparse(f) for f in df.inputFiles()]
+    except Exception:  # no files to name (a Connect server without it)
+        return None
+    if not urls or len(urls) > current().footer_files:
+        return None
+    if any(u.scheme not in ("", "file") for u in urls):
+        return None
+    return [unquote(u.path) for u in urls]
+
+
+@dataclass(frozen=True)
+class ParquetScan:
+    """Columns of a DataFrame that is one scan of local Parquet files, which a Python task
+    can read straight from the files (pyarrow) instead of through Spark's rows: the
+    files, and the file column each of the DataFrame's columns reads."""
+
+    paths: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]  # (the DataFrame's column, the file's column)
+
+
+_NAME = r"([A-Za-z_][A-Za-z0-9_]*)#\d+L?"
+_RELATION = re.compile(r"^[\s:+\-|]*Relation \[([^\]]*)\] parquet\b")
+_PROJECT = re.compile(r"^Project \[(.*)\], Statistics\(")
+_ITEM = re.compile(rf"{_NAME}(?: AS {_NAME})?")
+
+
+def parquet_scan(df: DataFrame, text: str | None, columns: Sequence[str]) -> ParquetScan | None:
+    """``df``'s ``columns`` as read straight from its files, when its optimized plan (in
+    its :func:`explain_cost` ``text``) is one Parquet scan of local files (at most
+    ``footer_files``), under at most one projection that only picks and renames columns
+    (no filter, no cast), and every file holds each column under the name the scan reads,
+    of a type pyarrow reads as Spark does (signed integers, floats, booleans, strings of
+    the default collation); None otherwise (then Spark reads the rows)."""
+    lines = [] if text is None else _optimized(text)
+    relation = _RELATION.match(lines[-1]) if lines and len(lines) <= 2 else None
+    if relation is None:
+        return None
+    project = _PROJECT.match(lines[0]) if len(lines) == 2 else None
+    if len(lines) == 2 and project is None:
+        return None
+    listed = project.group(1).split(", ") if project else relation.group(1).split(",")
+    items = [_ITEM.fullmatch(x.strip()) for x in listed]
+    if any(m is None for m in items):
+        return None
+    reads = [(m.group(2) or m.group(1), m.group(1)) for m in items if m is not None]
+    if [out for out, _ in reads] != list(df.columns):
+        return None
+    source = dict(reads)
+    paths = _local_files(df)
+    if paths is None:
+        return None
+    wanted = tuple((c, source[c]) for c in columns)
+    types = {c: df.schema[c].dataType for c in columns}
+    try:
+        import pyarrow.parquet as pq
+
+        for p in paths:
+            schema = pq.read_schema(p)
+            for c, src in wanted:
+                i = schema.get_field_index(src)
+                if i < 0 or not _reads_as(schema.field(i).type, types[c]):
+                    return None
+    except Exception:  # a file gone, unreadable, not Parquet after all: Spark reads it
+        return None
+    return ParquetScan(tuple(sorted(paths)), wanted)  # in name order: often key order
+
+
+def _reads_as(arrow: Any, spark: Any) -> bool:
+    """Whether a Parquet column pyarrow reads as ``arrow`` holds what Spark reads as
+    ``spark``, value for value."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}.get(type(spark))
+    if bits is not None:
+        return bool(pa.types.is_signed_integer(arrow)) and arrow.bit_width <= bits
+    if isinstance(spark, T.FloatType | T.DoubleType):
+        return bool(pa.types.is_float32(arrow) or pa.types.is_float64(arrow))
+    if isinstance(spark, T.BooleanType):
+        return bool(pa.types.is_boolean(arrow))
+    if spark.simpleString() == "string":  # not a collated string type
+        return bool(pa.types.is_string(arrow) or pa.types.is_large_string(arrow))
+    return False
 
 
 def check_value_type(df: DataFrame, S: Semiring, label: str) -> None:
