@@ -60,8 +60,10 @@ Contenders (``--contenders``):
   take more than ``--mllib-max-mb`` is skipped with a note;
 * ``floor`` (graphs and chains): one job that reads the edges, or all the chain's
   matrices, into one Python task and counts their rows (:func:`floor_job`), joining
-  nothing: the least a solve whose kernel runs in a Python task pays.  Not a peer; the
-  summary sets the best peer's time against it.
+  nothing: the least a solve whose kernel runs in a Python task pays when Spark reads
+  its rows (the engine's one task reads a plain scan of local Parquet files itself, with
+  pyarrow, so it can take less).  Not a peer; the summary sets the best peer's time
+  against it.
 
 Methodology: one ``local[2]`` session (``--master``, ``spark.driver.memory=4g``).  Each
 workload's relations are written once to Parquet in a temporary folder (pyarrow, a few
@@ -175,7 +177,8 @@ def count_batches(batches: Any) -> Any:
 def floor_job(df: Any) -> int:
     """The rows of ``df`` counted in one Python task (``coalesce(1)``, ``mapInArrow``): one
     Spark job that reads the input into Arrow batches in a Python worker and joins
-    nothing, the least an engine whose kernel runs in Python tasks pays per solve."""
+    nothing, the least an engine whose kernel runs in Python tasks pays per solve when
+    Spark reads its rows."""
     return int(df.coalesce(1).mapInArrow(count_batches, "n long").collect()[0][0])
 
 
