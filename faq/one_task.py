@@ -49,6 +49,7 @@ from faq.spark.checks import (
     explain_cost,
     parquet_scan,
     plain_scan,
+    read_scan,
     size_from,
 )
 from faq.spark.convert import arrow_to_table
@@ -408,21 +409,10 @@ def read_files(
     ``vars_``) cast to the key type and, when the scan has one more column, its
     annotations cast to the value type (``types``), as Spark's ``cast`` would, then
     checked, ⊕-combined and without zeros as :func:`read_input` makes them."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     names = [f"k{i}" for i in range(len(vars_))] + [VALUE] * (len(scan.columns) > len(vars_))
     kinds = [types[0]] * len(vars_) + [types[1]]
-    source = sorted({src for _, src in scan.columns})
-    parts = []
-    for path in scan.paths:
-        t = pq.read_table(path, columns=source)
-        cols = [
-            t.column(src).cast(kind, safe=False)
-            for (_, src), kind in zip(scan.columns, kinds, strict=False)
-        ]
-        parts.append(pa.table(cols, names=names))
-    return arrow_to_table(pa.concat_tables(parts), vars_, S, label, check=True, unique=False)
+    at = read_scan(scan, names, kinds)
+    return arrow_to_table(at, vars_, S, label, check=True, unique=False)
 
 
 def _portable(exc: Exception) -> Exception:

@@ -1,7 +1,9 @@
 """Reading one relation held in Spark for a semiring: collect it into the driver or keep it.
 
 A relation that fits in the driver (at most ``faq.settings().local_rows`` rows)
-is collected once, through Arrow, and from then on handled as numpy arrays:
+is collected once, through Arrow (a plain scan of local Parquet files is read from
+its files, with no job: :func:`faq.spark.checks.parquet_scan`), and from then on
+handled as numpy arrays:
 checked (null keys, annotations outside the semiring), consolidated and
 counted exactly, with no further Spark job.  Whether an unchecked DataFrame
 fits is asked of Spark's optimizer: the size estimate it uses to decide
@@ -32,7 +34,17 @@ from faq.kernel.stats import table_stats
 from faq.kernel.table import Table
 from faq.plan.settings import Settings, current
 from faq.source import Source
-from faq.spark.checks import Check, check_value_type, size_hint, spark_prepared_all
+from faq.spark.checks import (
+    Check,
+    ParquetScan,
+    check_value_type,
+    explain_cost,
+    parquet_scan,
+    read_scan,
+    size_from,
+    spark_arrow_type,
+    spark_prepared_all,
+)
 from faq.spark.convert import arrow_to_table
 from semirings import Semiring
 
@@ -50,6 +62,13 @@ UNKNOWN_BYTES = 2**60
 _SEEN: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 """Rows of the DataFrames queries have read into the driver, by DataFrame object: asking a
 DataFrame read before needs no size estimate (an estimate costs about 50 ms)."""
+
+_SCANS: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], ParquetScan | None]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Whether the DataFrames queries have read into the driver are plain scans of local
+Parquet files (for the columns read then), by DataFrame object, as their first read's
+plan said: a frame read again is read as it was, with no plan asked for."""
 
 
 @dataclass(frozen=True)
@@ -169,16 +188,36 @@ def _local(r: Request, limits: Settings) -> Source | None:
         check_value_type(src.df, S, label)
     if r.uses > 1:
         limits = replace(limits, local_rows=limits.local_rows // r.uses)
-    fit = fits(src, limits) if r.local else False
+    fit, text = _fits(src, limits) if r.local else (False, None)
     if fit is None:  # no estimate (data built from an RDD, say): read at most local_rows + 1
         at = src.df.limit(limits.local_rows + 1).toArrow()
         if at.num_rows <= limits.local_rows:
             table = _collected(src, at, S, label, consolidate=False)
             return Source.local(table, S, table_stats(table))
     elif fit:
-        table = _collected(src, src.df.toArrow(), S, label, consolidate=False)
+        table = _collected(src, _arrow_rows(src, text), S, label, consolidate=False)
         return Source.local(table, S, table_stats(table))
     return None
+
+
+def _arrow_rows(src: Source, text: str | None) -> pa.Table:
+    """All the rows of ``src`` (kept in Spark, known to fit) as Arrow: read straight from
+    its files when it is a plain scan of local Parquet files
+    (:func:`faq.spark.checks.parquet_scan`, from its plan ``text``, or, for a frame read
+    before, as found then), else by Spark."""
+    df = src.df
+    assert df is not None
+    columns = tuple(df.columns)
+    if text is not None:
+        scan = parquet_scan(df, text, columns)
+        if src.original is not None:
+            _SCANS[src.original] = (columns, scan)
+    else:
+        known = _SCANS.get(src.original) if src.original is not None else None
+        scan = known[1] if known is not None and known[0] == columns else None
+    if scan is None:
+        return df.toArrow()
+    return read_scan(scan, columns, [spark_arrow_type(f.dataType) for f in df.schema.fields])
 
 
 def fits(src: Source, limits: Settings) -> bool | None:
@@ -187,20 +226,26 @@ def fits(src: Source, limits: Settings) -> bool | None:
     ``local_rows + 1`` rows can tell (no row estimate, and no size estimate or one of
     at most ``limits.local_bytes``).  With ``local_rows=0`` nothing fits: nothing is
     read into the driver."""
+    return _fits(src, limits)[0]
+
+
+def _fits(src: Source, limits: Settings) -> tuple[bool | None, str | None]:
+    """:func:`fits`, and the ``EXPLAIN COST`` text it read (None if it read none)."""
     assert src.df is not None
     if limits.local_rows <= 0:
-        return False
+        return False, None
     if src.checked is not None and src.stats is not None:
-        return src.stats.rows <= limits.local_rows
+        return src.stats.rows <= limits.local_rows, None
     seen = _SEEN.get(src.original) if src.original is not None else None
     if seen is not None:
-        return seen <= limits.local_rows
-    rows, size = size_hint(src.df)
+        return seen <= limits.local_rows, None
+    text = explain_cost(src.df)
+    rows, size = (None, None) if text is None else size_from(src.df, text)
     if rows is not None:
-        return rows <= limits.local_rows
+        return rows <= limits.local_rows, text
     if size is None or size >= UNKNOWN_BYTES or size <= limits.local_bytes:
-        return None  # a bounded read decides: a small file can hold many rows
-    return False
+        return None, text  # a bounded read decides: a small file can hold many rows
+    return False, text
 
 
 def collect(src: Source, S: Semiring, label: str, *, consolidate: bool = True) -> Table:

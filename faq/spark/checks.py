@@ -26,6 +26,7 @@ from semirings import Semiring
 from semirings import spark as sops
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
     from faq.source import Source
@@ -35,8 +36,10 @@ __all__ = [
     "ParquetScan",
     "check_value_type",
     "parquet_scan",
+    "read_scan",
     "size_hint",
     "spark_prepared",
+    "spark_arrow_type",
     "spark_prepared_all",
 ]
 
@@ -230,6 +233,43 @@ def parquet_scan(df: DataFrame, text: str | None, columns: Sequence[str]) -> Par
     except Exception:  # a file gone, unreadable, not Parquet after all: Spark reads it
         return None
     return ParquetScan(tuple(sorted(paths)), wanted)  # in name order: often key order
+
+
+def read_scan(scan: ParquetScan, names: Sequence[str], types: Sequence[Any]) -> pa.Table:
+    """The rows of ``scan`` read from its files (pyarrow, in ``scan.paths`` order), its
+    columns named ``names`` and cast to the Arrow ``types`` as Spark's ``cast`` would
+    (integers widened, integers to floats rounded)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = sorted({src for _, src in scan.columns})
+    parts = []
+    for path in scan.paths:
+        t = pq.read_table(path, columns=source)
+        cols = [
+            t.column(src).cast(kind, safe=False)
+            for (_, src), kind in zip(scan.columns, types, strict=False)
+        ]
+        parts.append(pa.table(cols, names=list(names)))
+    return pa.concat_tables(parts)
+
+
+def spark_arrow_type(spark: Any) -> pa.DataType:
+    """The Arrow type Spark's ``toArrow`` gives a column of the plain Spark type ``spark``
+    (one that :func:`parquet_scan` reads from files)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    kinds = {
+        T.ByteType: pa.int8(),
+        T.ShortType: pa.int16(),
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.BooleanType: pa.bool_(),
+    }
+    return kinds.get(type(spark), pa.string())
 
 
 def _reads_as(arrow: Any, spark: Any) -> bool:
