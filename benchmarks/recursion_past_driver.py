@@ -25,7 +25,10 @@ contender's answer is compared exactly).  The source is the node of highest out-
 
 Contenders, side by side in one ``local[2]`` session (``spark.driver.memory=4g``), all
 given the same edge DataFrame ``(src, dst, value)``, materialised once per graph with
-``localCheckpoint`` (not timed):
+``localCheckpoint`` (not timed).  With ``--input parquet`` the edges are written as four
+Parquet files as well: the engine is given ``spark.read.parquet(folder)`` (a one-task
+solve reads such files itself, with pyarrow), the peers keep the checkpointed frame
+(materialised before the clock, as in the default):
 
 * ``engine``: ``with faq.settings(local_rows=0): query(SSSP).run(S=..., E=df)``: the
   inputs are kept in Spark (the path of issue 41, point 2);
@@ -73,7 +76,10 @@ if __package__ in (None, ""):  # run as a script: import ``benchmarks`` from the
     sys.path.insert(0, str(_HERE.parent))
 
 import argparse
+import atexit
 import contextlib
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -327,20 +333,37 @@ class Bench:
         self.spark = local_session(args.master, **{"spark.driver.memory": "4g"})
         self.sc = self.spark.sparkContext
         self.graph: Graph | None = None
-        self.E: Any = None
+        self.E: Any = None  # the peers' edges
+        self.E_engine: Any = None  # the engine's
 
     def load(self, g: Graph) -> None:
-        """The edges of ``g`` as a checkpointed DataFrame (not timed)."""
+        """The edges of ``g`` as a checkpointed DataFrame, or (``--input parquet``) as
+        Parquet files, which the engine reads as ``spark.read.parquet``, the peers keeping
+        the checkpointed DataFrame (not timed)."""
         if self.E is not None:
             self.E.unpersist()
-        self.graph, self.E = g, edges_frame(self.spark, g)
+        self.graph = g
+        if self.args.input == "checkpoint":
+            self.E = self.E_engine = edges_frame(self.spark, g)
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder = Path(tempfile.mkdtemp(prefix="recpast-"))
+        atexit.register(shutil.rmtree, folder, True)
+        table = pa.table({"src": g.src, "dst": g.dst, "value": g.weight})
+        bounds = np.linspace(0, table.num_rows, 5).astype(int)
+        for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            pq.write_table(table.slice(a, b - a), folder / f"part-{k}.parquet")
+        self.E_engine = self.spark.read.parquet(str(folder))
+        self.E = edges_frame(self.spark, g)
 
     def fn(self, name: str, workload: str) -> Callable[[], tuple[Answer, Any]]:
         """The call that runs ``name`` on ``workload``: ``(answer, ProgramRun or None)``."""
         g, E, a = self.graph, self.E, self.args
         assert g is not None
         if name in ("engine", "spark", "driver"):
-            return lambda: engine_past_driver(workload, E, g.source, name)
+            return lambda: engine_past_driver(workload, self.E_engine, g.source, name)
         if name == "pyspark":
             loop = pregel_sssp if workload == "sssp" else pregel_reach
             return lambda: (loop(E, g.source, a.checkpoint_every), None)
@@ -472,6 +495,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=list(DEFAULT),
         help="default: all but spark",
     )
+    p.add_argument(
+        "--input", choices=["checkpoint", "parquet"], default="checkpoint",
+        help="the edges as a localCheckpoint (default) or as Parquet files",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=1, help="timed runs per cell (1)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run (900)")
     p.add_argument("--checkpoint-every", type=int, default=3, help="PySpark loop (3)")

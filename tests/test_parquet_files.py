@@ -146,3 +146,17 @@ def test_bad_rows_read_into_the_driver_from_the_files_raise_sparks_error(spark, 
         q.solve(E=df.filter("x IS NULL OR x >= 0"))
     assert "'x'" in str(from_files.value)
     assert str(from_files.value) == str(by_spark.value)
+
+
+def test_a_column_read_twice_or_a_name_given_twice(spark, tmp_path):
+    """A projection may read one file column twice (read from the files); a frame whose
+    columns share a name is left to Spark."""
+    from faq.spark.checks import explain_cost, parquet_scan
+
+    e = _edges(seed=23)
+    df = spark.read.parquet(_parquet(tmp_path, "t", {"x": e[:, 0], "y": e[:, 1]}))
+    twice = df.selectExpr("x AS a", "x AS b", "y")
+    scan = parquet_scan(twice, explain_cost(twice), twice.columns)
+    assert scan is not None and scan.columns == (("a", "x"), ("b", "x"), ("y", "y"))
+    same = df.toDF("a", "a")
+    assert parquet_scan(same, explain_cost(same), ["a"]) is None

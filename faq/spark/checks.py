@@ -213,7 +213,8 @@ def parquet_scan(df: DataFrame, text: str | None, columns: Sequence[str]) -> Par
     if any(m is None for m in items):
         return None
     reads = [(m.group(2) or m.group(1), m.group(1)) for m in items if m is not None]
-    if [out for out, _ in reads] != list(df.columns):
+    names = [out for out, _ in reads]
+    if names != list(df.columns) or len(set(names)) != len(names):  # a name twice: ambiguous
         return None
     source = dict(reads)
     paths = _local_files(df)
