@@ -24,7 +24,8 @@ columns and annotations, as the executor hands them), kernel tables out:
   (``ss.unpack("csr", sort=True)``: no copy, rows sorted; ``to_coo`` is slower), which
   is what the engine's rows, ending in ``to_pandas``, include;
 * ``triangles``: ``Q() :- E(a, b), E(b, c), E(a, c)`` over ``counting`` on a 1M-edge
-  power-law graph (:func:`faq.testing.power_law_graph`, 200k nodes):
+  power-law graph (:func:`faq.testing.power_law_graph`, 200k nodes; ``--tri-edges M``:
+  M edges on M/5 nodes):
   ``driver/graphblas-masked`` and the Generic Join kernel against GraphBLAS's masked
   ``plus_pair`` product ``C<A> = A·A`` summed (LAGraph's method);
 * ``dense-min-plus``: one min-plus product of dense 400×1500 · 1500×400 blocks: the
@@ -77,7 +78,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -708,6 +709,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile", type=int, default=0, metavar="N",
         help="cProfile one more engine run per workload, print its N costliest functions",
     )  # fmt: skip
+    p.add_argument(
+        "--tri-edges", type=int, default=0, metavar="M",
+        help="the triangle count's graph: M edges on M/5 nodes (default 1,000,000 on 200,000)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     add_out_argument(p)
     args = p.parse_args(argv)
@@ -728,6 +733,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    if args.tri_edges:
+        sizes = replace(sizes, tri_nodes=max(args.tri_edges // 5, 100), tri_edges=args.tri_edges)
     meta = run_info("kernels", argv)
     print(
         f"{meta['command']}  ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
