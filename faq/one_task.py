@@ -411,7 +411,7 @@ def read_files(
     checked, ⊕-combined and without zeros as :func:`read_input` makes them."""
     names = [f"k{i}" for i in range(len(vars_))] + [VALUE] * (len(scan.columns) > len(vars_))
     kinds = [types[0]] * len(vars_) + [types[1]]
-    at = read_scan(scan, names, kinds)
+    at = read_scan(scan, names, kinds[: len(names)])
     return arrow_to_table(at, vars_, S, label, check=True, unique=False)
 
 

@@ -160,3 +160,18 @@ def test_a_column_read_twice_or_a_name_given_twice(spark, tmp_path):
     assert scan is not None and scan.columns == (("a", "x"), ("b", "x"), ("y", "y"))
     same = df.toDF("a", "a")
     assert parquet_scan(same, explain_cost(same), ["a"]) is None
+
+
+def test_a_program_in_one_task_reads_its_parquet_edges_from_the_files(spark, tmp_path):
+    """Programs share the one task's placement: shortest paths over Parquet edges past
+    ``local_rows`` read them from the files and give the driver's distances."""
+    e = _edges(seed=29)
+    w = (np.arange(len(e)) % 9 + 1).astype(float)
+    df = spark.read.parquet(_parquet(tmp_path, "p", {"x": e[:, 0], "y": e[:, 1], "value": w}))
+    q = query("D(x) :- S(x)\nD(y) :- D(x), E(x, y)", semiring="min-plus")
+    S = faq.Factor.from_dict({(int(e[0, 0]),): 0.0}, ["x"], "min-plus")
+    want = q.solve(S=S, E=pd.DataFrame({"x": e[:, 0], "y": e[:, 1], "value": w})).to_dict()
+    with faq.settings(local_rows=0):
+        run = q.run(S=S, E=df)
+    assert run.result.to_dict() == want
+    assert DIRECT in run.explain(), run.explain()

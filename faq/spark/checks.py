@@ -249,7 +249,7 @@ def read_scan(scan: ParquetScan, names: Sequence[str], types: Sequence[Any]) -> 
         t = pq.read_table(path, columns=source)
         cols = [
             t.column(src).cast(kind, safe=False)
-            for (_, src), kind in zip(scan.columns, types, strict=False)
+            for (_, src), kind in zip(scan.columns, types, strict=True)
         ]
         parts.append(pa.table(cols, names=list(names)))
     return pa.concat_tables(parts)
