@@ -27,7 +27,8 @@ columns and annotations, as the executor hands them), kernel tables out:
   power-law graph (:func:`faq.testing.power_law_graph`, 200k nodes; ``--tri-edges M``:
   M edges on M/5 nodes):
   ``driver/graphblas-masked`` and the Generic Join kernel against GraphBLAS's masked
-  ``plus_pair`` product ``C<A> = A·A`` summed (LAGraph's method);
+  ``plus_pair`` product ``C<A> = A·A`` summed (LAGraph's method), by SuiteSparse's own
+  choice of method and by its dot method (``axb_method="dot"``);
 * ``dense-min-plus``: one min-plus product of dense 400×1500 · 1500×400 blocks: the
   compiled dense loop (``driver/blas``) against ``driver/graphblas-mxm`` and the Generic
   Join kernel (whether the dense loop is worth keeping).
@@ -524,7 +525,13 @@ def triangles(sz: Sizes, rng: np.random.Generator, args: argparse.Namespace) -> 
             v = C.reduce_scalar().new().value
             return int(v) if v is not None else 0
 
+        def lagraph_dot() -> int:  # SuiteSparse's dot method, asked for by name
+            C = A.mxm(A, gb.semiring.plus_pair).new(mask=A.S, axb_method="dot")
+            v = C.reduce_scalar().new().value
+            return int(v) if v is not None else 0
+
         cs.append(Contender("GraphBLAS masked plus_pair", lagraph, library=True))
+        cs.append(Contender("GraphBLAS masked plus_pair, dot", lagraph_dot, library=True))
     cs += [
         Contender(
             f"driver/{GRAPHBLAS_MASKED}",

@@ -241,13 +241,19 @@ def pandas_table(pdf: Any, vars_: tuple[str, ...], S: Semiring, label: str, chec
 
 
 def checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationStats]:
-    """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped."""
+    """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped.
+
+    Rows without annotations whose keys are distinct stay without them (each is
+    annotated ``S.one``), so that a library runner reads them as one iso-valued matrix
+    (a ``plus_pair`` product) rather than an array of ones."""
     o = local_ops(S)
     values = raw.values
     if values is not None:
         values = typed_values(np.asarray(values), S, label)
         check_annotations(values, S, label)
     table = group_reduce(Table(raw.vars, raw.cols, values, unique=raw.unique), raw.vars, o)
+    if values is None and table.vars and table.rows == raw.rows:  # each row once: one
+        table = Table(table.vars, table.cols, None, unique=True)
     return table, table_stats(table)
 
 
