@@ -546,3 +546,39 @@ def test_run_names_the_runner_and_falls_back_for_log():
     ops = local_ops(semirings.MIN_PLUS)
     ran = run(GRAPHBLAS_MXM, [A, B], ("i", "j", "k"), ("i", "k"), ops)
     assert (ran.runner, ran.why, ran.table.values.tolist()) == (GRAPHBLAS_MXM, "", [-0.5])
+
+
+def test_unannotated_rows_with_distinct_keys_reach_the_runner_without_annotations():
+    """An edge list without a ``value`` column (its keys distinct) is read as rows each
+    annotated one, with no array of ones, so the masked product is one iso-valued matrix
+    (``plus_pair``) and no annotations are multiplied in; repeated keys are counted."""
+    import pandas as pd
+
+    from faq import Factor, query
+
+    spokes = np.arange(1, 3000, dtype=np.int64)  # a hub: many wedges, few edges
+    e = np.column_stack(
+        [
+            np.concatenate([spokes, np.zeros_like(spokes), spokes[:-1]]),
+            np.concatenate([np.zeros_like(spokes), spokes, spokes[1:]]),
+        ]
+    )
+    seen: list[Table] = []
+    masked = kernel_runners.RUNNERS[GRAPHBLAS_MASKED]
+
+    def spy(tables, order, keep, ops, p):
+        seen.extend(tables)
+        return masked(tables, order, keep, ops, p)
+
+    q = query("Q() :- E(a, b), E(b, c), E(a, c)", semiring="counting")
+    frame = pd.DataFrame({"src": e[:, 0], "dst": e[:, 1]})
+    twice = pd.concat([frame, frame.iloc[:5]])  # five edges twice: each counted 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(kernel_runners.RUNNERS, GRAPHBLAS_MASKED, spy)
+        run = q.run(backend="driver", E=Factor.from_pandas(frame, vars=("a", "b")))
+        assert [s.ran or s.choice.runs for s in run.trace.steps] == [f"driver/{GRAPHBLAS_MASKED}"]
+        assert run.result.scalar() == 3 * (spokes.size - 1)
+        assert seen and all(t.values is None for t in seen)
+        seen.clear()
+        run = q.run(backend="driver", E=Factor.from_pandas(twice, vars=("a", "b")))
+        assert seen and all(t.values is not None and t.values.max() == 2 for t in seen)
