@@ -175,3 +175,36 @@ def test_a_program_in_one_task_reads_its_parquet_edges_from_the_files(spark, tmp
         run = q.run(S=S, E=df)
     assert run.result.to_dict() == want
     assert DIRECT in run.explain(), run.explain()
+
+
+def test_the_plan_is_read_from_the_frame_without_a_sql_statement(spark, tmp_path, capsys):
+    """``explain_cost`` reads the plans Spark keeps with the frame (``df.explain``, its
+    print caught for this thread only): the same text as ``EXPLAIN COST``, no SQL
+    statement planned again (fails before: it was one), and another thread's print
+    during the capture still reaches stdout."""
+    import threading
+
+    from faq.spark.checks import _printed, explain_cost
+
+    e = _edges(seed=23)
+    df = spark.read.parquet(_parquet(tmp_path, "plan", {"x": e[:, 0], "y": e[:, 1]}))
+    want = str(spark.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0])
+    session = type(spark)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(session, "sql", lambda *a, **k: pytest.fail("a SQL statement was run"))
+        assert explain_cost(df) == want
+    capsys.readouterr()
+    gone = threading.Event()
+
+    def beside() -> None:
+        print("from another thread")
+        gone.set()
+
+    def both() -> None:
+        print("kept")
+        t = threading.Thread(target=beside)
+        t.start()
+        t.join()
+
+    assert _printed(both) == "kept\n" and gone.is_set()
+    assert "from another thread" in capsys.readouterr().out
