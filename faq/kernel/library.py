@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from faq.kernel.table import Table, drop_zeros, group_reduce, key_sets
+from faq.kernel.table import Table, distinct_rows, drop_zeros, key_sets
 from semirings.core import LibraryOps
 from semirings.local import LocalOps, distinct
 
@@ -116,10 +116,7 @@ def consolidate(t: Table, ops: LocalOps) -> Table:
     """
     if t.unique:
         return drop_zeros(t, ops)
-    out = group_reduce(t, t.vars, ops)
-    if t.values is None and out.rows == t.rows:
-        return Table(out.vars, out.cols, None)
-    return out
+    return distinct_rows(t, ops)
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,17 @@ def group_reduce(t: Table, keep: Sequence[str], ops: LocalOps) -> Table:
     return drop_zeros(Table(keep, tuple(c[first] for c in cols), sums), ops)
 
 
+def distinct_rows(t: Table, ops: LocalOps) -> Table:
+    """``t`` ⊕-grouped by its whole key, no zeros, as an input is read: rows without
+    annotations whose keys turn out distinct stay without them (each annotated one), so
+    that the kernel counts them and a library runner builds one iso-valued matrix, not
+    an array of ones."""
+    out = group_reduce(t, t.vars, ops)
+    if t.values is None and t.vars and out.rows == t.rows:
+        return Table(out.vars, out.cols, None)
+    return out
+
+
 def _groups(cols: list[np.ndarray], n: int) -> tuple[np.ndarray | None, np.ndarray]:
     """A permutation sorting the rows of ``cols`` (None: they are in key order already, as
     most inputs are, and need no sort and no gather) and where each group of equal rows

@@ -17,7 +17,7 @@ import numpy as np
 import semirings
 from faq.kernel.rows import DISORDERED, fills_box, key_order
 from faq.kernel.stats import RelationStats, table_stats
-from faq.kernel.table import Table, group_reduce, key_sets
+from faq.kernel.table import Table, distinct_rows, key_sets
 from faq.rule import VALUE
 from semirings import Semiring
 from semirings import spark as sops
@@ -243,17 +243,14 @@ def pandas_table(pdf: Any, vars_: tuple[str, ...], S: Semiring, label: str, chec
 def checked_table(raw: Table, S: Semiring, label: str) -> tuple[Table, RelationStats]:
     """``raw`` typed for ``S``, checked (values in the semiring), consolidated, zeros dropped.
 
-    Rows without annotations whose keys are distinct stay without them (each is
-    annotated ``S.one``), so that a library runner reads them as one iso-valued matrix
-    (a ``plus_pair`` product) rather than an array of ones."""
+    Rows without annotations whose keys are distinct stay without them
+    (:func:`~faq.kernel.table.distinct_rows`)."""
     o = local_ops(S)
     values = raw.values
     if values is not None:
         values = typed_values(np.asarray(values), S, label)
         check_annotations(values, S, label)
-    table = group_reduce(Table(raw.vars, raw.cols, values, unique=raw.unique), raw.vars, o)
-    if values is None and table.vars and table.rows == raw.rows:  # each row once: one
-        table = Table(table.vars, table.cols, None, unique=True)
+    table = distinct_rows(Table(raw.vars, raw.cols, values, unique=raw.unique), o)
     return table, table_stats(table)
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from faq.kernel.table import Table, group_reduce
+from faq.kernel.table import Table, distinct_rows
 from faq.kernel.values import check_annotations, key_column, spark_type, typed_values
 from faq.rule import VALUE
 from semirings import Semiring
@@ -68,7 +68,7 @@ def arrow_to_table(
     table = Table(vars_, tuple(cols), values, unique=unique)
     zeros = values is not None and not o.nonzero(values).all()
     if (not unique and consolidate) or zeros:
-        table = group_reduce(table, vars_, o)
+        table = distinct_rows(table, o)
     return table
 
 
