@@ -228,3 +228,32 @@ def test_arrow_rows_without_annotations_stay_without_them():
     twice = pa.table({"x": [1, 1, 2], "y": [4, 4, 5]})
     t = arrow_to_table(twice, ("a", "b"), S, "E", check=True, unique=False)
     assert t.values is not None and t.values.tolist() == [2, 1]
+
+
+def test_a_plan_is_read_where_there_is_no_stdout():
+    """With ``sys.stdout`` None (as under pythonw), the capture still works, another
+    thread's print writes nothing as it would, and stdout is left as it was."""
+    import sys
+    import threading
+
+    from faq.spark.checks import _printed
+
+    raised: list[BaseException] = []
+
+    def beside() -> None:
+        try:
+            print("nowhere")
+        except BaseException as exc:  # noqa: BLE001 - what the print raised, asserted below
+            raised.append(exc)
+
+    def both() -> None:
+        print("kept")
+        t = threading.Thread(target=beside)
+        t.start()
+        t.join()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdout", None)
+        assert _printed(both) == "kept\n"
+        assert sys.stdout is None
+    assert raised == []

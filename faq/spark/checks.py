@@ -115,10 +115,12 @@ class _ThreadOut:
     def write(self, s: str) -> int:
         if threading.get_ident() == self.thread:
             return self.kept.write(s)
+        if self.before is None:  # no stdout (as under pythonw): print writes nothing
+            return len(s)
         return int(self.before.write(s) or 0)
 
     def flush(self) -> None:
-        if threading.get_ident() != self.thread:
+        if threading.get_ident() != self.thread and self.before is not None:
             self.before.flush()
 
     def __getattr__(self, name: str) -> Any:
