@@ -259,7 +259,16 @@ def test_the_masked_product_takes_the_dot_method_where_wedges_abound():
     E = Table(("a", "b"), (src, dst))
     bag = [E, Table(("b", "c"), E.cols), Table(("a", "c"), E.cols)]
     ops = local_ops(semirings.COUNTING)
-    got = graphblas_masked(bag, (), ops)
+    from graphblas.core.matrix import MatrixExpression
+
+    asked: list[dict] = []
+    new = MatrixExpression.new
+    with pytest.MonkeyPatch.context() as mp:  # the options the product is computed with
+        mp.setattr(
+            MatrixExpression, "new", lambda self, *a, **k: asked.append(k) or new(self, *a, **k)
+        )
+        got = graphblas_masked(bag, (), ops)
+    assert [k.get("axb_method") for k in asked if "mask" in k] == ["dot"]
     assert got.values.tolist() == generic_join(bag, ("a", "b", "c"), (), ops).values.tolist()
     # per spoke pair i, i+1: (i, hub, i+1), (i, i+1, hub) and (hub, i, i+1)
     assert got.values[0] == 3 * (spokes.size - 1)

@@ -114,8 +114,6 @@ def consolidate(t: Table, ops: LocalOps) -> Table:
     (so a 64-bit sum past range raises the same OverflowError); a table whose keys turn
     out distinct and that had no annotations keeps none.
     """
-    if t.unique:
-        return drop_zeros(t, ops)
     return distinct_rows(t, ops)
 
 

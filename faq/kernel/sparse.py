@@ -205,22 +205,26 @@ def _index(
     return [{v: index(t.col(v), axes[v]) for v in t.vars} for t in tables]
 
 
+def _degrees(once: _Once, i: np.ndarray, size: int) -> np.ndarray:
+    """The entries of each of ``size`` indices in ``i``, counted once per runner call."""
+    return once((i, size), lambda: np.bincount(i, minlength=size))  # type: ignore[no-any-return]
+
+
 def _wedges(
     shape: TriangleShape, idx: list[dict[str, np.ndarray]], size_m: int, once: _Once
 ) -> int:
     """The multiplications of the unmasked product ``L ⊕.⊗ R`` of a triangle reading
     (``idx``: each factor's keys as indices, per variable): Σ_m deg_L(m)·deg_R(m)."""
-
-    def degrees(i: np.ndarray) -> np.ndarray:
-        return once((i, size_m), lambda: np.bincount(i, minlength=size_m))  # type: ignore[no-any-return]
-
-    return products_sum(degrees(idx[shape.left][shape.m]), degrees(idx[shape.right][shape.m]))
+    left, right = idx[shape.left][shape.m], idx[shape.right][shape.m]
+    return products_sum(_degrees(once, left, size_m), _degrees(once, right, size_m))
 
 
 DOT_STEP = 12.0
 """What one step of SuiteSparse's masked dot-product method costs, in multiplications of
-its saxpy method: about 12 ns against about 1 ns on 2 threads (triangle counts of
-power-law graphs with 1M-10M edges, ``benchmarks/kernels.py --tri-edges``)."""
+its saxpy method: about 12 ns against about 1 ns on 2 threads, fitted to triangle counts
+of power-law graphs with 1M-10M edges (exponents 2.1, 2.5 and 3.5) timed both ways
+against their steps and wedges.  ``benchmarks/kernels.py --workloads triangles
+--tri-edges M`` times the two methods side by side (its two GraphBLAS rows)."""
 
 
 def _reading_cost(
@@ -232,16 +236,10 @@ def _reading_cost(
     m = idx[shape.mask]
     if DOT_STEP * len(m[shape.x]) >= wedges:  # the dot method visits every mask entry
         return float(wedges), ""
-
-    def degrees(i: np.ndarray, size: int) -> np.ndarray:
-        return once((i, size), lambda: np.bincount(i, minlength=size))  # type: ignore[no-any-return]
-
-    deg_l = degrees(idx[shape.left][shape.x], axes[shape.x].size)
-    deg_r = degrees(idx[shape.right][shape.y], axes[shape.y].size)
+    deg_l = _degrees(once, idx[shape.left][shape.x], axes[shape.x].size)
+    deg_r = _degrees(once, idx[shape.right][shape.y], axes[shape.y].size)
     steps = dot_steps(wedges, deg_l, deg_r, m[shape.x], m[shape.y])
-    if steps is None:
-        return float(wedges), ""
-    return DOT_STEP * steps, "dot"
+    return (float(wedges), "") if steps is None else (DOT_STEP * steps, "dot")
 
 
 SAMPLE = 1 << 16
@@ -260,7 +258,7 @@ def dot_steps(
     of ``R``, a merge or a binary search over the shorter of the two, so it costs about
     ``Σ_{(x, y) ∈ M} min(deg_L(x), deg_R(y))`` steps, each dearer (:data:`DOT_STEP`),
     and at least one step an entry.  On a skewed graph the wedges far outnumber those
-    steps: a triangle count at 10M edges took 9-11 s by the dot method against 27-45 s
+    steps: a triangle count at 10M edges took 8-11 s by the dot method against 24-45 s
     by SuiteSparse's own.  The sum is estimated from at most :data:`SAMPLE` evenly
     spaced entries of the mask.
 
@@ -274,9 +272,11 @@ def dot_steps(
         The mask's row and column indices, one per entry.
     """
     n = len(mx)
-    stride = max(1, n // SAMPLE)
-    got = np.minimum(deg_l[mx[::stride]], deg_r[my[::stride]]).sum(dtype=np.int64)
-    steps = max(float(got) * n / max(len(range(0, n, stride)), 1), float(n))
+    if n == 0:
+        return None
+    every = slice(None, None, max(1, n // SAMPLE))
+    mins = np.minimum(deg_l[mx[every]], deg_r[my[every]])
+    steps = max(float(mins.mean()) * n, float(n))
     return steps if DOT_STEP * steps < wedges else None
 
 
@@ -449,9 +449,9 @@ def _masked(
     axes = axes_of(ts)
     once = _Once()
     idx = _index(ts, axes, once)
-    readings = [(_reading_cost(s, idx, axes, once), i) for i, s in enumerate(shapes)]
-    (_, method), at = min(readings)
-    shape = shapes[at]
+    costs = [_reading_cost(s, idx, axes, once) for s in shapes]
+    at = min(range(len(shapes)), key=lambda i: costs[i][0])
+    shape, method = shapes[at], costs[at][1]
     L, R, M = ts[shape.left], ts[shape.right], ts[shape.mask]
     li, ri, mi = idx[shape.left], idx[shape.right], idx[shape.mask]
     ax, am, ay = axes[shape.x], axes[shape.m], axes[shape.y]

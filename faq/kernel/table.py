@@ -179,7 +179,7 @@ def distinct_rows(t: Table, ops: LocalOps) -> Table:
     that the kernel counts them and a library runner builds one iso-valued matrix, not
     an array of ones."""
     out = group_reduce(t, t.vars, ops)
-    if t.values is None and t.vars and out.rows == t.rows:
+    if t.values is None and out.values is not None and t.vars and out.rows == t.rows:
         return Table(out.vars, out.cols, None)
     return out
 

@@ -98,7 +98,7 @@ def explain_cost(df: DataFrame) -> str | None:
     except Exception:  # noqa: BLE001 - the SQL statement below, or nothing to read
         text = ""
     if text.strip():
-        return text[:-1] if text.endswith("\n") else text
+        return text.removesuffix("\n")  # print's own
     try:
         return str(df.sparkSession.sql("EXPLAIN COST SELECT * FROM {t}", t=df).collect()[0][0])
     except Exception:  # no plan to read
